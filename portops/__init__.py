@@ -1,0 +1,22 @@
+"""portops: array operations written once against the Python array API standard.
+
+Each public operation validates its arguments once, then dispatches to the fastest
+registered implementation for the arrays' library and device, falling back to a
+pure array-API implementation for every other array type. Importing portops imports
+no optional array library.
+"""
+
+from ._dispatch import explain, implementations, prefer
+from ._generic import shift_sum as _generic_shift_sum  # noqa: F401  (registers)
+from .shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
+
+__all__ = [
+    "explain",
+    "implementations",
+    "prefer",
+    "shift_sum",
+    "shift_sum_adjoint",
+    "shift_sum_pinv",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,147 @@
+"""Array inspection shared by every operation: library, device kind, namespace.
+
+Everything here is cached per array *type*, so the cost on a hot path is a dict
+lookup. Nothing imports an array library that the caller has not imported already.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import array_api_compat as compat
+
+# Library names used as dispatch keys. Anything else is handled by the generic path
+# under the name of its top-level module (for example "array_api_strict").
+NUMPY, TORCH, CUPY, JAX, DASK = "numpy", "torch", "cupy", "jax", "dask"
+
+_lock = threading.Lock()
+_library_by_type: dict[type, str] = {}
+_namespace_by_type: dict[type, Any] = {}
+
+
+def _detect_library(x: object) -> str | None:
+    if compat.is_numpy_array(x):
+        return NUMPY
+    if compat.is_torch_array(x):
+        return TORCH
+    if compat.is_cupy_array(x):
+        return CUPY
+    if compat.is_jax_array(x):
+        return JAX
+    if compat.is_dask_array(x):
+        return DASK
+    if compat.is_array_api_obj(x):
+        return type(x).__module__.partition(".")[0]
+    return None
+
+
+def library_of(x: object) -> str | None:
+    """Name of the array library `x` belongs to, or None when `x` is not an array."""
+    t = type(x)
+    try:
+        return _library_by_type[t]
+    except KeyError:
+        pass
+    lib = _detect_library(x)
+    if lib is not None:
+        with _lock:
+            _library_by_type[t] = lib
+    return lib
+
+
+def namespace_of(x: Any) -> Any:
+    """The array-API-compatible namespace of `x` (cached per type)."""
+    t = type(x)
+    try:
+        return _namespace_by_type[t]
+    except KeyError:
+        pass
+    xp = compat.array_namespace(x)
+    with _lock:
+        _namespace_by_type[t] = xp
+    return xp
+
+
+def device_kind(x: Any, library: str) -> str:
+    """ "cpu", "cuda" or another device type name; "cpu" for libraries without devices."""
+    if library == NUMPY:
+        return "cpu"
+    if library == TORCH:
+        return str(x.device.type)
+    if library == CUPY:
+        return "cuda"
+    if library == DASK:
+        return "cuda" if compat.is_cupy_array(getattr(x, "_meta", None)) else "cpu"
+    if library == JAX:
+        try:
+            (dev,) = x.devices()
+        except Exception:  # traced arrays have no concrete device
+            return "cpu"
+        return "cuda" if dev.platform == "gpu" else str(dev.platform)
+    return "cpu"
+
+
+class ArrayArgs(NamedTuple):
+    """The common facts about the array arguments of one call."""
+
+    library: str
+    device: str
+    xp: Any
+
+
+def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
+    """Check that `arrays` are arrays of one library on one device.
+
+    `names` are the parameter names used in error messages; ``None`` entries of
+    `arrays` are skipped (optional arguments).
+    """
+    first_name = ""
+    library: str | None = None
+    first: Any = None
+    for name, a in zip(names, arrays, strict=True):
+        if a is None:
+            continue
+        lib = library_of(a)
+        if lib is None:
+            raise TypeError(
+                f"{name} must be an array of an array-API library (NumPy, CuPy, PyTorch, "
+                f"JAX, Dask, ...), got {type(a).__name__}"
+            )
+        if library is None:
+            library, first, first_name = lib, a, name
+        elif lib != library:
+            raise TypeError(
+                f"{first_name} and {name} come from two array libraries ({library} and {lib}); "
+                "pass arrays of one library"
+            )
+    if library is None:
+        raise TypeError(f"{names[0]} must be an array")
+    device = device_kind(first, library)
+    if library in (TORCH, CUPY, JAX):
+        dev0 = compat.device(first)
+        for name, a in zip(names, arrays, strict=True):
+            if a is not None and a is not first and compat.device(a) != dev0:
+                raise ValueError(
+                    f"{first_name} and {name} are on two devices ({dev0} and "
+                    f"{compat.device(a)}); move them to one device"
+                )
+    return ArrayArgs(library, device, namespace_of(first))
+
+
+def normalize_axis(axis: Any, ndim: int, name: str) -> int:
+    """Return `axis` as a non-negative int, or raise a TypeError/ValueError naming it."""
+    try:
+        ax = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(axis).__name__}") from None
+    if not -ndim <= ax < ndim:
+        raise ValueError(f"{name}={axis} is out of range for an array with {ndim} dimensions")
+    return ax % ndim
+
+
+def is_floating(xp: Any, dtype: Any) -> bool:
+    """True for real and complex floating dtypes."""
+    return bool(xp.isdtype(dtype, ("real floating", "complex floating")))

@@ -1,0 +1,1 @@
+"""Per-library specialisations, imported lazily by the dispatcher."""

@@ -1,0 +1,1 @@
+"""Dask specialisations: blockwise calls into the per-block library's implementation."""

@@ -1,0 +1,1 @@
+"""NumPy specialisations (each module registers the implementations it defines)."""

@@ -1,0 +1,1 @@
+"""PyTorch specialisations (each module registers the implementations it defines)."""

@@ -1,0 +1,315 @@
+"""The registry: which implementation of an operation runs for which arguments.
+
+An *operation* is declared once with a ``prepare`` function that validates the public
+arguments and returns a :class:`Call` (library, device kind and the normalised
+arguments every implementation receives). *Implementations* are registered for a set
+of libraries and device kinds; the generic one (``libraries=None``) applies to every
+array type. Among those registered for the call's (library, device), the one with the
+highest priority whose ``applies`` check passes runs. :func:`prefer` overrides the
+choice within a context.
+
+Backend specialisations live in ``portops._backends.<library>`` packages and are
+imported the first time an array of that library is seen, so ``import portops``
+imports no optional array library.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from importlib.util import find_spec
+from typing import Any, NamedTuple
+
+__all__ = [
+    "Call",
+    "Implementation",
+    "define_operation",
+    "explain",
+    "implementations",
+    "invoke",
+    "prefer",
+    "register",
+    "select",
+]
+
+
+class Call(NamedTuple):
+    """Normalised arguments of one call, as produced by an operation's ``prepare``."""
+
+    library: str
+    device: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One registered implementation of an operation."""
+
+    op: str
+    name: str
+    func: Callable[..., Any]
+    libraries: frozenset[str] | None  # None: any library (the generic path)
+    devices: frozenset[str] | None  # None: any device kind
+    priority: int
+    applies: Callable[..., str | None] | None  # returns why it does not apply, or None
+    summary: str
+
+    def where(self) -> str:
+        libs = "any library" if self.libraries is None else "/".join(sorted(self.libraries))
+        devs = "any device" if self.devices is None else "/".join(sorted(self.devices))
+        return f"{libs} on {devs}"
+
+    def reason_not_applicable(self, call: Call) -> str | None:
+        if self.libraries is not None and call.library not in self.libraries:
+            return f"registered for {self.where()}, not {call.library} arrays"
+        if self.devices is not None and call.device not in self.devices:
+            return f"registered for {self.where()}, not device {call.device!r}"
+        if self.applies is not None:
+            return self.applies(*call.args)
+        return None
+
+
+@dataclass(frozen=True)
+class _Operation:
+    name: str
+    prepare: Callable[..., Call]
+
+
+_lock = threading.RLock()
+_operations: dict[str, _Operation] = {}
+_registry: dict[str, list[Implementation]] = {}
+# (op, library, device) -> candidates by descending priority; rebuilt on registration.
+_candidates: dict[tuple[str, str, str], tuple[Implementation, ...]] = {}
+_loaded_backends: set[str] = set()
+_preferred: ContextVar[dict[str, str] | None] = ContextVar("portops_preferred", default=None)
+
+# Libraries whose specialisations live in portops._backends.<name>.
+_BACKEND_PACKAGES = ("numpy", "torch", "cupy", "dask")
+
+
+def define_operation(name: str, prepare: Callable[..., Call]) -> None:
+    """Declare operation `name`; `prepare` turns public arguments into a :class:`Call`."""
+    with _lock:
+        _operations[name] = _Operation(name, prepare)
+        _registry.setdefault(name, [])
+
+
+def register(
+    op: str,
+    name: str,
+    *,
+    libraries: Iterable[str] | None = None,
+    devices: Iterable[str] | None = None,
+    priority: int = 0,
+    applies: Callable[..., str | None] | None = None,
+    summary: str = "",
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator registering an implementation of `op` under `name`.
+
+    `applies` receives the normalised arguments and returns ``None`` when the
+    implementation can run them, or a short reason why not.
+    """
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        impl = Implementation(
+            op=op,
+            name=name,
+            func=func,
+            libraries=None if libraries is None else frozenset(libraries),
+            devices=None if devices is None else frozenset(devices),
+            priority=priority,
+            applies=applies,
+            summary=summary or (func.__doc__ or "").strip().split("\n")[0],
+        )
+        with _lock:
+            impls = [i for i in _registry.setdefault(op, []) if i.name != name]
+            impls.append(impl)
+            _registry[op] = impls
+            _candidates.clear()
+        return func
+
+    return decorate
+
+
+def _load_backend(library: str) -> None:
+    """Import every module of ``portops._backends.<library>`` once (they register)."""
+    if library in _loaded_backends:
+        return
+    with _lock:
+        if library in _loaded_backends:
+            return
+        name = f"portops._backends.{library}"
+        if library in _BACKEND_PACKAGES and find_spec(name) is not None:
+            package = importlib.import_module(name)
+            for info in pkgutil.iter_modules(package.__path__):
+                importlib.import_module(f"{package.__name__}.{info.name}")
+        _loaded_backends.add(library)
+
+
+def _candidates_for(op: str, library: str, device: str) -> tuple[Implementation, ...]:
+    key = (op, library, device)
+    try:
+        return _candidates[key]
+    except KeyError:
+        pass
+    _load_backend(library)
+    with _lock:
+        impls = [
+            i
+            for i in _registry[op]
+            if (i.libraries is None or library in i.libraries)
+            and (i.devices is None or device in i.devices)
+        ]
+        impls.sort(key=lambda i: -i.priority)
+        found = tuple(impls)
+        _candidates[key] = found
+    return found
+
+
+def select(op: str, call: Call) -> Implementation:
+    """The implementation of `op` that runs for `call` (honouring :func:`prefer`)."""
+    candidates = _candidates_for(op, call.library, call.device)
+    preferred = _preferred.get()
+    if preferred is not None and op in preferred:
+        return _preferred_implementation(op, preferred[op], call)
+    for impl in candidates:
+        if impl.applies is None or impl.applies(*call.args) is None:
+            return impl
+    raise LookupError(f"no implementation of {op} applies to {call.library} arrays")
+
+
+def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
+    impls = {i.name: i for i in _registry[op]}
+    if name not in impls:
+        _load_installed_backends()
+        impls = {i.name: i for i in _registry[op]}
+    if name not in impls:
+        raise ValueError(
+            f"portops.prefer({op}={name!r}): no such implementation; "
+            f"registered: {', '.join(sorted(impls))}"
+        )
+    impl = impls[name]
+    reason = impl.reason_not_applicable(call)
+    if reason is not None:
+        raise ValueError(
+            f"portops.prefer({op}={name!r}) does not apply to these arguments: {reason}"
+        )
+    return impl
+
+
+def invoke(op: str, *args: Any, **kwargs: Any) -> Any:
+    """Validate public arguments of `op`, select an implementation and run it."""
+    call = _operations[op].prepare(*args, **kwargs)
+    return select(op, call).func(*call.args)
+
+
+def _load_installed_backends() -> None:
+    for library in _BACKEND_PACKAGES:
+        if library in _loaded_backends:
+            continue
+        if library == "numpy" or find_spec(library) is not None:
+            try:
+                _load_backend(library)
+            except ImportError:  # library present but unusable here
+                continue
+
+
+def _check_operation(op: str) -> None:
+    if op not in _operations:
+        raise ValueError(f"unknown operation {op!r}; known: {', '.join(sorted(_operations))}")
+
+
+def implementations(op: str) -> list[dict[str, Any]]:
+    """List the implementations registered for operation `op`.
+
+    Imports the backend specialisations of the array libraries that are installed.
+
+    Parameters
+    ----------
+    op : str
+        Operation name, for example ``"shift_sum"``.
+
+    Returns
+    -------
+    list of dict
+        One entry per implementation, highest priority first, with keys ``name``,
+        ``libraries``, ``devices`` (``None`` meaning any), ``priority`` and ``summary``.
+    """
+    _check_operation(op)
+    _load_installed_backends()
+    with _lock:
+        impls = sorted(_registry[op], key=lambda i: (-i.priority, i.name))
+    return [
+        {
+            "name": i.name,
+            "libraries": None if i.libraries is None else sorted(i.libraries),
+            "devices": None if i.devices is None else sorted(i.devices),
+            "priority": i.priority,
+            "summary": i.summary,
+        }
+        for i in impls
+    ]
+
+
+def explain(op: str, *args: Any, **kwargs: Any) -> str:
+    """Say which implementation of `op` would run for these arguments, and why.
+
+    Parameters
+    ----------
+    op : str
+        Operation name, for example ``"shift_sum"``.
+    *args, **kwargs
+        The arguments exactly as they would be passed to the operation.
+
+    Returns
+    -------
+    str
+        A readable report: the arrays' library and device, each candidate in order of
+        priority with the reason it was passed over, and the one chosen.
+    """
+    _check_operation(op)
+    call = _operations[op].prepare(*args, **kwargs)
+    chosen = select(op, call)
+    lines = [f"{op} on {call.library} arrays (device {call.device}):"]
+    preferred = (_preferred.get() or {}).get(op)
+    for impl in _candidates_for(op, call.library, call.device):
+        if impl is chosen:
+            why = "forced by portops.prefer" if preferred else "first that applies"
+            lines.append(f"  -> {impl.name}: {impl.summary} [{why}]")
+        else:
+            reason = impl.reason_not_applicable(call)
+            note = f"does not apply: {reason}" if reason else "applies, lower priority"
+            lines.append(f"     {impl.name}: {impl.summary} [{note}]")
+    return "\n".join(lines)
+
+
+@contextmanager
+def prefer(**choices: str) -> Iterator[None]:
+    """Force named implementations within a ``with`` block.
+
+    Parameters
+    ----------
+    **choices : str
+        ``operation=implementation_name`` pairs, for example
+        ``prefer(shift_sum="numpy_add_at")``. A call whose arguments the named
+        implementation cannot handle raises ``ValueError`` instead of falling back.
+
+    Notes
+    -----
+    Based on a ``ContextVar``, so the choice is local to the thread or asyncio task.
+    """
+    for op, name in choices.items():
+        _check_operation(op)
+        if not isinstance(name, str):
+            raise TypeError(f"prefer({op}=...) expects an implementation name, got {name!r}")
+    current = _preferred.get() or {}
+    token = _preferred.set({**current, **choices})
+    try:
+        yield
+    finally:
+        _preferred.reset(token)

@@ -1,0 +1,1 @@
+"""Reference implementations written against the array API standard only."""

@@ -1,0 +1,125 @@
+"""shift_sum family in pure array API: no mutation, so it runs under ``jax.jit`` /
+``jax.grad``, lazily on Dask, and on array-api-strict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import array_api_compat as compat
+
+from .. import _dispatch
+from ..shift_sum import ShiftSumArgs, accumulation_dtype
+
+
+def result_dtype(a: ShiftSumArgs) -> Any:
+    """``result_type(array, mask)``."""
+    if a.mask is None:
+        return a.array.dtype
+    return a.xp.result_type(a.array.dtype, a.mask.dtype)
+
+
+def _index(ndim: int, axis: int, item: slice) -> tuple[slice, ...]:
+    idx = [slice(None)] * ndim
+    idx[axis] = item
+    return tuple(idx)
+
+
+def channel(a: Any, axis: int, c: int) -> Any:
+    """Channel `c` of `a` along `axis`, keeping the axis (size-1 axes broadcast)."""
+    if a.shape[axis] == 1:
+        return a
+    return a[_index(a.ndim, axis, slice(c, c + 1))]
+
+
+def _pad(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
+    parts = []
+    for n in (before, None, after):
+        if n is None:
+            parts.append(z)
+        elif n > 0:
+            shape = list(z.shape)
+            shape[axis] = n
+            parts.append(xp.zeros(tuple(shape), dtype=z.dtype, device=compat.device(z)))
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=axis)
+
+
+def forward(a: ShiftSumArgs) -> Any:
+    """Sum of zero-padded channels: one padded term per channel."""
+    x, offsets, ax, cax, mask, keepdims, xp = a
+    out_dtype = result_dtype(a)
+    acc = accumulation_dtype(xp, out_dtype)
+    grow = max(offsets)
+    total = None
+    for c, o in enumerate(offsets):
+        z = channel(x, cax, c)
+        if mask is not None:
+            z = z * channel(mask, cax, c)
+        z = _pad(xp, xp.astype(z, acc, copy=False), ax, o, grow - o)
+        total = z if total is None else total + z
+    assert total is not None
+    if not keepdims:
+        total = xp.squeeze(total, axis=cax)
+    return xp.astype(total, out_dtype, copy=False)
+
+
+def conj_mask(xp: Any, mask: Any) -> Any:
+    """The mask as it enters the adjoint: conjugated when complex."""
+    if xp.isdtype(mask.dtype, "complex floating"):
+        return xp.conj(mask)
+    return mask
+
+
+def adjoint(a: ShiftSumArgs) -> Any:
+    """Concatenate each channel's window of ``y``, then mask."""
+    y, offsets, ax, cax, mask, _, xp = a
+    width = y.shape[ax] - max(offsets)
+    x = xp.concat([y[_index(y.ndim, ax, slice(o, o + width))] for o in offsets], axis=cax)
+    if mask is not None:
+        out_dtype = result_dtype(a)
+        x = xp.astype(x * conj_mask(xp, mask), out_dtype, copy=False)
+    return x
+
+
+def overlap(a: ShiftSumArgs) -> Any:
+    """``Phi = sum_c shift_c(|mask_c|^2)``, shaped to broadcast against ``y``.
+
+    Without a mask it is the number of channels that reach each position.
+    """
+    y, offsets, ax, cax, mask, _, xp = a
+    width = y.shape[ax] - max(offsets)
+    real = (
+        xp.real(xp.empty((), dtype=y.dtype)).dtype
+        if xp.isdtype(y.dtype, "complex floating")
+        else y.dtype
+    )
+    shape = [1] * y.ndim
+    shape[cax], shape[ax] = len(offsets), width
+    if mask is None:
+        m2 = xp.ones(tuple(shape), dtype=real, device=compat.device(y))
+    else:
+        m2 = xp.abs(mask) ** 2 if xp.isdtype(mask.dtype, "complex floating") else mask * mask
+        m2 = xp.astype(m2, xp.result_type(m2.dtype, real), copy=False)
+        full = [max(s, t) for s, t in zip(m2.shape, shape, strict=True)]
+        m2 = xp.broadcast_to(m2, tuple(full))
+    return forward(ShiftSumArgs(m2, offsets, ax, cax, None, True, xp))
+
+
+def divide_where_positive(xp: Any, y: Any, phi: Any) -> Any:
+    """``y / phi`` where ``phi > 0``, else 0, without dividing by zero."""
+    positive = phi > 0
+    return xp.where(positive, y / xp.where(positive, phi, xp.ones_like(phi)), xp.zeros_like(y))
+
+
+def pinv(a: ShiftSumArgs) -> Any:
+    """``A^H (y / Phi)``: exact because ``A A^H`` is diagonal."""
+    xp = a.xp
+    z = divide_where_positive(xp, a.array, overlap(a))
+    if a.mask is None:
+        z = xp.astype(z, a.array.dtype, copy=False)
+    return adjoint(a._replace(array=z))
+
+
+_GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"
+_dispatch.register("shift_sum", "generic", priority=-100, summary=_GENERIC)(forward)
+_dispatch.register("shift_sum_adjoint", "generic", priority=-100, summary=_GENERIC)(adjoint)
+_dispatch.register("shift_sum_pinv", "generic", priority=-100, summary=_GENERIC)(pinv)

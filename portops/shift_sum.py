@@ -1,0 +1,395 @@
+"""The CASSI dispersion operator: shift each channel along an axis, then sum channels.
+
+All three public functions describe the same linear operator ``A`` with the same keyword
+arguments; axes always refer to the layout of ``x`` (the array that has the channel axis).
+Validation and normalisation happen here, once; implementations receive a
+:class:`ShiftSumArgs` with non-negative offsets, non-negative axes and a mask of the
+same number of dimensions as ``x``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from . import _dispatch
+from ._arrays import inspect_arrays, is_floating, normalize_axis
+
+__all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
+
+
+class ShiftSumArgs(NamedTuple):
+    """Normalised arguments shared by every shift_sum implementation.
+
+    ``array`` is ``x`` for the forward operator and ``y`` for the adjoint and the
+    pseudo-inverse. For ``y`` the channel axis is present with size 1, so ``axis`` and
+    ``channel_axis`` index both layouts alike. ``mask`` is ``None`` or has ``x.ndim``
+    dimensions, each of size 1 or the size of ``x``'s.
+    """
+
+    array: Any
+    offsets: tuple[int, ...]
+    axis: int
+    channel_axis: int
+    mask: Any
+    keepdims: bool
+    xp: Any
+
+
+@lru_cache(maxsize=256)
+def _linear_offsets(step: int, channels: int) -> tuple[int, ...]:
+    offsets = [c * step for c in range(channels)]
+    low = min(offsets)
+    return tuple(o - low for o in offsets)
+
+
+def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -> tuple[int, ...]:
+    """Offsets ``o_c`` as a tuple of non-negative ints with ``min == 0``."""
+    if isinstance(step, bool):
+        raise TypeError(f"{argname} must be an integer or a sequence of integers, got bool")
+    try:
+        s = operator.index(step)
+    except TypeError:
+        pass
+    else:
+        if channels is None:
+            raise ValueError("channels is required when step is an integer")
+        return _linear_offsets(s, channels)
+    if isinstance(step, (str, bytes)) or not isinstance(step, Sequence | range):
+        try:
+            step = [operator.index(v) for v in step]  # arrays of integers
+        except TypeError:
+            raise TypeError(
+                f"{argname} must be an integer or a sequence of integers, got {type(step).__name__}"
+            ) from None
+    offsets = []
+    for v in step:
+        if isinstance(v, bool):
+            raise TypeError(f"{argname} must contain integers, got bool")
+        try:
+            offsets.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"{argname} must contain integers, got {type(v).__name__}") from None
+    if not offsets:
+        raise ValueError(f"{argname} must contain at least one offset")
+    if channels is not None and len(offsets) != channels:
+        raise ValueError(f"{argname} has {len(offsets)} offsets but there are {channels} channels")
+    low = min(offsets)
+    return tuple(o - low for o in offsets)
+
+
+def _check_array(a: Any, name: str) -> None:
+    ndim = getattr(a, "ndim", None)
+    if ndim is None:
+        raise TypeError(f"{name} must be an array, got {type(a).__name__}")
+    if ndim < 2:
+        raise ValueError(f"{name} must have at least 2 dimensions, got {ndim}")
+
+
+def _check_dtype(xp: Any, a: Any, name: str, *, allow_int: bool) -> None:
+    kinds: tuple[str, ...] = ("real floating", "complex floating")
+    if allow_int:
+        kinds += ("integral",)
+    if not xp.isdtype(a.dtype, kinds):
+        expected = "a numeric (integer or floating)" if allow_int else "a floating-point"
+        raise TypeError(f"{name} must have {expected} dtype, got {a.dtype}")
+
+
+def _normalize_mask(xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any) -> Any:
+    """Return `mask` with ``len(x_shape)`` dims, each 1 or equal to x's, or raise."""
+    if mask is None:
+        return None
+    if mask.ndim > len(x_shape):
+        raise ValueError(
+            f"mask has {mask.ndim} dimensions, more than x's {len(x_shape)}; "
+            f"it must broadcast against x of shape {x_shape}"
+        )
+    shape = (1,) * (len(x_shape) - mask.ndim) + tuple(mask.shape)
+    for m, n in zip(shape, x_shape, strict=True):
+        if m != 1 and m != n:
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast against x of shape {x_shape}"
+            )
+    if xp.isdtype(mask.dtype, "bool"):
+        mask = xp.astype(mask, dtype)  # binary masks are commonly bool
+    elif not xp.isdtype(mask.dtype, ("real floating", "complex floating", "integral")):
+        raise TypeError(f"mask must have a numeric or bool dtype, got {mask.dtype}")
+    if mask.ndim != len(x_shape):
+        mask = xp.reshape(mask, shape)
+    return mask
+
+
+def _axes(axis: Any, channel_axis: Any, ndim: int) -> tuple[int, int]:
+    ax = normalize_axis(axis, ndim, "axis")
+    cax = normalize_axis(channel_axis, ndim, "channel_axis")
+    if ax == cax:
+        raise ValueError(f"axis={axis} and channel_axis={channel_axis} name the same axis")
+    return ax, cax
+
+
+def _prepare_forward(
+    x: Any,
+    step: Any,
+    *,
+    axis: int = -1,
+    channel_axis: int = -3,
+    mask: Any = None,
+    keepdims: bool = False,
+) -> _dispatch.Call:
+    lib = inspect_arrays(("x", "mask"), (x, mask))
+    _check_array(x, "x")
+    xp = lib.xp
+    _check_dtype(xp, x, "x", allow_int=True)
+    ax, cax = _axes(axis, channel_axis, x.ndim)
+    shape = tuple(x.shape)
+    offsets = _normalize_offsets(step, shape[cax])
+    m = _normalize_mask(xp, mask, shape, x.dtype)
+    return _dispatch.Call(
+        lib.library, lib.device, (ShiftSumArgs(x, offsets, ax, cax, m, bool(keepdims), xp),)
+    )
+
+
+def _prepare_transposed(
+    y: Any,
+    step: Any,
+    *,
+    channels: int | None = None,
+    axis: int = -1,
+    channel_axis: int = -3,
+    mask: Any = None,
+    keepdims: bool = False,
+    floating_only: bool = False,
+) -> _dispatch.Call:
+    """Shared by the adjoint and the pseudo-inverse: `y` in, an `x`-shaped array out."""
+    lib = inspect_arrays(("y", "mask"), (y, mask))
+    if getattr(y, "ndim", None) is None:
+        raise TypeError(f"y must be an array, got {type(y).__name__}")
+    xp = lib.xp
+    _check_dtype(xp, y, "y", allow_int=not floating_only)
+    if channels is not None:
+        if isinstance(channels, bool):
+            raise TypeError("channels must be a positive integer, got bool")
+        try:
+            channels = operator.index(channels)
+        except TypeError:
+            raise TypeError(
+                f"channels must be a positive integer, got {type(channels).__name__}"
+            ) from None
+        if channels < 1:
+            raise ValueError(f"channels must be a positive integer, got {channels}")
+    offsets = _normalize_offsets(step, channels)
+    n_channels = len(offsets)
+    x_ndim = y.ndim if keepdims else y.ndim + 1
+    if x_ndim < 2:
+        raise ValueError("y must have at least 1 dimension (2 with keepdims=True)")
+    ax, cax = _axes(axis, channel_axis, x_ndim)
+    if keepdims:
+        if y.shape[cax] != 1:
+            raise ValueError(
+                f"with keepdims=True, y must have size 1 along channel_axis={channel_axis}, "
+                f"got {y.shape[cax]}"
+            )
+    else:
+        y = xp.expand_dims(y, axis=cax)
+    y_width = y.shape[ax]
+    width = y_width - offsets_max(offsets)
+    if width < 0:
+        raise ValueError(
+            f"y is too narrow: its axis {axis} has length {y_width}, but {n_channels} "
+            f"channels with offsets up to {offsets_max(offsets)} need at least "
+            f"{offsets_max(offsets)}"
+        )
+    x_shape = list(y.shape)
+    x_shape[cax] = n_channels
+    x_shape[ax] = width
+    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype)
+    return _dispatch.Call(
+        lib.library, lib.device, (ShiftSumArgs(y, offsets, ax, cax, m, bool(keepdims), xp),)
+    )
+
+
+def offsets_max(offsets: tuple[int, ...]) -> int:
+    """Largest offset, i.e. how much the shifted axis grows."""
+    return max(offsets)
+
+
+def _prepare_pinv(y: Any, step: Any, **kwargs: Any) -> _dispatch.Call:
+    return _prepare_transposed(y, step, floating_only=True, **kwargs)
+
+
+_dispatch.define_operation("shift_sum", _prepare_forward)
+_dispatch.define_operation("shift_sum_adjoint", _prepare_transposed)
+_dispatch.define_operation("shift_sum_pinv", _prepare_pinv)
+
+
+def shift_sum(
+    x: Any,
+    step: int | Sequence[int],
+    *,
+    axis: int = -1,
+    channel_axis: int = -3,
+    mask: Any = None,
+    keepdims: bool = False,
+) -> Any:
+    """Shift channel ``c`` of `x` by ``o_c`` along `axis` and sum over channels.
+
+    ``y[..., h, w'] = sum_c (mask * x)[..., c, h, w' - o_c]`` with ``o_c = c * step``
+    normalised so that ``min(o) == 0`` (a negative step shifts the other way). This is
+    the dispersion operator of coded-aperture snapshot spectral imaging (CASSI).
+
+    Parameters
+    ----------
+    x : array
+        Input with a channel axis, for example ``(B, C, H, W)``. Any array-API array
+        (NumPy, CuPy, PyTorch, JAX, Dask, array-api-strict, ...); integer, real or
+        complex floating dtype. Not modified.
+    step : int or sequence of int
+        Shift per channel, or the ``C`` offsets themselves (non-linear dispersion).
+    axis : int, optional
+        Axis along which channels are shifted (default: the last).
+    channel_axis : int, optional
+        Axis of ``x`` that holds the channels (default ``-3``; use ``-1`` with
+        ``axis=-2`` for channels-last ``(H, W, C)`` data).
+    mask : array, optional
+        Coded aperture multiplied into `x` before shifting; broadcasts against `x`
+        (for example ``(H, W)``, ``(C, H, W)`` or ``(B, C, H, W)``).
+    keepdims : bool, optional
+        Keep the channel axis with size 1 in the result.
+
+    Returns
+    -------
+    array
+        ``x``'s shape without `channel_axis` and with `axis` lengthened by
+        ``max(o)``; dtype ``result_type(x, mask)``; same library and device as `x`.
+        Half-precision inputs accumulate in float32.
+
+    Raises
+    ------
+    TypeError
+        If `x` or `mask` is not an array, they come from two libraries, or `step`
+        is not made of integers.
+    ValueError
+        If the axes coincide or are out of range, `step` has the wrong length, `mask`
+        does not broadcast, or the arrays are on two devices.
+
+    Examples
+    --------
+    >>> import numpy as np, portops
+    >>> x = np.array([[1, 1, 1], [2, 2, 2], [3, 3, 3]])
+    >>> portops.shift_sum(x, 1, channel_axis=0)
+    array([1, 3, 6, 5, 3])
+    """
+    return _dispatch.invoke(
+        "shift_sum", x, step, axis=axis, channel_axis=channel_axis, mask=mask, keepdims=keepdims
+    )
+
+
+def shift_sum_adjoint(
+    y: Any,
+    step: int | Sequence[int],
+    *,
+    channels: int | None = None,
+    axis: int = -1,
+    channel_axis: int = -3,
+    mask: Any = None,
+    keepdims: bool = False,
+) -> Any:
+    """The exact adjoint of :func:`shift_sum`: crop each channel's window and mask it.
+
+    ``x[..., c, h, w] = conj(mask) * y[..., h, w + o_c]`` (the conjugate only matters
+    for complex masks), so that ``<A x, y> == <x, A^H y>``.
+
+    Parameters
+    ----------
+    y : array
+        Measurement shaped like the output of :func:`shift_sum` with the same
+        keyword arguments. Not modified.
+    step : int or sequence of int
+        As for :func:`shift_sum`.
+    channels : int, optional
+        Number of channels ``C``; required when `step` is an integer.
+    axis, channel_axis : int, optional
+        Axes in the layout of ``x`` (the result), as for :func:`shift_sum`.
+    mask : array, optional
+        The same mask as given to :func:`shift_sum`; broadcasts against the result.
+    keepdims : bool, optional
+        True when `y` keeps the channel axis with size 1.
+
+    Returns
+    -------
+    array
+        ``x``-shaped array with ``C`` channels and `axis` of length
+        ``y.shape[axis] - max(o)``; dtype ``result_type(y, mask)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As for :func:`shift_sum`; also when `y` is too narrow for the channels.
+    """
+    return _dispatch.invoke(
+        "shift_sum_adjoint",
+        y,
+        step,
+        channels=channels,
+        axis=axis,
+        channel_axis=channel_axis,
+        mask=mask,
+        keepdims=keepdims,
+    )
+
+
+def shift_sum_pinv(
+    y: Any,
+    step: int | Sequence[int],
+    *,
+    channels: int | None = None,
+    axis: int = -1,
+    channel_axis: int = -3,
+    mask: Any = None,
+    keepdims: bool = False,
+) -> Any:
+    """The Moore–Penrose pseudo-inverse of :func:`shift_sum`.
+
+    ``pinv(y) = A^H (y / Phi)`` with ``Phi = sum_c shift_c(|mask_c|^2)`` and 0 where
+    ``Phi == 0``. Because ``A A^H`` is diagonal this is exact: ``A(pinv(y)) == y`` for
+    every `y` in the range of ``A``, and ``pinv(y)`` is the minimum-norm solution. It
+    stays finite for masks with zeros (unlike dividing by the overlap count and then
+    by the mask).
+
+    Parameters
+    ----------
+    y : array
+        Measurement, real or complex floating dtype. Not modified.
+    step, channels, axis, channel_axis, mask, keepdims
+        As for :func:`shift_sum_adjoint`.
+
+    Returns
+    -------
+    array
+        ``x``-shaped array; dtype ``result_type(y, mask)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As for :func:`shift_sum_adjoint`; also for an integer `y`.
+    """
+    return _dispatch.invoke(
+        "shift_sum_pinv",
+        y,
+        step,
+        channels=channels,
+        axis=axis,
+        channel_axis=channel_axis,
+        mask=mask,
+        keepdims=keepdims,
+    )
+
+
+def accumulation_dtype(xp: Any, dtype: Any) -> Any:
+    """float32 for half-precision floats, else `dtype` itself."""
+    if is_floating(xp, dtype) and not xp.isdtype(dtype, "complex floating"):
+        if xp.finfo(dtype).bits < 32:
+            return xp.float32
+    return dtype
