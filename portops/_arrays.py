@@ -7,7 +7,6 @@ lookup. Nothing imports an array library that the caller has not imported alread
 from __future__ import annotations
 
 import operator
-import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -17,7 +16,6 @@ import array_api_compat as compat
 # under the name of its top-level module (for example "array_api_strict").
 NUMPY, TORCH, CUPY, JAX, DASK = "numpy", "torch", "cupy", "jax", "dask"
 
-_lock = threading.Lock()
 _library_by_type: dict[type, str] = {}
 _namespace_by_type: dict[type, Any] = {}
 
@@ -47,8 +45,7 @@ def library_of(x: object) -> str | None:
         pass
     lib = _detect_library(x)
     if lib is not None:
-        with _lock:
-            _library_by_type[t] = lib
+        _library_by_type[t] = lib  # a single dict store: atomic, a race only recomputes
     return lib
 
 
@@ -60,8 +57,7 @@ def namespace_of(x: Any) -> Any:
     except KeyError:
         pass
     xp = compat.array_namespace(x)
-    with _lock:
-        _namespace_by_type[t] = xp
+    _namespace_by_type[t] = xp
     return xp
 
 

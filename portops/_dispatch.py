@@ -85,6 +85,7 @@ _operations: dict[str, _Operation] = {}
 _registry: dict[str, list[Implementation]] = {}
 # (op, library, device) -> candidates by descending priority; rebuilt on registration.
 _candidates: dict[tuple[str, str, str], tuple[Implementation, ...]] = {}
+_generation = [0]  # bumped by every registration; stale candidate lists are not cached
 _loaded_backends: set[str] = set()
 _preferred: ContextVar[dict[str, str] | None] = ContextVar("portops_preferred", default=None)
 
@@ -130,6 +131,7 @@ def register(
             impls = [i for i in _registry.setdefault(op, []) if i.name != name]
             impls.append(impl)
             _registry[op] = impls
+            _generation[0] += 1
             _candidates.clear()
         return func
 
@@ -137,46 +139,64 @@ def register(
 
 
 def _load_backend(library: str) -> None:
-    """Import every module of ``portops._backends.<library>`` once (they register)."""
+    """Import every module of ``portops._backends.<library>`` once (they register).
+
+    Imports are serialised by Python's import lock, so no lock of our own is needed
+    here; keeping this path lock-free also lets ``torch.compile`` trace through it.
+    """
     if library in _loaded_backends:
         return
-    with _lock:
-        if library in _loaded_backends:
-            return
-        name = f"portops._backends.{library}"
-        if library in _BACKEND_PACKAGES and find_spec(name) is not None:
-            package = importlib.import_module(name)
-            for info in pkgutil.iter_modules(package.__path__):
-                importlib.import_module(f"{package.__name__}.{info.name}")
-        _loaded_backends.add(library)
+    name = f"portops._backends.{library}"
+    if library in _BACKEND_PACKAGES and find_spec(name) is not None:
+        package = importlib.import_module(name)
+        for info in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{info.name}")
+    _loaded_backends.add(library)
+
+
+# torch.compile runs a function carrying this attribute eagerly while tracing and treats
+# its result as a constant: it is exactly what ``torch.compiler.assume_constant_result``
+# sets, set here directly so that portops need not import torch to define it.
+_load_backend._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def _candidates_for(op: str, library: str, device: str) -> tuple[Implementation, ...]:
     key = (op, library, device)
-    try:
-        return _candidates[key]
-    except KeyError:
-        pass
+    found = _candidates.get(key)
+    if found is not None:
+        return found
     _load_backend(library)
-    with _lock:
-        impls = [
-            i
-            for i in _registry[op]
-            if (i.libraries is None or library in i.libraries)
-            and (i.devices is None or device in i.devices)
-        ]
-        impls.sort(key=lambda i: -i.priority)
-        found = tuple(impls)
+    generation = _generation[0]
+    impls = [
+        i
+        for i in _registry[op]
+        if (i.libraries is None or library in i.libraries)
+        and (i.devices is None or device in i.devices)
+    ]
+    impls.sort(key=lambda i: -i.priority)
+    found = tuple(impls)
+    if generation == _generation[0]:  # not invalidated by a concurrent registration
         _candidates[key] = found
     return found
+
+
+def _preferred_name(op: str) -> str | None:
+    """The implementation forced for `op` by :func:`prefer` in this context, if any."""
+    preferred = _preferred.get()
+    return None if preferred is None else preferred.get(op)
+
+
+# Read eagerly while torch.compile traces (see _load_backend): a traced graph keeps the
+# choice that was in force when it was compiled.
+_preferred_name._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def select(op: str, call: Call) -> Implementation:
     """The implementation of `op` that runs for `call` (honouring :func:`prefer`)."""
     candidates = _candidates_for(op, call.library, call.device)
-    preferred = _preferred.get()
-    if preferred is not None and op in preferred:
-        return _preferred_implementation(op, preferred[op], call)
+    preferred = _preferred_name(op)
+    if preferred is not None:
+        return _preferred_implementation(op, preferred, call)
     for impl in candidates:
         if impl.applies is None or impl.applies(*call.args) is None:
             return impl
@@ -276,7 +296,7 @@ def explain(op: str, *args: Any, **kwargs: Any) -> str:
     call = _operations[op].prepare(*args, **kwargs)
     chosen = select(op, call)
     lines = [f"{op} on {call.library} arrays (device {call.device}):"]
-    preferred = (_preferred.get() or {}).get(op)
+    preferred = _preferred_name(op)
     for impl in _candidates_for(op, call.library, call.device):
         if impl is chosen:
             why = "forced by portops.prefer" if preferred else "first that applies"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from . import _dispatch
@@ -38,7 +37,6 @@ class ShiftSumArgs(NamedTuple):
     xp: Any
 
 
-@lru_cache(maxsize=256)
 def _linear_offsets(step: int, channels: int) -> tuple[int, ...]:
     offsets = [c * step for c in range(channels)]
     low = min(offsets)

@@ -1,0 +1,305 @@
+"""PyTorch shift_sum family as ``torch.library`` custom operators.
+
+``portops::shift_sum`` and ``portops::shift_sum_adjoint`` are opaque to autograd and
+``torch.compile``: each has a fake (meta) implementation for tracing and an autograd
+formula that calls the other operator (the backward of ``A`` is ``A^H`` and vice
+versa), so gradients flow to ``x``/``y`` and ``mask``, to any order. The
+pseudo-inverse is composed from them and is differentiable as a result.
+
+Kernels: the forward is a loop of in-place slice-adds into a small, cache-resident
+``y`` (``addcmul_`` fuses the mask, no full-size temporary); ATen parallelises each
+add over the cores. The adjoint writes each window of ``y`` straight into the result
+with a single strided copy (or multiply) when the offsets are evenly spaced, using
+``unfold``'s zero-copy view of all windows. Large CPU results are allocated through
+NumPy, which asks the kernel for transparent huge pages: the first touch of a fresh
+117 MB tensor otherwise costs more page faults than the copy itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ... import _dispatch
+from ...shift_sum import ShiftSumArgs
+
+_HALF = (torch.float16, torch.bfloat16)
+# Results at least this large on the CPU are allocated through NumPy (huge pages).
+_NUMPY_ALLOC_MIN_BYTES = 1 << 22
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in _HALF else dtype
+
+
+def _result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
+    return a.dtype if mask is None else torch.result_type(a, mask)
+
+
+def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.empty``, backed by huge-page NumPy memory for large CPU tensors."""
+    if device.type == "cpu" and dtype not in _HALF and dtype != torch.bool:
+        nbytes = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
+        if nbytes >= _NUMPY_ALLOC_MIN_BYTES:
+            np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+            return torch.from_numpy(np.empty(shape, dtype=np_dtype))
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _y_shape(x_shape: list[int], offsets: list[int], axis: int, channel_axis: int) -> list[int]:
+    shape = list(x_shape)
+    shape[axis] += max(offsets)
+    shape[channel_axis] = 1
+    return shape
+
+
+def _x_shape(y_shape: list[int], offsets: list[int], axis: int, channel_axis: int) -> list[int]:
+    shape = list(y_shape)
+    shape[axis] -= max(offsets)
+    shape[channel_axis] = len(offsets)
+    return shape
+
+
+def _forward_kernel(
+    x: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
+) -> torch.Tensor:
+    out_dtype = _result_dtype(x, mask)
+    acc = _acc_dtype(out_dtype)
+    width = x.shape[axis]
+    y = torch.zeros(
+        _y_shape(list(x.shape), offsets, axis, channel_axis), dtype=acc, device=x.device
+    )
+    if mask is not None and mask.dtype != acc:
+        mask = mask.to(acc)
+    one_mask = mask is None or mask.shape[channel_axis] == 1
+    for c, o in enumerate(offsets):
+        xc = x.narrow(channel_axis, c, 1)
+        if xc.dtype != acc:
+            xc = xc.to(acc)
+        window = y.narrow(axis, o, width)
+        if mask is None:
+            window.add_(xc)
+        else:
+            window.addcmul_(xc, mask if one_mask else mask.narrow(channel_axis, c, 1))
+    return y if acc == out_dtype else y.to(out_dtype)
+
+
+def _even_step(offsets: list[int]) -> int | None:
+    """The constant spacing of `offsets` (which start at 0 for channel 0), if any."""
+    if len(offsets) == 1:
+        return 1
+    step = offsets[1] - offsets[0]
+    if offsets[0] != 0 or step <= 0:
+        return None
+    return step if all(o == c * step for c, o in enumerate(offsets)) else None
+
+
+def _adjoint_kernel(
+    y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
+) -> torch.Tensor:
+    out_dtype = _result_dtype(y, mask)
+    shape = _x_shape(list(y.shape), offsets, axis, channel_axis)
+    out = empty(shape, out_dtype, y.device)
+    if out.numel() == 0:
+        return out
+    if mask is not None and mask.is_complex():
+        mask = mask.conj()
+    width = shape[axis]
+    step = _even_step(offsets)
+    if step is not None:
+        # unfold turns the shifted axis into the window index and appends the window
+        # contents; they become the channel axis and the shifted axis of x.
+        k = axis - (axis > channel_axis)
+        windows = y.squeeze(channel_axis).unfold(k, width, step)
+        windows = windows.movedim((k, -1), (channel_axis, axis))
+        # Windows past the last channel appear when y is wider than needed.
+        windows = windows.narrow(channel_axis, 0, len(offsets))
+        if mask is None:
+            out.copy_(windows)
+        else:
+            torch.mul(windows, mask, out=out)
+        return out
+    for c, o in enumerate(offsets):
+        window = y.narrow(axis, o, width)
+        dst = out.narrow(channel_axis, c, 1)
+        if mask is None:
+            dst.copy_(window)
+        else:
+            m = mask if mask.shape[channel_axis] == 1 else mask.narrow(channel_axis, c, 1)
+            torch.mul(window, m, out=dst)
+    return out
+
+
+@torch.library.custom_op("portops::shift_sum", mutates_args=())
+def shift_sum_op(
+    x: torch.Tensor,
+    offsets: list[int],
+    axis: int,
+    channel_axis: int,
+    mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """Forward operator; the result keeps the channel axis with size 1."""
+    return _forward_kernel(x, offsets, axis, channel_axis, mask)
+
+
+@shift_sum_op.register_fake
+def _(x, offsets, axis, channel_axis, mask):  # type: ignore[no-untyped-def]
+    shape = _y_shape(list(x.shape), offsets, axis, channel_axis)
+    return x.new_empty(shape, dtype=_result_dtype(x, mask))
+
+
+@torch.library.custom_op("portops::shift_sum_adjoint", mutates_args=())
+def shift_sum_adjoint_op(
+    y: torch.Tensor,
+    offsets: list[int],
+    axis: int,
+    channel_axis: int,
+    mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """Adjoint operator; `y` has the channel axis with size 1."""
+    return _adjoint_kernel(y, offsets, axis, channel_axis, mask)
+
+
+@shift_sum_adjoint_op.register_fake
+def _(y, offsets, axis, channel_axis, mask):  # type: ignore[no-untyped-def]
+    shape = _x_shape(list(y.shape), offsets, axis, channel_axis)
+    return y.new_empty(shape, dtype=_result_dtype(y, mask))
+
+
+def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    arr, offsets, axis, channel_axis, mask = inputs
+    ctx.offsets, ctx.axis, ctx.channel_axis = offsets, axis, channel_axis
+    ctx.arr_dtype = arr.dtype
+    ctx.mask_dtype = None if mask is None else mask.dtype
+    ctx.save_for_backward(arr if mask is not None else None, mask)
+
+
+def _reduce_to(grad: torch.Tensor, like_shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+    grad = grad.sum_to_size(like_shape)
+    if not dtype.is_complex and grad.is_complex():
+        grad = grad.real
+    return grad.to(dtype)
+
+
+def _forward_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    # y = A(m * x): grad_x = conj(m) * A^H g, grad_m = conj(x) * A^H g.
+    x, mask = ctx.saved_tensors
+    args = (ctx.offsets, ctx.axis, ctx.channel_axis)
+    grad_x = grad_mask = None
+    if ctx.needs_input_grad[0]:
+        grad_x = shift_sum_adjoint_op(grad, *args, mask).to(ctx.arr_dtype)
+    if mask is not None and ctx.needs_input_grad[4]:
+        u = shift_sum_adjoint_op(grad, *args, None)
+        grad_mask = _reduce_to(u * x.conj(), mask.shape, ctx.mask_dtype)
+    return grad_x, None, None, None, grad_mask
+
+
+def _adjoint_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    # x = conj(m) * A^H y: grad_y = A(m * g), grad_m = conj(g) * A^H y.
+    y, mask = ctx.saved_tensors
+    args = (ctx.offsets, ctx.axis, ctx.channel_axis)
+    grad_y = grad_mask = None
+    if ctx.needs_input_grad[0]:
+        grad_y = shift_sum_op(grad, *args, mask).to(ctx.arr_dtype)
+    if mask is not None and ctx.needs_input_grad[4]:
+        u = shift_sum_adjoint_op(y, *args, None)
+        grad_mask = _reduce_to(grad.conj() * u, mask.shape, ctx.mask_dtype)
+    return grad_y, None, None, None, grad_mask
+
+
+shift_sum_op.register_autograd(_forward_backward, setup_context=_setup)
+shift_sum_adjoint_op.register_autograd(_adjoint_backward, setup_context=_setup)
+
+
+def forward(a: ShiftSumArgs) -> torch.Tensor:
+    """Slice-add loop in a custom op (mask fused with ``addcmul_``), differentiable."""
+    y = shift_sum_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    return y if a.keepdims else y.squeeze(a.channel_axis)
+
+
+def adjoint(a: ShiftSumArgs) -> torch.Tensor:
+    """One strided copy (or multiply) of all windows into the result, differentiable."""
+    return shift_sum_adjoint_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+
+
+def overlap(a: ShiftSumArgs) -> torch.Tensor:
+    """``Phi = sum_c shift_c(|mask_c|^2)``, broadcasting against ``y``."""
+    y, offsets, ax, cax, mask = a.array, list(a.offsets), a.axis, a.channel_axis, a.mask
+    shape = [1] * y.ndim
+    shape[cax], shape[ax] = len(offsets), y.shape[ax] - max(offsets)
+    real = y.real.dtype if y.is_complex() else y.dtype
+    if mask is None:
+        m2 = torch.ones(shape, dtype=real, device=y.device)
+    else:
+        m2 = (mask.abs() ** 2 if mask.is_complex() else mask * mask).to(
+            torch.promote_types(mask.real.dtype if mask.is_complex() else mask.dtype, real)
+        )
+        m2 = m2.expand([max(s, t) for s, t in zip(m2.shape, shape, strict=True)])
+    return shift_sum_op(m2, offsets, ax, cax, None)
+
+
+def pinv(a: ShiftSumArgs) -> torch.Tensor:
+    """``A^H (y / Phi)`` from the two custom ops; differentiable in ``y`` and ``mask``."""
+    y = a.array
+    phi = overlap(a)
+    positive = phi > 0
+    z = torch.where(positive, y / torch.where(positive, phi, torch.ones_like(phi)), 0)
+    if a.mask is None:
+        z = z.to(y.dtype)
+    return adjoint(a._replace(array=z))
+
+
+def scatter_add(a: ShiftSumArgs) -> torch.Tensor:
+    """``scatter_add_`` of every element to its shifted index (alternative).
+
+    Channels are merged with the shifted axis so one ``scatter_add_`` handles them all.
+    """
+    x, offsets, ax, cax, mask = a.array, a.offsets, a.axis, a.channel_axis, a.mask
+    z = x if mask is None else x * mask
+    out_dtype = z.dtype
+    k = ax - (ax > cax)  # the shifted axis once channels are removed
+    z = z.to(_acc_dtype(out_dtype)).movedim(cax, k)  # (..., C, W, ...)
+    width = z.shape[k + 1]
+    merged = z.reshape(*z.shape[:k], len(offsets) * width, *z.shape[k + 2 :])
+    cols = torch.arange(width, device=x.device)
+    shift = torch.tensor(offsets, device=x.device)
+    index = (shift[:, None] + cols[None, :]).reshape(-1)
+    index = index.view([-1] + [1] * (merged.ndim - k - 1)).expand(merged.shape)
+    y_shape = list(merged.shape)
+    y_shape[k] = width + max(offsets)
+    y = torch.zeros(y_shape, dtype=merged.dtype, device=x.device)
+    y.scatter_add_(k, index, merged)
+    y = y.unsqueeze(cax) if a.keepdims else y
+    return y.to(out_dtype)
+
+
+_dispatch.register(
+    "shift_sum",
+    "torch_slice_add",
+    libraries=["torch"],
+    priority=10,
+    summary="custom op: slice-adds into a cache-resident y, mask fused (addcmul_)",
+)(forward)
+_dispatch.register(
+    "shift_sum",
+    "torch_scatter_add",
+    libraries=["torch"],
+    priority=0,
+    summary="scatter_add_ with precomputed indices (alternative, for comparison)",
+)(scatter_add)
+_dispatch.register(
+    "shift_sum_adjoint",
+    "torch_window_copy",
+    libraries=["torch"],
+    priority=10,
+    summary="custom op: one strided copy of all windows (unfold), mask fused",
+)(adjoint)
+_dispatch.register(
+    "shift_sum_pinv",
+    "torch_window_copy",
+    libraries=["torch"],
+    priority=10,
+    summary="Phi by the forward op, then the adjoint op of y / Phi",
+)(pinv)
