@@ -117,12 +117,16 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
         raise TypeError(f"{names[0]} must be an array")
     device = device_kind(first, library)
     if library in (TORCH, CUPY, JAX):
-        dev0 = compat.device(first)
-        for name, a in zip(names, arrays, strict=True):
-            if a is not None and a is not first and compat.device(a) != dev0:
+        placed = [
+            (n, compat.device(a)) for n, a in zip(names, arrays, strict=True) if a is not None
+        ]
+        # Traced JAX arrays report no device; only concrete placements can disagree.
+        placed = [(n, d) for n, d in placed if d is not None]
+        for n, d in placed[1:]:
+            if d != placed[0][1]:
                 raise ValueError(
-                    f"{first_name} and {name} are on two devices ({dev0} and "
-                    f"{compat.device(a)}); move them to one device"
+                    f"{placed[0][0]} and {n} are on two devices ({placed[0][1]} and {d}); "
+                    "move them to one device"
                 )
     return ArrayArgs(library, device, namespace_of(first))
 

@@ -309,6 +309,20 @@ def explain(op: str, *args: Any, **kwargs: Any) -> str:
 
 
 @contextmanager
+def without_preferences() -> Iterator[None]:
+    """Dispatch by priority alone inside this block.
+
+    For implementations that call portops again on pieces of their input (Dask
+    blocks): a preference names the outer implementation, not the inner ones.
+    """
+    token = _preferred.set(None)
+    try:
+        yield
+    finally:
+        _preferred.reset(token)
+
+
+@contextmanager
 def prefer(**choices: str) -> Iterator[None]:
     """Force named implementations within a ``with`` block.
 

@@ -114,6 +114,13 @@ def _normalize_mask(xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any) ->
         mask = xp.astype(mask, dtype)  # binary masks are commonly bool
     elif not xp.isdtype(mask.dtype, ("real floating", "complex floating", "integral")):
         raise TypeError(f"mask must have a numeric or bool dtype, got {mask.dtype}")
+    try:
+        xp.result_type(dtype, mask.dtype)
+    except TypeError:
+        raise TypeError(
+            f"mask of dtype {mask.dtype} cannot be combined with dtype {dtype} by this "
+            "library's type promotion; cast one of them"
+        ) from None
     if mask.ndim != len(x_shape):
         mask = xp.reshape(mask, shape)
     return mask

@@ -1,0 +1,251 @@
+"""shift_sum, its adjoint and pseudo-inverse: every implementation, every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import shift_sum_reference as ref
+from backends import Backend, assert_matches, tolerance
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import portops
+
+OPS = ("shift_sum", "shift_sum_adjoint", "shift_sum_pinv")
+
+
+def impls_for(op: str, backend: Backend) -> list[str]:
+    """Names of every implementation of `op` registered for this backend."""
+    return [
+        i["name"]
+        for i in portops.implementations(op)
+        if (i["libraries"] is None or backend.library in i["libraries"])
+        and (i["devices"] is None or backend.device in i["devices"])
+    ]
+
+
+# (x shape, step, axis, channel_axis, mask shape or None)
+CASES = [
+    pytest.param((3, 5, 7), 1, -1, -3, None, id="no-batch-odd"),
+    pytest.param((2, 4, 5, 6), 2, -1, -3, (5, 6), id="batch-mask2d"),
+    pytest.param((2, 4, 5, 6), 3, -1, -3, (4, 5, 6), id="mask3d-step3"),
+    pytest.param((2, 4, 5, 6), 1, -1, -3, (2, 4, 5, 6), id="mask4d"),
+    pytest.param((2, 3, 4, 5, 6), 1, -1, -3, (5, 6), id="two-batch-dims"),
+    pytest.param((1, 5, 7), 2, -1, -3, None, id="C=1"),
+    pytest.param((3, 5, 7), 0, -1, -3, (5, 7), id="step0"),
+    pytest.param((2, 4, 3, 5), -2, -1, -3, None, id="negative-step"),
+    pytest.param((2, 4, 3, 5), [0, 3, 1, 6], -1, -3, (4, 1, 5), id="irregular-offsets"),
+    pytest.param((2, 4, 5, 3), 1, -2, -3, (4, 5, 3), id="shift-along-H"),
+    pytest.param((5, 3, 4), 2, -2, -1, (5, 3, 1), id="channels-last"),
+    pytest.param((4, 3, 2, 5), 1, -1, 0, (4, 1, 1, 5), id="channels-first-axis0"),
+    pytest.param((3, 2, 5), 1, 0, 1, None, id="shift-axis0"),
+]
+
+
+def _make(backend: Backend, shape: Any, dtype: Any, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(-5, 6, size=shape).astype(dtype)
+    a = rng.standard_normal(shape)
+    if dtype.kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dtype)
+
+
+def _kwargs(axis: int, cax: int) -> dict[str, int]:
+    return {"axis": axis, "channel_axis": cax}
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_forward_every_implementation(backend, shape, step, axis, cax, mask_shape, keepdims):
+    x = _make(backend, shape, np.float64)
+    mask = None if mask_shape is None else _make(backend, mask_shape, np.float64, seed=1)
+    want = ref.forward(x, step, **_kwargs(axis, cax), mask=mask, keepdims=keepdims)
+    xb = backend.asarray(x)
+    mb = None if mask is None else backend.asarray(mask)
+    for name in impls_for("shift_sum", backend):
+        with portops.prefer(shift_sum=name):
+            got = portops.shift_sum(xb, step, **_kwargs(axis, cax), mask=mb, keepdims=keepdims)
+        assert_matches(backend, got, want)
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
+def test_adjoint_every_implementation(backend, shape, step, axis, cax, mask_shape):
+    channels = shape[cax]
+    y_ref = ref.forward(np.zeros(shape), step, **_kwargs(axis, cax))
+    y = _make(backend, y_ref.shape, np.float64, seed=2)
+    mask = None if mask_shape is None else _make(backend, mask_shape, np.float64, seed=1)
+    want = ref.adjoint(y, step, channels=channels, **_kwargs(axis, cax), mask=mask)
+    yb = backend.asarray(y)
+    mb = None if mask is None else backend.asarray(mask)
+    for name in impls_for("shift_sum_adjoint", backend):
+        with portops.prefer(shift_sum_adjoint=name):
+            got = portops.shift_sum_adjoint(
+                yb, step, channels=channels, **_kwargs(axis, cax), mask=mb
+            )
+        assert_matches(backend, got, want)
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
+def test_pinv_matches_dense_pseudo_inverse(backend, shape, step, axis, cax, mask_shape):
+    """pinv(y) equals numpy.linalg.pinv of the dense matrix: exact and minimum-norm."""
+    channels = shape[cax]
+    mask = None
+    if mask_shape is not None:  # binary mask with zeros, plus one non-binary value
+        rng = np.random.default_rng(3)
+        mask = (rng.random(mask_shape) > 0.3).astype(np.float64)
+        mask.flat[0] = 0.5
+    dense = ref.dense_matrix(shape, step, **_kwargs(axis, cax), mask=mask)
+    y_shape = ref.forward(np.zeros(shape), step, **_kwargs(axis, cax)).shape
+    y = _make(backend, y_shape, np.float64, seed=4)
+    want = (np.linalg.pinv(dense) @ y.reshape(-1)).reshape(shape)
+    yb = backend.asarray(y)
+    mb = None if mask is None else backend.asarray(mask)
+    for name in impls_for("shift_sum_pinv", backend):
+        with portops.prefer(shift_sum_pinv=name):
+            got = portops.shift_sum_pinv(yb, step, channels=channels, **_kwargs(axis, cax), mask=mb)
+        assert_matches(backend, got, want)
+        assert np.all(np.isfinite(backend.to_numpy(got)))
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
+def test_dot_test_and_range(backend, shape, step, axis, cax, mask_shape):
+    """<A x, y> == <x, A^H y> (rtol 1e-10), and A(pinv(A x)) == A x."""
+    kw = {**_kwargs(axis, cax)}
+    channels = shape[cax]
+    x = _make(backend, shape, np.complex128, seed=5)
+    mask = None if mask_shape is None else _make(backend, mask_shape, np.complex128, seed=6)
+    y_shape = ref.forward(np.zeros(shape), step, **kw).shape
+    y = _make(backend, y_shape, np.complex128, seed=7)
+    xb, yb = backend.asarray(x), backend.asarray(y)
+    mb = None if mask is None else backend.asarray(mask)
+    for f_name in impls_for("shift_sum", backend):
+        for a_name in impls_for("shift_sum_adjoint", backend):
+            with portops.prefer(shift_sum=f_name, shift_sum_adjoint=a_name):
+                ax_ = backend.to_numpy(portops.shift_sum(xb, step, **kw, mask=mb))
+                aty = backend.to_numpy(
+                    portops.shift_sum_adjoint(yb, step, channels=channels, **kw, mask=mb)
+                )
+            lhs, rhs = np.vdot(ax_, y), np.vdot(x, aty)
+            assert abs(lhs - rhs) <= 1e-10 * max(abs(lhs), abs(rhs), 1e-300), (f_name, a_name)
+    image = portops.shift_sum(xb, step, **kw, mask=mb)
+    for name in impls_for("shift_sum_pinv", backend):
+        with portops.prefer(shift_sum_pinv=name):
+            back = portops.shift_sum_pinv(image, step, channels=channels, **kw, mask=mb)
+        again = portops.shift_sum(back, step, **kw, mask=mb)
+        np.testing.assert_allclose(backend.to_numpy(again), backend.to_numpy(image), rtol=1e-10)
+
+
+DTYPES = ["float32", "float64", "complex64", "complex128", "int32", "int64", "float16"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dtypes_and_result_type(backend, dtype):
+    if dtype == "float16" and backend.name == "array_api_strict":
+        pytest.skip("array-api-strict has no float16")
+    shape, step = (2, 3, 4, 5), 2
+    x = _make(backend, shape, dtype)
+    mask = _make(backend, (4, 5), "float32", seed=1)
+    xb, mb = backend.asarray(x), backend.asarray(mask)
+    try:  # each library has its own promotion rules (int with float32 differs)
+        want_dtype = np.dtype(str(backend.xp.result_type(xb.dtype, mb.dtype)).split(".")[-1])
+    except TypeError:
+        want_dtype = None
+    for name in impls_for("shift_sum", backend):
+        with portops.prefer(shift_sum=name):
+            plain = portops.shift_sum(xb, step)
+            assert_matches(backend, plain, ref.forward(x, step).astype(x.dtype), dtype=x.dtype)
+            if want_dtype is None:
+                with pytest.raises(TypeError, match="mask of dtype"):
+                    portops.shift_sum(xb, step, mask=mb)
+                continue
+            masked = portops.shift_sum(xb, step, mask=mb)
+        want = ref.forward(x, step, mask=mask).astype(want_dtype)
+        assert_matches(backend, masked, want, dtype=want_dtype)
+    y = backend.asarray(ref.forward(x, step).astype(x.dtype))
+    got = portops.shift_sum_adjoint(y, step, channels=3)
+    assert_matches(backend, got, ref.adjoint(backend.to_numpy(y), step, channels=3))
+    if x.dtype.kind in "iu":
+        with pytest.raises(TypeError, match="y must have a floating-point dtype"):
+            portops.shift_sum_pinv(y, step, channels=3)
+
+
+def test_half_precision_accumulates_in_float32(backend):
+    """1 + 1e-3 * 2048 channels of float16 lose nothing when summed in float32."""
+    if backend.name == "array_api_strict":
+        pytest.skip("array-api-strict has no float16")
+    channels = 64
+    x = np.full((channels, 1, 1), 0.0625, dtype=np.float16)
+    x[0] = 2048
+    xb = backend.asarray(x)
+    for name in impls_for("shift_sum", backend):
+        with portops.prefer(shift_sum=name):
+            got = backend.to_numpy(portops.shift_sum(xb, 0))
+        # float16 accumulation would stay at 2048 (the spacing there is 2).
+        assert got.dtype == np.float16
+        assert float(got[0, 0]) == 2052.0, name
+
+
+def test_inputs_not_mutated(backend):
+    x = _make(backend, (2, 3, 4, 5), np.float64)
+    mask = _make(backend, (3, 4, 5), np.float64, seed=1)
+    xb, mb = backend.asarray(x), backend.asarray(mask)
+    y = portops.shift_sum(xb, 2, mask=mb)
+    portops.shift_sum_adjoint(y, 2, channels=3, mask=mb)
+    portops.shift_sum_pinv(y, 2, channels=3, mask=mb)
+    np.testing.assert_array_equal(backend.to_numpy(xb), x)
+    np.testing.assert_array_equal(backend.to_numpy(mb), mask)
+
+
+def test_empty_width(backend):
+    x = backend.asarray(np.zeros((2, 3, 4, 0)))
+    y = portops.shift_sum(x, 1)
+    assert tuple(y.shape) == (2, 4, 2)
+    assert_matches(backend, y, np.zeros((2, 4, 2)))
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> dict[str, Any]:
+    ndim = draw(st.integers(2, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim)))
+    axis, cax = draw(st.permutations(range(ndim)))[:2]
+    channels = shape[cax]
+    if draw(st.booleans()):
+        step: Any = draw(st.integers(-3, 3))
+    else:
+        step = draw(st.lists(st.integers(-4, 4), min_size=channels, max_size=channels))
+    mask_shape = None
+    if draw(st.booleans()):
+        m_ndim = draw(st.integers(1, ndim))
+        mask_shape = tuple(n if draw(st.booleans()) else 1 for n in shape[ndim - m_ndim :])
+    return {"shape": shape, "step": step, "axis": axis, "cax": cax, "mask_shape": mask_shape}
+
+
+@settings(max_examples=25, deadline=None)
+@given(p=problems())
+def test_property_forward_and_adjoint(backend, p):
+    kw = {"axis": p["axis"], "channel_axis": p["cax"]}
+    x = _make(backend, p["shape"], np.float64)
+    mask = None if p["mask_shape"] is None else _make(backend, p["mask_shape"], np.float64, 1)
+    xb = backend.asarray(x)
+    mb = None if mask is None else backend.asarray(mask)
+    want = ref.forward(x, p["step"], **kw, mask=mask)
+    y = _make(backend, want.shape, np.float64, 2)
+    want_adj = ref.adjoint(y, p["step"], channels=p["shape"][p["cax"]], **kw, mask=mask)
+    for name in impls_for("shift_sum", backend):
+        with portops.prefer(shift_sum=name):
+            assert_matches(backend, portops.shift_sum(xb, p["step"], **kw, mask=mb), want)
+    for name in impls_for("shift_sum_adjoint", backend):
+        with portops.prefer(shift_sum_adjoint=name):
+            got = portops.shift_sum_adjoint(
+                backend.asarray(y), p["step"], channels=p["shape"][p["cax"]], **kw, mask=mb
+            )
+        assert_matches(backend, got, want_adj)
+
+
+def test_tolerance_helper_is_strict_for_float64():
+    assert tolerance(np.float64)["rtol"] <= 1e-10
