@@ -55,13 +55,14 @@ def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -
         if channels is None:
             raise ValueError("channels is required when step is an integer")
         return _linear_offsets(s, channels)
-    if isinstance(step, (str, bytes)) or not isinstance(step, Sequence | range):
+    expected = f"{argname} must be an integer or a sequence of integers"
+    if isinstance(step, (str, bytes)):
+        raise TypeError(f"{expected}, got {type(step).__name__}")
+    if not isinstance(step, Sequence):
         try:
-            step = [operator.index(v) for v in step]  # arrays of integers
+            step = list(step)  # NumPy or other 1-d arrays of integers
         except TypeError:
-            raise TypeError(
-                f"{argname} must be an integer or a sequence of integers, got {type(step).__name__}"
-            ) from None
+            raise TypeError(f"{expected}, got {type(step).__name__}") from None
     offsets = []
     for v in step:
         if isinstance(v, bool):
@@ -355,7 +356,7 @@ def shift_sum_pinv(
     mask: Any = None,
     keepdims: bool = False,
 ) -> Any:
-    """The Moore–Penrose pseudo-inverse of :func:`shift_sum`.
+    """The Moore-Penrose pseudo-inverse of :func:`shift_sum`.
 
     ``pinv(y) = A^H (y / Phi)`` with ``Phi = sum_c shift_c(|mask_c|^2)`` and 0 where
     ``Phi == 0``. Because ``A A^H`` is diagonal this is exact: ``A(pinv(y)) == y`` for

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import shift_sum_reference as ref
 from backends import Backend, assert_matches, tolerance
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import portops
@@ -225,7 +225,10 @@ def problems(draw: st.DrawFn) -> dict[str, Any]:
     return {"shape": shape, "step": step, "axis": axis, "cax": cax, "mask_shape": mask_shape}
 
 
-@settings(max_examples=25, deadline=None)
+# The backend fixture is immutable, so sharing it across examples is safe.
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(p=problems())
 def test_property_forward_and_adjoint(backend, p):
     kw = {"axis": p["axis"], "channel_axis": p["cax"]}

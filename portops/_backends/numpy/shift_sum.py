@@ -34,6 +34,8 @@ from ...shift_sum import ShiftSumArgs, accumulation_dtype
 _BLOCK_ELEMENTS = 1 << 17
 # Below this many input elements, threads cost more than they save.
 _THREADED_MIN_ELEMENTS = 1 << 18
+# Below this many, setting up blocks costs more than the arithmetic: plain slice-adds.
+_SMALL_ELEMENTS = 1 << 12
 
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -77,7 +79,7 @@ def _canonical(a: np.ndarray, cax: int, ax: int) -> np.ndarray:
     v = np.moveaxis(a, cax, 0)
     k = ax - (ax > cax) + 1  # position of the shifted axis in v
     tail = v.shape[k + 1 :]
-    return v.reshape(v.shape[: k + 1] + (math.prod(tail),))
+    return v.reshape((*v.shape[: k + 1], math.prod(tail)))
 
 
 def _layout(x: np.ndarray, a: ShiftSumArgs) -> Layout:
@@ -197,13 +199,33 @@ def _y_shape(a: ShiftSumArgs, x_shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _forward_small(x: np.ndarray, a: ShiftSumArgs, dtype: np.dtype) -> np.ndarray:
+    """Slice-add loop on the channels-first view: least overhead for tiny arrays."""
+    xv = np.moveaxis(x, a.channel_axis, 0)
+    mv = None if a.mask is None else np.moveaxis(a.mask, a.channel_axis, 0)
+    k = a.axis - (a.axis > a.channel_axis)
+    shape = list(xv.shape[1:])
+    width = shape[k]
+    shape[k] += max(a.offsets)
+    y = np.zeros(shape, dtype=dtype)
+    lead = (slice(None),) * k
+    for c, o in enumerate(a.offsets):
+        z = xv[c] if mv is None else xv[c] * mv[c if mv.shape[0] > 1 else 0]
+        y[(*lead, slice(o, o + width))] += z
+    return y
+
+
 def forward(a: ShiftSumArgs) -> np.ndarray:
     """Blocked, threaded shift-and-sum with the mask multiplied block by block."""
     x = np.asarray(a.array)
+    if x.size <= _SMALL_ELEMENTS:
+        out_dtype = _result_dtype(a)
+        y = _forward_small(x, a, np.dtype(accumulation_dtype(np, out_dtype)))
+        return y.astype(out_dtype, copy=False).reshape(_y_shape(a, x.shape))
     lay = _layout(x, a)
     out_dtype = _result_dtype(a)
     acc = np.dtype(accumulation_dtype(np, out_dtype))
-    y = np.empty(lay.outer + (lay.width + lay.grow, lay.inner), dtype=acc)
+    y = np.empty((*lay.outer, lay.width + lay.grow, lay.inner), dtype=acc)
     if y.size:
         if lay.x.size:
             _forward_into(y, lay, a.offsets, acc)

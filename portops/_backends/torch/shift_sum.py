@@ -145,7 +145,9 @@ def shift_sum_op(
 
 
 @shift_sum_op.register_fake
-def _(x, offsets, axis, channel_axis, mask):  # type: ignore[no-untyped-def]
+def _(
+    x: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
+) -> torch.Tensor:
     shape = _y_shape(list(x.shape), offsets, axis, channel_axis)
     return x.new_empty(shape, dtype=_result_dtype(x, mask))
 
@@ -163,7 +165,9 @@ def shift_sum_adjoint_op(
 
 
 @shift_sum_adjoint_op.register_fake
-def _(y, offsets, axis, channel_axis, mask):  # type: ignore[no-untyped-def]
+def _(
+    y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
+) -> torch.Tensor:
     shape = _x_shape(list(y.shape), offsets, axis, channel_axis)
     return y.new_empty(shape, dtype=_result_dtype(y, mask))
 

@@ -1,0 +1,315 @@
+"""shift_sum family: portops against the seed baselines and the copy roofline.
+
+Size: B=16, C=28, H=W=256, step=2, float32 (``PORTOPS_BENCH_QUICK=1``: a tiny size).
+Each group holds one ``roofline`` entry: copying the same number of bytes (x + y) on
+the same device, the best of ``np.copyto`` and ``Tensor.copy_``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import portops
+
+QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+B, C, H, W, S = (2, 4, 32, 32, 2) if QUICK else (16, 28, 256, 256, 2)
+WO = W + (C - 1) * S
+ROUNDS = 2 if QUICK else 15
+SLOW_ROUNDS = 1 if QUICK else 3
+CASE = f"B{B} C{C} {H}x{W} step{S} float32"
+
+
+def _run(
+    benchmark: Any,
+    fn: Callable[[], Any],
+    *,
+    kind: str,
+    op: str,
+    backend: str,
+    name: str,
+    group: str,
+    rounds: int = ROUNDS,
+    nbytes: int = 0,
+) -> None:
+    benchmark.group = f"{op} {group} {backend} cpu"
+    benchmark.extra_info.update(
+        op=op, kind=kind, backend=backend, device="cpu", name=name, case=CASE, bytes=nbytes
+    )
+    benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
+
+
+def _copy_roofline(nbytes: int) -> Callable[[], Any]:
+    """The faster of np.copyto and Tensor.copy_ over `nbytes` (huge-page NumPy memory)."""
+    src = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    candidates: list[Callable[[], Any]] = [lambda: np.copyto(dst, src)]
+    try:
+        import torch
+
+        ts, td = torch.from_numpy(src), torch.from_numpy(dst)
+        candidates.append(lambda: td.copy_(ts))
+    except ImportError:
+        pass
+
+    def median_time(fn: Callable[[], Any]) -> float:
+        fn()
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[2]
+
+    return min(candidates, key=median_time)
+
+
+X_BYTES = B * C * H * W * 4
+Y_BYTES = B * H * WO * 4
+
+
+@pytest.fixture(scope="module")
+def np_data() -> dict[str, Any]:
+    rng = np.random.default_rng(2023)
+    x = rng.random((B, C, H, W), dtype=np.float32)
+    mask = rng.random((H, W), dtype=np.float32)
+    y = portops.shift_sum(x, S, keepdims=True)
+    return {"x": x, "mask": mask, "y": y, "roof": _copy_roofline(X_BYTES + Y_BYTES)}
+
+
+# ------------------------------------------------------------------ NumPy baselines
+
+
+def np_slice_add_loop(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """The seed's method 1, in NumPy."""
+    z = x if mask is None else x * mask
+    y = np.zeros((B, 1, H, WO), dtype=x.dtype)
+    for i in range(C):
+        y[..., i * S : i * S + W] += z[:, i : i + 1]
+    return y
+
+
+def np_add_at(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Scatter with np.add.at to precomputed column indices."""
+    z = x if mask is None else x * mask
+    y = np.zeros((B, H, WO), dtype=x.dtype)
+    cols = np.arange(W)
+    for i in range(C):
+        np.add.at(y, (slice(None), slice(None), cols + i * S), z[:, i])
+    return y
+
+
+def np_window_concat(y: np.ndarray) -> np.ndarray:
+    """The seed's A_pinv without the divisions: concatenate the windows."""
+    return np.concatenate([y[..., i * S : i * S + W] for i in range(C)], axis=1)
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "mask2d"])
+@pytest.mark.parametrize(
+    "name", ["portops", "portops:numpy_add_at", "roofline", "slice-add loop", "np.add.at"]
+)
+def test_numpy_forward(benchmark, np_data, name, masked):
+    x, roof = np_data["x"], np_data["roof"]
+    mask = np_data["mask"] if masked else None
+    group = "forward" + (" mask2d" if masked else "")
+    common = {"op": "shift_sum", "backend": "numpy", "group": group, "name": name}
+    nbytes = X_BYTES + Y_BYTES
+    if name == "portops":
+        _run(benchmark, lambda: portops.shift_sum(x, S, mask=mask), kind="portops", **common)
+    elif name == "portops:numpy_add_at":
+
+        def alt() -> Any:
+            with portops.prefer(shift_sum="numpy_add_at"):
+                return portops.shift_sum(x, S, mask=mask)
+
+        _run(benchmark, alt, kind="portops", rounds=SLOW_ROUNDS, **common)
+    elif name == "roofline":
+        _run(benchmark, roof, kind="roofline", nbytes=nbytes, **common)
+    elif name == "slice-add loop":
+        _run(benchmark, lambda: np_slice_add_loop(x, mask), kind="baseline", **common)
+    else:
+        _run(benchmark, lambda: np_add_at(x, mask), kind="baseline", rounds=SLOW_ROUNDS, **common)
+
+
+@pytest.mark.parametrize("name", ["portops", "portops pinv", "roofline", "window concat"])
+def test_numpy_adjoint(benchmark, np_data, name):
+    y, mask, roof = np_data["y"], np_data["mask"], np_data["roof"]
+    common = {"op": "shift_sum_adjoint", "backend": "numpy", "group": "adjoint", "name": name}
+    if name == "portops":
+        fn = lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True)  # noqa: E731
+        _run(benchmark, fn, kind="portops", **common)
+    elif name == "portops pinv":
+        fn = lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask, keepdims=True)  # noqa: E731
+        _run(benchmark, fn, kind="portops", **common)
+    elif name == "roofline":
+        _run(benchmark, roof, kind="roofline", nbytes=X_BYTES + Y_BYTES, **common)
+    else:
+        _run(benchmark, lambda: np_window_concat(y), kind="baseline", **common)
+
+
+# ------------------------------------------------------------------ dispatch overhead
+
+
+@pytest.mark.parametrize("name", ["portops.shift_sum", "implementation called directly", "select"])
+def test_small_call_overhead(benchmark, name):
+    from portops import _dispatch
+    from portops.shift_sum import _prepare_forward
+
+    x = np.ones((2, 3, 4, 5), dtype=np.float32)
+    call = _prepare_forward(x, 1)
+    impl = _dispatch.select("shift_sum", call)
+    benchmark.group = "shift_sum small call (2, 3, 4, 5) numpy cpu"
+    benchmark.extra_info.update(
+        op="shift_sum",
+        backend="numpy",
+        device="cpu",
+        name=name,
+        kind={"select": "baseline", "implementation called directly": "roofline"}.get(
+            name, "portops"
+        ),
+    )
+    fn: Callable[[], Any] = {
+        "portops.shift_sum": lambda: portops.shift_sum(x, 1),
+        "implementation called directly": lambda: impl.func(*call.args),
+        "select": lambda: _dispatch.select("shift_sum", call),
+    }[name]
+    benchmark.pedantic(fn, rounds=200 if QUICK else 2000, iterations=10, warmup_rounds=10)
+
+
+# ------------------------------------------------------------------ torch CPU
+
+
+@pytest.fixture(scope="module")
+def torch_data(np_data: dict[str, Any]) -> dict[str, Any]:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(2023)
+    x = torch.rand(B, C, H, W)
+    mask = torch.rand(1, 1, H, W)
+    # The seed's precomputed tables (method 2's kernel, method 3's indices).
+    kernel = torch.zeros(1, C, 1, (C - 1) * S + 1)
+    for i in range(C):
+        kernel[:, C - i - 1, :, i * S] = 1
+    i_list = torch.arange(C, dtype=torch.long)
+    y_list = torch.arange(H, dtype=torch.long)
+    x_list = torch.arange(W, dtype=torch.long)
+    indices = x_list + i_list.view(C, 1, 1) * S + y_list.view(1, H, 1) * WO
+    indices = indices.view(1, C * H * W).expand(B, C * H * W)
+    y = portops.shift_sum(x, S, keepdims=True)
+    return {
+        "torch": torch,
+        "x": x,
+        "mask": mask,
+        "kernel": kernel,
+        "indices": indices,
+        "y": y,
+        "roof": np_data["roof"],
+    }
+
+
+def seed_loop(torch: Any, x: Any, mask: Any) -> Any:
+    """The seed's method 1 (A)."""
+    z = x * mask
+    y = torch.zeros(B, 1, H, WO, device=x.device)
+    for i in range(C):
+        y[..., (i * S) : (i * S + W)] += z[:, (i) : (i + 1)]
+    return y
+
+
+def seed_conv2d(torch: Any, x: Any, mask: Any, kernel: Any) -> Any:
+    """The seed's method 2 (A_fast)."""
+    return torch.nn.functional.conv2d(x * mask, kernel, padding=(0, (C - 1) * S))
+
+
+def seed_scatter_add(torch: Any, x: Any, mask: Any, indices: Any) -> Any:
+    """The seed's method 3 (A_faster)."""
+    y = torch.zeros(B, H * WO, device=x.device)
+    y.scatter_add_(1, indices, (x * mask).view(B, C * H * W))
+    return y.view(B, 1, H, WO)
+
+
+TORCH_FORWARD = [
+    "portops",
+    "portops:torch_scatter_add",
+    "roofline",
+    "seed slice-add loop",
+    "seed conv2d",
+    "seed scatter_add_",
+]
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "mask2d"])
+@pytest.mark.parametrize("name", TORCH_FORWARD)
+def test_torch_forward(benchmark, torch_data, name, masked):
+    t = torch_data
+    torch, x, kernel, indices = t["torch"], t["x"], t["kernel"], t["indices"]
+    mask = t["mask"] if masked else torch.ones(1, 1, 1, 1)
+    pmask = t["mask"] if masked else None
+    group = "forward" + (" mask2d" if masked else "")
+    common = {"op": "shift_sum", "backend": "torch", "group": group, "name": name}
+    if name == "portops":
+        _run(benchmark, lambda: portops.shift_sum(x, S, mask=pmask), kind="portops", **common)
+    elif name == "portops:torch_scatter_add":
+
+        def alt() -> Any:
+            with portops.prefer(shift_sum="torch_scatter_add"):
+                return portops.shift_sum(x, S, mask=pmask)
+
+        _run(benchmark, alt, kind="portops", rounds=SLOW_ROUNDS, **common)
+    elif name == "roofline":
+        _run(benchmark, t["roof"], kind="roofline", nbytes=X_BYTES + Y_BYTES, **common)
+    elif name == "seed slice-add loop":
+        _run(benchmark, lambda: seed_loop(torch, x, mask), kind="baseline", **common)
+    elif name == "seed conv2d":
+        fn = lambda: seed_conv2d(torch, x, mask, kernel)  # noqa: E731
+        _run(benchmark, fn, kind="baseline", rounds=SLOW_ROUNDS, **common)
+    else:
+        fn = lambda: seed_scatter_add(torch, x, mask, indices)  # noqa: E731
+        _run(benchmark, fn, kind="baseline", rounds=SLOW_ROUNDS, **common)
+
+
+@pytest.mark.parametrize("name", ["portops", "portops pinv", "roofline", "window cat"])
+def test_torch_adjoint(benchmark, torch_data, name):
+    t = torch_data
+    torch, y, mask = t["torch"], t["y"], t["mask"]
+    common = {"op": "shift_sum_adjoint", "backend": "torch", "group": "adjoint", "name": name}
+    if name == "portops":
+        fn = lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True)  # noqa: E731
+        _run(benchmark, fn, kind="portops", **common)
+    elif name == "portops pinv":
+        fn = lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask, keepdims=True)  # noqa: E731
+        _run(benchmark, fn, kind="portops", **common)
+    elif name == "roofline":
+        _run(benchmark, t["roof"], kind="roofline", nbytes=X_BYTES + Y_BYTES, **common)
+    else:
+        fn = lambda: torch.cat([y[..., i * S : i * S + W] for i in range(C)], dim=1)  # noqa: E731
+        _run(benchmark, fn, kind="baseline", **common)
+
+
+@pytest.mark.parametrize("name", ["portops", "roofline", "seed slice-add loop"])
+def test_torch_forward_backward(benchmark, torch_data, name):
+    """Forward + backward through autograd, gradients for x; roofline of the forward."""
+    t = torch_data
+    torch, mask = t["torch"], t["mask"]
+    x = t["x"].clone().requires_grad_()
+    grad = torch.ones(B, 1, H, WO)
+    common = {"op": "shift_sum", "backend": "torch", "group": "forward+backward", "name": name}
+
+    def run(forward: Callable[[], Any]) -> Callable[[], Any]:
+        def step() -> None:
+            x.grad = None
+            forward().backward(grad)
+
+        return step
+
+    if name == "portops":
+        fn = run(lambda: portops.shift_sum(x, S, mask=mask[0, 0], keepdims=True))
+        _run(benchmark, fn, kind="portops", **common)
+    elif name == "roofline":
+        _run(benchmark, t["roof"], kind="roofline", nbytes=X_BYTES + Y_BYTES, **common)
+    else:
+        _run(benchmark, run(lambda: seed_loop(torch, x, mask)), kind="baseline", **common)
