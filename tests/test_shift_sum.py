@@ -41,6 +41,8 @@ CASES = [
     pytest.param((5, 3, 4), 2, -2, -1, (5, 3, 1), id="channels-last"),
     pytest.param((4, 3, 2, 5), 1, -1, 0, (4, 1, 1, 5), id="channels-first-axis0"),
     pytest.param((3, 2, 5), 1, 0, 1, None, id="shift-axis0"),
+    # Trailing axes that cannot merge into a view of the result.
+    pytest.param((3, 2, 3, 4), 1, 0, 2, (3, 1, 3, 4), id="unmergeable-layout"),
 ]
 
 

@@ -74,25 +74,43 @@ class Layout(NamedTuple):
     inner: int
 
 
-def _canonical(a: np.ndarray, cax: int, ax: int) -> np.ndarray:
-    """Move `cax` first and merge the dims after `ax` into one (a view when possible)."""
-    v = np.moveaxis(a, cax, 0)
-    k = ax - (ax > cax) + 1  # position of the shifted axis in v
-    tail = v.shape[k + 1 :]
-    return v.reshape((*v.shape[: k + 1], math.prod(tail)))
+def _canonical_shape(shape: tuple[int, ...], cax: int, ax: int) -> tuple[int, ...]:
+    moved = (shape[cax], *(n for d, n in enumerate(shape) if d != cax))
+    k = ax - (ax > cax) + 1  # position of the shifted axis once channels come first
+    return (*moved[: k + 1], math.prod(moved[k + 1 :]))
+
+
+def _canonical(a: np.ndarray, cax: int, ax: int, *, view: bool = False) -> np.ndarray | None:
+    """Move `cax` first and merge the dims after `ax` into one.
+
+    A view when the strides allow it; otherwise a copy, or None when `view` is set
+    (results are written through this, so a copy would lose the writes).
+    """
+    moved = np.moveaxis(a, cax, 0)
+    shape = _canonical_shape(a.shape, cax, ax)
+    try:
+        return moved.reshape(shape, copy=False)
+    except ValueError:
+        return None if view else moved.reshape(shape)
+
+
+def _read_view(a: np.ndarray, cax: int, ax: int) -> np.ndarray:
+    v = _canonical(a, cax, ax)
+    assert v is not None
+    return v
 
 
 def _layout(x: np.ndarray, a: ShiftSumArgs) -> Layout:
     cax, ax = a.channel_axis, a.axis
-    xv = _canonical(x, cax, ax)
-    mv = None if a.mask is None else _canonical(a.mask, cax, ax)
+    xv = _read_view(x, cax, ax)
+    mv = None if a.mask is None else _read_view(a.mask, cax, ax)
     if mv is not None and mv.shape[-1] not in (1, xv.shape[-1]):
         # inner dims broadcast in the mask: expand them before merging.
         full = list(a.mask.shape)
         for d in range(ax + 1, x.ndim):
             if d != cax:
                 full[d] = x.shape[d]
-        mv = _canonical(np.broadcast_to(a.mask, tuple(full)), cax, ax)
+        mv = _read_view(np.broadcast_to(a.mask, tuple(full)), cax, ax)
     outer = xv.shape[1:-2]
     return Layout(xv, mv, outer, xv.shape[-2], max(a.offsets), xv.shape[-1])
 
@@ -121,17 +139,17 @@ def _run(units: list[Any], work: Callable[[list[Any]], None], elements: int) -> 
     list(_thread_pool().map(work, parts))
 
 
-def _scratch(shape: tuple[int, ...], dtype: np.dtype, zero_from: int) -> np.ndarray:
+def _scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype, zero_from: int) -> np.ndarray:
     """Per-thread buffer of `shape`; columns ``[zero_from:]`` of axis 1 stay zero.
 
     Callers only ever write columns ``[:zero_from]``, so the buffer is reused as is.
     """
     key = (shape, dtype, zero_from)
-    cached = getattr(_local, "scratch", None)
+    cached = getattr(_local, slot, None)
     if cached is not None and cached[0] == key:
         return cached[1]
     buf = np.zeros(shape, dtype=dtype)
-    _local.scratch = (key, buf)
+    setattr(_local, slot, (key, buf))
     return buf
 
 
@@ -163,16 +181,26 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
             yb = y[prefix][rows] if outer else y
             yf = yb.reshape(-1)
             n = yf.shape[0]
-            scratch = _scratch((max_rows, out_w, inner), acc, width)[: yb.shape[0]]
+            shape = (max_rows, out_w, inner)
+            scratch = _scratch("scratch", shape, acc, width)[: yb.shape[0]]
             body = scratch[:, :width] if outer else scratch[0, :width]
             sf = scratch.reshape(-1)
             xu = _sub(xv, prefix, rows, 1)
             mu = None if mv is None else _sub(mv, prefix, rows, 1)
+            shared_mask = None
+            if mu is not None and mu.shape[0] == 1:
+                # One mask for every channel: pad it like the scratch once per block, so
+                # each channel costs a contiguous multiply instead of a strided one.
+                padded = _scratch("mask", shape, acc, width)[: yb.shape[0]]
+                np.copyto(padded[:, :width] if outer else padded[0, :width], mu[0])
+                shared_mask = padded.reshape(-1)
             for i, c in enumerate(order):
-                if mu is None:
+                if mu is None or shared_mask is not None:
                     np.copyto(body, xu[c], casting="unsafe")
+                    if shared_mask is not None:
+                        np.multiply(sf, shared_mask, out=sf)
                 else:
-                    np.multiply(xu[c], mu[c if mu.shape[0] > 1 else 0], out=body, casting="unsafe")
+                    np.multiply(xu[c], mu[c], out=body, casting="unsafe")
                 shift = offsets[c] * inner
                 if i == 0:
                     yf[:shift] = 0
@@ -240,7 +268,8 @@ def _adjoint_into(
 ) -> None:
     """``out[c] = conj?(mask_c) * window_c(y)`` block by block.
 
-    ``out`` is laid out like ``lay.x`` (channels first), ``y`` like the forward's output.
+    ``out`` is laid out like ``lay.x`` (channels first), ``y`` like the forward's output;
+    `out` must be writable in place (a view of the result, not a copy).
     """
     _, mv, outer, width, _, inner = lay
     mask = None if mv is None else (np.conj(mv) if conj else mv)
@@ -264,7 +293,7 @@ def _adjoint_into(
 
 def _canonical_y(y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
     """``y`` (channel axis of size 1) as ``(*outer, W', inner)``."""
-    return _canonical(y, a.channel_axis, a.axis)[0]
+    return _read_view(y, a.channel_axis, a.axis)[0]
 
 
 def adjoint(a: ShiftSumArgs, y: np.ndarray | None = None) -> np.ndarray:
@@ -278,10 +307,17 @@ def adjoint(a: ShiftSumArgs, y: np.ndarray | None = None) -> np.ndarray:
     out = np.empty(x_shape, dtype=dtype)
     if out.size == 0:
         return out
-    view = _canonical(out, a.channel_axis, a.axis)
     lay = _layout(out, a)
     conj = a.mask is not None and np.iscomplexobj(a.mask)
-    _adjoint_into(view, _canonical_y(y, a), lay, a.offsets, conj)
+    view = _canonical(out, a.channel_axis, a.axis, view=True)
+    if view is not None:
+        _adjoint_into(view, _canonical_y(y, a), lay, a.offsets, conj)
+        return out
+    # Layouts whose trailing axes cannot merge in place: fill channels-first, copy back.
+    buf = np.empty(_canonical_shape(out.shape, a.channel_axis, a.axis), dtype=dtype)
+    _adjoint_into(buf, _canonical_y(y, a), lay, a.offsets, conj)
+    moved = np.moveaxis(out, a.channel_axis, 0)
+    np.copyto(moved, buf.reshape(moved.shape))
     return out
 
 
