@@ -1,0 +1,344 @@
+"""Options and bookkeeping shared by every benchmark file.
+
+- ``--quick`` sets ``PORTOPS_BENCH_QUICK=1`` (read by the benchmark files: tiny sizes) and
+  shortens pytest-benchmark's rounds; the ``quick`` fixture says whether it is on.
+- ``--bench-backends numpy,torch,torch-cuda,cupy`` runs only the groups of those backends
+  (``torch`` means torch on the CPU, ``<backend>-cuda`` on a CUDA device). A group is named
+  ``"<op> <case> <backend> <device>"``; the benchmarks of other backends are deselected
+  where their parameters say which backend they are, and skipped before timing otherwise.
+- Every benchmark that was skipped for another reason (a backend not installed, no CUDA
+  device) is named with its reason at the end of the run, in the pytest-benchmark JSON
+  (key ``portops``) and, with ``--bench-status FILE``, in a JSON file that
+  ``benchmarks/report.py`` reads even when no benchmark could run at all.
+- Each benchmark must set ``benchmark.group`` and ``benchmark.extra_info`` (``op``, ``kind``,
+  ``backend``, ``device``, ``name``); one that does not fails at teardown.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_benchmark.fixture import BenchmarkFixture
+
+from benchmarks.report import cpu_model, gpu_model
+
+QUICK_ENV = "PORTOPS_BENCH_QUICK"
+KINDS = ("portops", "baseline", "roofline")
+REQUIRED_EXTRA = ("op", "kind", "backend", "device", "name")
+KNOWN_BACKENDS = ("cupy", "torch", "jax", "dask", "array_api_strict", "numpy")
+DEFAULT_DEVICE = {"cupy": "cuda"}
+NOT_SELECTED = "not selected by --bench-backends"
+VERSIONED_MODULES = ("numpy", "torch", "cupy", "jax", "dask", "opt_einsum", "portops")
+
+# Benchmark options in quick mode: enough to show that every benchmark runs.
+QUICK_OPTIONS = {"benchmark_min_rounds": 2, "benchmark_max_time": 0.001, "benchmark_warmup": False}
+
+SELECTION = pytest.StashKey[frozenset[tuple[str, str]] | None]()
+SKIPS = pytest.StashKey["SkipRecorder"]()
+
+
+# --------------------------------------------------------------------------- options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("portops benchmarks")
+    group.addoption(
+        "--quick",
+        action="store_true",
+        help=f"tiny sizes and 1-2 rounds, for CI (sets {QUICK_ENV}=1)",
+    )
+    group.addoption(
+        "--bench-backends",
+        default=None,
+        help="comma-separated backends to run, e.g. numpy,torch,torch-cuda,cupy (default: all)",
+    )
+    group.addoption(
+        "--bench-require",
+        default=None,
+        metavar="BACKENDS",
+        help="fail the run when a benchmark of these backends (e.g. numpy,torch) is skipped",
+    )
+    group.addoption(
+        "--bench-status",
+        default=None,
+        metavar="FILE",
+        help="write the backends that could not run, and the machine, to this JSON file",
+    )
+
+
+def parse_selection(text: str | None) -> frozenset[tuple[str, str]] | None:
+    """``"numpy,torch-cuda"`` -> ``{("numpy", "cpu"), ("torch", "cuda")}``; None for all."""
+    if not text or text.strip().lower() in ("", "all"):
+        return None
+    selected = set()
+    for token in text.lower().replace(" ", "").split(","):
+        if not token:
+            continue
+        backend, _, device = token.partition("-")
+        selected.add((backend, device or DEFAULT_DEVICE.get(backend, "cpu")))
+    return frozenset(selected)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("quick"):
+        os.environ[QUICK_ENV] = "1"
+        for name, value in QUICK_OPTIONS.items():
+            if hasattr(config.option, name):
+                setattr(config.option, name, value)
+    config.stash[SELECTION] = parse_selection(config.getoption("bench_backends"))
+    config.stash[SKIPS] = SkipRecorder()
+    config.pluginmanager.register(config.stash[SKIPS], "portops-bench-skips")
+
+
+@pytest.fixture(scope="session")
+def quick() -> bool:
+    """Whether the benchmarks run in quick mode (tiny sizes)."""
+    return os.environ.get(QUICK_ENV, "") not in ("", "0")
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def group_target(group: str | None) -> tuple[str, str] | None:
+    """(backend, device) of a group named ``"<op> <case> <backend> <device>"``."""
+    parts = (group or "").lower().split()
+    return (parts[-2], parts[-1]) if len(parts) >= 3 else None
+
+
+def is_selected(target: tuple[str, str], selection: frozenset[tuple[str, str]] | None) -> bool:
+    """Whether a group on `target` (backend, device) runs under `selection`."""
+    return selection is None or target in selection
+
+
+def item_target(item: pytest.Item) -> tuple[str | None, str | None]:
+    """(backend, device) from a test's ``backend``/``device`` parameters, where it has them."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    backend = _param_text(params.get("backend"))
+    device = _param_text(params.get("device"))
+    if backend is not None:
+        for sep in ("-", ":", " "):
+            if sep in backend:
+                backend, _, dev = backend.partition(sep)
+                device = device or dev
+                break
+    return backend, device
+
+
+def _param_text(value: Any) -> str | None:
+    value = getattr(value, "name", value)
+    return value.lower() if isinstance(value, str) else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    selection = config.stash[SELECTION]
+    if selection is None:
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        backend, device = item_target(item)
+        if backend is None:
+            keep.append(item)  # decided when it runs, from benchmark.group
+            continue
+        devices = {d for b, d in selection if b == backend}
+        wanted = bool(devices) and (device is None or device in devices)
+        (keep if wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+class SelectiveBenchmark(BenchmarkFixture):
+    """pytest-benchmark's fixture, skipping (before timing) groups of unselected backends."""
+
+    _portops_selection: frozenset[tuple[str, str]] | None = None
+
+    def _check_selected(self) -> None:
+        target = group_target(self.group)
+        if target is not None and not is_selected(target, self._portops_selection):
+            pytest.skip(f"{NOT_SELECTED}: {' '.join(target)}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_selected()
+        parent: Any = super()
+        return parent.__call__(*args, **kwargs)
+
+    def pedantic(self, *args: Any, **kwargs: Any) -> Any:
+        """`BenchmarkFixture.pedantic`, after the selection check."""
+        self._check_selected()
+        parent: Any = super()
+        return parent.pedantic(*args, **kwargs)
+
+
+@pytest.fixture
+def benchmark(benchmark: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """pytest-benchmark's fixture, with backend selection and the naming convention checked."""
+    benchmark.__class__ = SelectiveBenchmark
+    benchmark._portops_selection = request.config.stash[SELECTION]
+    yield benchmark
+    if getattr(benchmark, "stats", None) is not None:
+        problems = convention_problems(benchmark.group, benchmark.extra_info)
+        if problems:
+            pytest.fail(f"{request.node.nodeid}: " + "; ".join(problems), pytrace=False)
+
+
+def convention_problems(group: str | None, extra_info: dict[str, Any]) -> list[str]:
+    """How a benchmark's group and extra_info break the shared naming convention."""
+    problems = []
+    if not group or len(group.split()) < 4:
+        problems.append(f'benchmark.group must be "<op> <case> <backend> <device>", got {group!r}')
+    missing = [k for k in REQUIRED_EXTRA if not extra_info.get(k)]
+    if missing:
+        problems.append(f"benchmark.extra_info lacks {', '.join(missing)}")
+    if extra_info.get("kind") and extra_info["kind"] not in KINDS:
+        problems.append(f"extra_info kind must be one of {KINDS}, got {extra_info['kind']!r}")
+    return problems
+
+
+# --------------------------------------------------------------------------- skips
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ").strip()
+
+
+class SkipRecorder:
+    """A plugin that keeps every skip (of a test or a whole module) with its reason."""
+
+    def __init__(self) -> None:
+        self.skips: list[tuple[str, str]] = []
+
+    def _record(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        if not report.skipped or hasattr(report, "wasxfail"):
+            return
+        reason = _skip_reason(report)
+        if not reason.startswith(NOT_SELECTED):
+            self.skips.append((report.nodeid, reason))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._record(report)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self._record(report)
+
+
+def skip_label(nodeid: str, reason: str) -> str:
+    """Which backend a skip is about, e.g. ``torch CUDA`` or ``cupy``, from reason and id."""
+    params = nodeid.partition("[")[2].lower()
+    for text in (reason.lower(), params, nodeid.lower()):
+        backend = next((b for b in KNOWN_BACKENDS if b in text), None)
+        if backend is not None:
+            break
+    if backend is None:
+        return nodeid.partition("[")[0]
+    if backend == "cupy":
+        return "cupy"
+    cuda = any(w in f"{reason} {params}".lower() for w in ("cuda", "gpu"))
+    return f"{backend} {'CUDA' if cuda else 'CPU'}"
+
+
+def summarise_skips(
+    skips: list[tuple[str, str]], selection: frozenset[tuple[str, str]] | None = None
+) -> list[dict[str, Any]]:
+    """Skips counted per (backend label, reason); those of unselected backends left out."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for nodeid, reason in skips:
+        label = skip_label(nodeid, reason)
+        if selection is not None and not _label_in(label, selection, unknown=True):
+            continue
+        counts[(label, reason)] += 1
+    return [{"backend": b, "reason": r, "count": n} for (b, r), n in sorted(counts.items())]
+
+
+def _label_in(label: str, selection: frozenset[tuple[str, str]], *, unknown: bool) -> bool:
+    """Whether a skip label is about a backend in `selection`; `unknown` if about none."""
+    words = label.lower().split()
+    if not words or words[0] not in KNOWN_BACKENDS:
+        return unknown
+    device = words[1] if len(words) > 1 else DEFAULT_DEVICE.get(words[0], "cpu")
+    return (words[0], device) in selection
+
+
+# --------------------------------------------------------------------------- status
+
+
+def status(config: pytest.Config) -> dict[str, Any]:
+    """What the report needs besides the timings: mode, machine, versions, skips."""
+    selection = config.stash[SELECTION]
+    return {
+        "quick": os.environ.get(QUICK_ENV, "") not in ("", "0"),
+        "selected": None if selection is None else sorted("-".join(t) for t in selection),
+        "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": gpu_model()},
+        "versions": _versions(),
+        "unavailable": summarise_skips(config.stash[SKIPS].skips, selection),
+    }
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0]}
+    for name in VERSIONED_MODULES:
+        module = sys.modules.get(name)
+        version = getattr(module, "__version__", None)
+        if version:
+            versions[name] = str(version)
+    return versions
+
+
+def _cached_status(config: pytest.Config) -> dict[str, Any]:
+    key = "_portops_bench_status"
+    cached: dict[str, Any] | None = getattr(config, key, None)
+    if cached is None:
+        cached = status(config)
+        setattr(config, key, cached)
+    return cached
+
+
+def pytest_benchmark_update_json(
+    config: pytest.Config, benchmarks: Any, output_json: dict[str, Any]
+) -> None:
+    output_json["portops"] = _cached_status(config)
+
+
+def required_skips(
+    unavailable: list[dict[str, Any]], required: frozenset[tuple[str, str]] | None
+) -> list[dict[str, Any]]:
+    """The skips that concern a backend that `--bench-require` says must run."""
+    if not required:
+        return []
+    return [u for u in unavailable if _label_in(u["backend"], required, unknown=False)]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    path = config.getoption("bench_status")
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(_cached_status(config), indent=2) + "\n")
+    required = parse_selection(config.getoption("bench_require"))
+    if required_skips(_cached_status(config)["unavailable"], required):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    write: Callable[..., None] = terminalreporter.write_line
+    unavailable = _cached_status(config)["unavailable"]
+    terminalreporter.section("portops: backends that could not run")
+    if not unavailable:
+        write("none: every selected backend ran")
+    for item in unavailable:
+        write(f"{item['backend']}: {item['reason']} ({item['count']} benchmarks)")
+    required = parse_selection(config.getoption("bench_require"))
+    for item in required_skips(unavailable, required):
+        write(f"FAILED: {item['backend']} is required (--bench-require) but was skipped", red=True)
