@@ -356,7 +356,7 @@ def format_factor(value: float | None) -> str:
 
 
 def _three_digits(value: float) -> str:
-    if value < 1:
+    if value < 0.1:
         return f"{value:.2g}"
     if value >= 100:
         return f"{value:.0f}"
