@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib
 import json
 import os
 import sys
@@ -34,6 +35,7 @@ QUICK_ENV = "PORTOPS_BENCH_QUICK"
 KINDS = ("portops", "baseline", "roofline")
 REQUIRED_EXTRA = ("op", "kind", "backend", "device", "name")
 KNOWN_BACKENDS = ("cupy", "torch", "jax", "dask", "array_api_strict", "numpy")
+DEVICES = ("cpu", "cuda")
 DEFAULT_DEVICE = {"cupy": "cuda"}
 NOT_SELECTED = "not selected by --bench-backends"
 VERSIONED_MODULES = ("numpy", "torch", "cupy", "jax", "dask", "opt_einsum", "portops")
@@ -65,6 +67,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="BACKENDS",
         help="fail the run when a benchmark of these backends (e.g. numpy,torch) is skipped",
+    )
+    group.addoption(
+        "--bench-expect",
+        default=None,
+        metavar="BACKENDS",
+        help="backends this run should cover: each that runs no benchmark is named with why",
     )
     group.addoption(
         "--bench-status",
@@ -109,9 +117,32 @@ def quick() -> bool:
 
 
 def group_target(group: str | None) -> tuple[str, str] | None:
-    """(backend, device) of a group named ``"<op> <case> <backend> <device>"``."""
+    """(backend, device) of a group named ``"<op> <case> <backend> <device>[ <more>]"``.
+
+    The device is the last ``cpu``/``cuda`` word, the backend the word before it.
+    """
     parts = (group or "").lower().split()
-    return (parts[-2], parts[-1]) if len(parts) >= 3 else None
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] in DEVICES:
+            return (parts[i - 1], parts[i])
+    return None
+
+
+def benchmark_target(group: str | None, extra_info: dict[str, Any]) -> tuple[str, str] | None:
+    """(backend, device) of a benchmark: from its group, else from its extra_info."""
+    target = group_target(group)
+    backend, device = extra_info.get("backend"), extra_info.get("device")
+    if target is None and isinstance(backend, str) and isinstance(device, str):
+        target = (backend.lower(), device.lower())
+    return target
+
+
+def target_label(target: tuple[str, str]) -> str:
+    """``("torch", "cuda")`` -> ``"torch CUDA"``; CuPy is named without its device."""
+    backend, device = target
+    if DEFAULT_DEVICE.get(backend) == device:
+        return backend
+    return f"{backend} {device.upper()}"
 
 
 def is_selected(target: tuple[str, str], selection: frozenset[tuple[str, str]] | None) -> bool:
@@ -163,7 +194,7 @@ class SelectiveBenchmark(BenchmarkFixture):
     _portops_selection: frozenset[tuple[str, str]] | None = None
 
     def _check_selected(self) -> None:
-        target = group_target(self.group)
+        target = benchmark_target(self.group, self.extra_info)
         if target is not None and not is_selected(target, self._portops_selection):
             pytest.skip(f"{NOT_SELECTED}: {' '.join(target)}")
 
@@ -186,6 +217,9 @@ def benchmark(benchmark: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     benchmark._portops_selection = request.config.stash[SELECTION]
     yield benchmark
     if getattr(benchmark, "stats", None) is not None:
+        target = benchmark_target(benchmark.group, benchmark.extra_info)
+        if target is not None:
+            request.config.stash[SKIPS].ran.add(target)
         problems = convention_problems(benchmark.group, benchmark.extra_info)
         if problems:
             pytest.fail(f"{request.node.nodeid}: " + "; ".join(problems), pytrace=False)
@@ -214,10 +248,14 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
 
 
 class SkipRecorder:
-    """A plugin that keeps every skip (of a test or a whole module) with its reason."""
+    """A plugin that keeps every skip (of a test or a whole module) with its reason.
+
+    `ran` holds the (backend, device) of every benchmark that ran, filled by the fixture.
+    """
 
     def __init__(self) -> None:
         self.skips: list[tuple[str, str]] = []
+        self.ran: set[tuple[str, str]] = set()
 
     def _record(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         if not report.skipped or hasattr(report, "wasxfail"):
@@ -234,18 +272,21 @@ class SkipRecorder:
 
 
 def skip_label(nodeid: str, reason: str) -> str:
-    """Which backend a skip is about, e.g. ``torch CUDA`` or ``cupy``, from reason and id."""
-    params = nodeid.partition("[")[2].lower()
-    for text in (reason.lower(), params, nodeid.lower()):
+    """Which backend a skip is about, e.g. ``torch CUDA`` or ``cupy``.
+
+    Looked for in the test's parameters, then its name, then the reason, then its file.
+    """
+    path, _, rest = nodeid.partition("::")
+    name, _, params = rest.lower().partition("[")
+    backend = None
+    for text in (params, name, reason.lower(), path.lower()):
         backend = next((b for b in KNOWN_BACKENDS if b in text), None)
         if backend is not None:
             break
     if backend is None:
         return nodeid.partition("[")[0]
-    if backend == "cupy":
-        return "cupy"
-    cuda = any(w in f"{reason} {params}".lower() for w in ("cuda", "gpu"))
-    return f"{backend} {'CUDA' if cuda else 'CPU'}"
+    cuda = backend == "cupy" or any(w in f"{reason} {params}".lower() for w in ("cuda", "gpu"))
+    return target_label((backend, "cuda" if cuda else "cpu"))
 
 
 def summarise_skips(
@@ -273,16 +314,55 @@ def _label_in(label: str, selection: frozenset[tuple[str, str]], *, unknown: boo
 # --------------------------------------------------------------------------- status
 
 
+def probe_reason(target: tuple[str, str]) -> str:
+    """Why no benchmark of `target` (backend, device) could have run on this machine."""
+    backend, device = target
+    try:
+        module: Any = importlib.import_module(backend)
+    except Exception as exc:  # not installed, or broken (e.g. CUDA libraries missing)
+        return f"{backend} is not installed or fails to import ({type(exc).__name__}: {exc})"
+    if device == "cuda" and backend == "torch" and not module.cuda.is_available():
+        build = module.version.cuda or "none, a CPU-only build"
+        return f"no CUDA device (torch {module.__version__}, CUDA {build})"
+    if device == "cuda" and backend == "cupy":
+        try:
+            module.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            return f"no CUDA device ({type(exc).__name__}: {exc})"
+    return "no benchmark of this backend ran"
+
+
+def missing_expected(
+    expected: frozenset[tuple[str, str]] | None,
+    ran: set[tuple[str, str]],
+    unavailable: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """An entry, with the reason, for each expected backend that no benchmark ran on."""
+    named = {u["backend"] for u in unavailable}
+    missing = [t for t in sorted(expected or ()) if t not in ran and target_label(t) not in named]
+    return [{"backend": target_label(t), "reason": probe_reason(t), "count": 0} for t in missing]
+
+
+def _expected(config: pytest.Config) -> frozenset[tuple[str, str]] | None:
+    expect = parse_selection(config.getoption("bench_expect")) or frozenset()
+    require = parse_selection(config.getoption("bench_require")) or frozenset()
+    return (expect | require) or None
+
+
 def status(config: pytest.Config) -> dict[str, Any]:
     """What the report needs besides the timings: mode, machine, versions, skips."""
     selection = config.stash[SELECTION]
+    recorder = config.stash[SKIPS]
+    unavailable = summarise_skips(recorder.skips, selection)
+    unavailable += missing_expected(_expected(config), recorder.ran, unavailable)
     return {
         "quick": os.environ.get(QUICK_ENV, "") not in ("", "0"),
         "selected": None if selection is None else sorted("-".join(t) for t in selection),
         "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": gpu_model()},
         "versions": _versions(),
-        "unavailable": summarise_skips(config.stash[SKIPS].skips, selection),
+        "ran": sorted(target_label(t) for t in recorder.ran),
+        "unavailable": unavailable,
     }
 
 
@@ -314,7 +394,7 @@ def pytest_benchmark_update_json(
 def required_skips(
     unavailable: list[dict[str, Any]], required: frozenset[tuple[str, str]] | None
 ) -> list[dict[str, Any]]:
-    """The skips that concern a backend that `--bench-require` says must run."""
+    """The entries of `unavailable` about a backend that `--bench-require` says must run."""
     if not required:
         return []
     return [u for u in unavailable if _label_in(u["backend"], required, unknown=False)]
@@ -338,7 +418,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not unavailable:
         write("none: every selected backend ran")
     for item in unavailable:
-        write(f"{item['backend']}: {item['reason']} ({item['count']} benchmarks)")
+        write(f"{item['backend']}: {item['reason']} ({count_text(item['count'])})")
     required = parse_selection(config.getoption("bench_require"))
     for item in required_skips(unavailable, required):
-        write(f"FAILED: {item['backend']} is required (--bench-require) but was skipped", red=True)
+        write(f"FAILED: {item['backend']} is required (--bench-require) but did not run", red=True)
+
+
+def count_text(count: int) -> str:
+    """``"3 benchmarks"``, ``"1 benchmark"`` or, for 0, ``"no benchmark ran"``."""
+    if count == 0:
+        return "no benchmark ran"
+    return f"{count} benchmark{'s' if count != 1 else ''}"

@@ -424,9 +424,9 @@ def compare_table(op: str, changes: Sequence[Change]) -> str:
 
 def _format_change(change: Change) -> str:
     if change.old is None:
-        return "new"
+        return "only in new"
     if change.new is None:
-        return "gone"
+        return "only in old"
     factor = change.factor
     text = format_factor(factor)
     if factor is not None and factor > CHANGE_THRESHOLD:
@@ -457,9 +457,9 @@ def unavailable_section(run: Run) -> str:
         return "Every selected backend ran."
     lines = ["Could not run:"]
     for item in run.unavailable:
-        count = item.get("count", 1)
-        what = "benchmark" if count == 1 else "benchmarks"
-        lines.append(f"  - {item.get('backend', '?')}: {item.get('reason', '?')} ({count} {what})")
+        count = int(item.get("count", 1))
+        what = "no benchmark ran" if count == 0 else f"{count} benchmark{'s' * (count != 1)}"
+        lines.append(f"  - {item.get('backend', '?')}: {item.get('reason', '?')} ({what})")
     return "\n".join(lines)
 
 

@@ -200,6 +200,7 @@ def test_compare_runs_reports_factors_and_new_and_gone_entries() -> None:
     assert by_name[(NP, "portops")].factor == pytest.approx(0.5)
     assert by_name[(TORCH, "loop")].factor == pytest.approx(1.0)
     assert by_name[(NP, "bmm")].old is None and by_name[(NP, "bmm")].factor is None
+    assert report._format_change(by_name[(NP, "bmm")]) == "only in new"
     assert by_name[(EIN, "np.einsum")].new is None
     # the ratio to the roofline does not change when everything got faster together
     assert by_name[(NP, "portops")].new_ratio == pytest.approx(by_name[(NP, "portops")].old_ratio)
@@ -305,6 +306,8 @@ def test_parse_selection() -> None:
         ("b/test_x.py::test_a[torch-roofline]", "no GPU", "torch CUDA"),
         ("b/test_x.py::test_a[numpy-x]", "could not import 'opt_einsum'", "numpy CPU"),
         ("b/test_x.py::test_b", "something else", "b/test_x.py::test_b"),
+        ("b/test_v.py::test_torch[cuda-8x8-np.vecdot]", "NumPy runs on the CPU only", "torch CUDA"),
+        ("b/test_v.py::test_cupy[8x8-portops]", "cupy has no CUDA device", "cupy"),
     ],
 )
 def test_skip_labels(nodeid: str, reason: str, label: str) -> None:
@@ -320,6 +323,41 @@ def test_summarise_skips_counts_and_filters_by_selection() -> None:
     ]
     only_torch_cuda = c.summarise_skips(skips, c.parse_selection("torch-cuda"))
     assert [s["backend"] for s in only_torch_cuda] == ["torch CUDA"]
+
+
+@pytest.mark.parametrize(
+    ("group", "target"),
+    [
+        ("shift_sum fwd numpy cpu", ("numpy", "cpu")),
+        ("vecdot 4096x4096 torch cuda fwd+bwd", ("torch", "cuda")),
+        ("einsum bij,bjk cupy cuda", ("cupy", "cuda")),
+        ("no device here", None),
+        (None, None),
+    ],
+)
+def test_group_target(group: str | None, target: tuple[str, str] | None) -> None:
+    assert conftest_module().group_target(group) == target
+
+
+def test_benchmark_target_falls_back_to_extra_info() -> None:
+    c = conftest_module()
+    assert c.benchmark_target("odd", {"backend": "JAX", "device": "cpu"}) == ("jax", "cpu")
+    assert c.benchmark_target("odd", {}) is None
+
+
+def test_target_labels() -> None:
+    c = conftest_module()
+    labels = [c.target_label(t) for t in [("torch", "cuda"), ("cupy", "cuda"), ("numpy", "cpu")]]
+    assert labels == ["torch CUDA", "cupy", "numpy CPU"]
+
+
+def test_missing_expected_backends_are_named_with_a_reason() -> None:
+    c = conftest_module()
+    expected = c.parse_selection("numpy,no_such_lib_xyz,torch-cuda")
+    already = [{"backend": "torch CUDA", "reason": "CUDA not available", "count": 2}]
+    missing = c.missing_expected(expected, {("numpy", "cpu")}, already)
+    assert [m["backend"] for m in missing] == ["no_such_lib_xyz CPU"]
+    assert "not installed" in missing[0]["reason"] and missing[0]["count"] == 0
 
 
 def test_convention_problems() -> None:
@@ -355,6 +393,11 @@ def test_unparametrized_backend(benchmark, dev):
 
 def test_module_missing(benchmark):
     pytest.importorskip("no_such_backend_module_xyz")
+
+def test_suffixed_group(benchmark):
+    benchmark.group = "toy sum numpy cpu fwd+bwd"
+    benchmark.extra_info.update(op="toy", kind="portops", backend="numpy", device="cpu", name="t")
+    benchmark(sum, range(N))
 """
 
 
@@ -404,9 +447,19 @@ def test_conftest_selects_backends(bench_dir: Path) -> None:
     assert "deselected" in out  # the numpy parameters, at collection
     results = json.loads((bench_dir / "b.json").read_text(encoding="utf-8"))
     assert {b["group"] for b in results["benchmarks"]} == {"toy sum torch cuda"}
+    rc, out, _ = run_pytest(bench_dir, "--quick", "--bench-backends", "numpy")
+    numpy_results = json.loads((bench_dir / "b.json").read_text(encoding="utf-8"))
+    assert "toy sum numpy cpu fwd+bwd" in {b["group"] for b in numpy_results["benchmarks"]}
     assert status["selected"] == ["torch-cuda"]
     assert "torch CUDA" in {u["backend"] for u in status["unavailable"]}
     assert all(u["backend"] != "numpy CPU" for u in status["unavailable"])
+
+
+def test_conftest_names_expected_backends_that_ran_nothing(bench_dir: Path) -> None:
+    rc, out, status = run_pytest(bench_dir, "--quick", "--bench-expect", "numpy,jax-cuda")
+    assert rc == 0, out
+    assert "jax CUDA: " in out and "(no benchmark ran)" in out
+    assert "numpy CPU" in status["ran"]
 
 
 def test_conftest_require_fails_on_skipped_backend(bench_dir: Path) -> None:
@@ -414,6 +467,8 @@ def test_conftest_require_fails_on_skipped_backend(bench_dir: Path) -> None:
     assert rc == 1 and "is required" in out
     rc, out, _ = run_pytest(bench_dir, "--quick", "--bench-require", "numpy")
     assert rc == 0, out
+    rc, out, _ = run_pytest(bench_dir, "--quick", "--bench-require", "dask")
+    assert rc == 1 and "dask CPU is required" in out
 
 
 def test_conftest_fails_a_benchmark_that_breaks_the_convention(bench_dir: Path) -> None:
