@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -560,6 +561,8 @@ def _draw_panel(
     rows: list[tuple[str, Row]],
     old_ratios: dict[tuple[str, str], float | None],
 ) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     values = [(r.roofline_ratio if by_ratio else r.entry.median * 1e3) or 0.0 for _, r in rows]
     colours = [KIND_COLOURS.get(r.entry.kind, "tab:gray") for _, r in rows]
     y = list(range(len(rows)))
@@ -568,6 +571,10 @@ def _draw_panel(
     ax.invert_yaxis()
     if all(v > 0 for v in values):
         ax.set_xscale("log")
+        decades = math.log10(max(values) / min(values))
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades < 2 else (1.0,)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     for yi, value in zip(y, values, strict=True):
         ax.text(value, yi, f" {_three_digits(value)}", va="center", fontsize=6)
     if by_ratio:
