@@ -6,6 +6,8 @@
   (``torch`` means torch on the CPU, ``<backend>-cuda`` on a CUDA device). A group is named
   ``"<op> <case> <backend> <device>"``; the benchmarks of other backends are deselected
   where their parameters say which backend they are, and skipped before timing otherwise.
+- ``--bench-budget SECONDS`` skips the benchmarks that would start after that time, each
+  named as not run for that reason, so that a whole run keeps to its time.
 - Every benchmark that was skipped for another reason (a backend not installed, no CUDA
   device) is named with its reason at the end of the run, in the pytest-benchmark JSON
   (key ``portops``) and, with ``--bench-status FILE``, in a JSON file that
@@ -21,6 +23,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,6 +41,7 @@ KNOWN_BACKENDS = ("cupy", "torch", "jax", "dask", "array_api_strict", "numpy")
 DEVICES = ("cpu", "cuda")
 DEFAULT_DEVICE = {"cupy": "cuda"}
 NOT_SELECTED = "not selected by --bench-backends"
+OVER_BUDGET = "not run: the time budget (--bench-budget) was used up"
 VERSIONED_MODULES = ("numpy", "torch", "cupy", "jax", "dask", "opt_einsum", "portops")
 
 # Benchmark options in quick mode: enough to show that every benchmark runs.
@@ -45,6 +49,7 @@ QUICK_OPTIONS = {"benchmark_min_rounds": 2, "benchmark_max_time": 0.001, "benchm
 
 SELECTION = pytest.StashKey[frozenset[tuple[str, str]] | None]()
 SKIPS = pytest.StashKey["SkipRecorder"]()
+DEADLINE = pytest.StashKey[float | None]()
 
 
 # --------------------------------------------------------------------------- options
@@ -75,6 +80,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="backends this run should cover: each that runs no benchmark is named with why",
     )
     group.addoption(
+        "--bench-budget",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="skip (and name) the benchmarks still to run once this many seconds have passed",
+    )
+    group.addoption(
         "--bench-status",
         default=None,
         metavar="FILE",
@@ -103,6 +115,8 @@ def pytest_configure(config: pytest.Config) -> None:
             if hasattr(config.option, name):
                 setattr(config.option, name, value)
     config.stash[SELECTION] = parse_selection(config.getoption("bench_backends"))
+    budget = config.getoption("bench_budget")
+    config.stash[DEADLINE] = time.monotonic() + budget if budget and budget > 0 else None
     config.stash[SKIPS] = SkipRecorder()
     config.pluginmanager.register(config.stash[SKIPS], "portops-bench-skips")
 
@@ -192,11 +206,17 @@ class SelectiveBenchmark(BenchmarkFixture):
     """pytest-benchmark's fixture, skipping (before timing) groups of unselected backends."""
 
     _portops_selection: frozenset[tuple[str, str]] | None = None
+    _portops_deadline: float | None = None
+    _portops_targets: dict[str, tuple[str, str]] | None = None
 
     def _check_selected(self) -> None:
         target = benchmark_target(self.group, self.extra_info)
+        if target is not None and self._portops_targets is not None:
+            self._portops_targets[self.fullname] = target
         if target is not None and not is_selected(target, self._portops_selection):
             pytest.skip(f"{NOT_SELECTED}: {' '.join(target)}")
+        if self._portops_deadline is not None and time.monotonic() > self._portops_deadline:
+            pytest.skip(OVER_BUDGET)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._check_selected()
@@ -215,6 +235,8 @@ def benchmark(benchmark: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """pytest-benchmark's fixture, with backend selection and the naming convention checked."""
     benchmark.__class__ = SelectiveBenchmark
     benchmark._portops_selection = request.config.stash[SELECTION]
+    benchmark._portops_deadline = request.config.stash[DEADLINE]
+    benchmark._portops_targets = request.config.stash[SKIPS].targets
     yield benchmark
     if getattr(benchmark, "stats", None) is not None:
         target = benchmark_target(benchmark.group, benchmark.extra_info)
@@ -250,12 +272,14 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
 class SkipRecorder:
     """A plugin that keeps every skip (of a test or a whole module) with its reason.
 
-    `ran` holds the (backend, device) of every benchmark that ran, filled by the fixture.
+    `ran` holds the (backend, device) of every benchmark that ran, and `targets` that of
+    every test that reached the benchmark call, by node id; both filled by the fixture.
     """
 
     def __init__(self) -> None:
         self.skips: list[tuple[str, str]] = []
         self.ran: set[tuple[str, str]] = set()
+        self.targets: dict[str, tuple[str, str]] = {}
 
     def _record(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         if not report.skipped or hasattr(report, "wasxfail"):
@@ -290,12 +314,19 @@ def skip_label(nodeid: str, reason: str) -> str:
 
 
 def summarise_skips(
-    skips: list[tuple[str, str]], selection: frozenset[tuple[str, str]] | None = None
+    skips: list[tuple[str, str]],
+    selection: frozenset[tuple[str, str]] | None = None,
+    targets: dict[str, tuple[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Skips counted per (backend label, reason); those of unselected backends left out."""
+    """Skips counted per (backend label, reason); those of unselected backends left out.
+
+    A test's backend is its benchmark group's where it got that far (`targets`),
+    otherwise it is inferred by `skip_label`.
+    """
     counts: Counter[tuple[str, str]] = Counter()
     for nodeid, reason in skips:
-        label = skip_label(nodeid, reason)
+        target = (targets or {}).get(nodeid)
+        label = target_label(target) if target else skip_label(nodeid, reason)
         if selection is not None and not _label_in(label, selection, unknown=True):
             continue
         counts[(label, reason)] += 1
@@ -353,7 +384,7 @@ def status(config: pytest.Config) -> dict[str, Any]:
     """What the report needs besides the timings: mode, machine, versions, skips."""
     selection = config.stash[SELECTION]
     recorder = config.stash[SKIPS]
-    unavailable = summarise_skips(recorder.skips, selection)
+    unavailable = summarise_skips(recorder.skips, selection, recorder.targets)
     unavailable += missing_expected(_expected(config), recorder.ran, unavailable)
     return {
         "quick": os.environ.get(QUICK_ENV, "") not in ("", "0"),

@@ -181,6 +181,24 @@ def run_from_json(data: dict[str, Any], status: dict[str, Any] | None = None) ->
     )
 
 
+def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The results JSON, or ``{}`` when there are none.
+
+    pytest-benchmark creates the ``--benchmark-json`` file when it starts and leaves it
+    empty when no benchmark ran.
+    """
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return {}
+    data: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+    return data
+
+
+def has_results(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` holds the results of at least one benchmark."""
+    return bool(read_results(path).get("benchmarks"))
+
+
 def load_run(
     path: str | os.PathLike[str], status_path: str | os.PathLike[str] | None = None
 ) -> Run:
@@ -192,10 +210,7 @@ def load_run(
     status = None
     if status_path is not None and Path(status_path).is_file():
         status = json.loads(Path(status_path).read_text(encoding="utf-8"))
-    data: dict[str, Any] = {}
-    if Path(path).is_file():
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    run = run_from_json(data, status)
+    run = run_from_json(read_results(path), status)
     run.source = os.fspath(path)
     return run
 
@@ -626,7 +641,7 @@ def _load_old(args: argparse.Namespace, run: Run, say: Callable[[str], None]) ->
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the report; write the text file and chart when asked. Returns the exit status."""
     args = build_parser().parse_args(argv)
-    if not Path(args.results).is_file() and not (args.status and Path(args.status).is_file()):
+    if not has_results(args.results) and not (args.status and Path(args.status).is_file()):
         print(f"no results at {args.results}: did any benchmark run?", file=sys.stderr)
         return 1
     run = load_run(args.results, args.status)

@@ -265,6 +265,8 @@ def test_main_without_results_uses_the_status(
     out = capsys.readouterr().out
     assert "No benchmark ran." in out and "torch CUDA: no CUDA device" in out
     assert report.main([str(tmp_path / "none.json")]) == 1
+    (tmp_path / "empty.json").write_text("", encoding="utf-8")
+    assert report.main([str(tmp_path / "empty.json")]) == 1
 
 
 def test_script_runs_as_a_file(tmp_path: Path) -> None:
@@ -476,3 +478,13 @@ def test_conftest_fails_a_benchmark_that_breaks_the_convention(bench_dir: Path) 
     (bench_dir / "benchmarks" / "test_bad.py").write_text(bad, encoding="utf-8")
     rc, out, _ = run_pytest(bench_dir, "--quick")
     assert rc == 1 and "extra_info lacks" in out
+
+
+def test_conftest_budget_skips_and_names_what_is_left(bench_dir: Path) -> None:
+    rc, out, status = run_pytest(bench_dir, "--quick", "--bench-budget", "1e-9")
+    assert rc == 0, out
+    over = [u for u in status["unavailable"] if "time budget" in u["reason"]]
+    assert {u["backend"] for u in over} >= {"numpy CPU", "torch CPU"}
+    # nothing ran: pytest-benchmark leaves its JSON empty, which the report accepts
+    assert not report.has_results(bench_dir / "b.json")
+    assert report.main([str(bench_dir / "b.json"), "--status", str(bench_dir / "status.json")]) == 0
