@@ -165,16 +165,22 @@ def is_selected(target: tuple[str, str], selection: frozenset[tuple[str, str]] |
 
 
 def item_target(item: pytest.Item) -> tuple[str | None, str | None]:
-    """(backend, device) from a test's ``backend``/``device`` parameters, where it has them."""
+    """(backend, device) from a test's ``backend``/``device`` parameters, where it has them.
+
+    A ``backend`` parameter such as ``"torch-cuda"`` or ``"torch_cuda"`` gives both; one
+    that is not a known backend name gives None (the test is then judged when it runs).
+    """
     params = getattr(getattr(item, "callspec", None), "params", {})
     backend = _param_text(params.get("backend"))
     device = _param_text(params.get("device"))
     if backend is not None:
-        for sep in ("-", ":", " "):
-            if sep in backend:
-                backend, _, dev = backend.partition(sep)
-                device = device or dev
+        for sep in ("-", ":", "_", " "):
+            head, _, tail = backend.rpartition(sep)
+            if head and tail in DEVICES:
+                backend, device = head, device or tail
                 break
+    if backend not in KNOWN_BACKENDS or (device is not None and device not in DEVICES):
+        return None, None
     return backend, device
 
 

@@ -341,6 +341,27 @@ def test_group_target(group: str | None, target: tuple[str, str] | None) -> None
     assert conftest_module().group_target(group) == target
 
 
+class _Item:
+    def __init__(self, **params: object) -> None:
+        self.callspec = type("CallSpec", (), {"params": params})()
+
+
+@pytest.mark.parametrize(
+    ("params", "target"),
+    [
+        ({"backend": "numpy"}, ("numpy", None)),
+        ({"backend": "torch-cuda"}, ("torch", "cuda")),
+        ({"backend": "torch_cuda"}, ("torch", "cuda")),
+        ({"backend": "array_api_strict"}, ("array_api_strict", None)),
+        ({"backend": "torch", "device": "cuda"}, ("torch", "cuda")),
+        ({"backend": "numpy_readonly"}, (None, None)),
+        ({"name": "portops"}, (None, None)),
+    ],
+)
+def test_item_target_only_when_sure(params: dict[str, str], target: tuple[Any, Any]) -> None:
+    assert conftest_module().item_target(_Item(**params)) == target
+
+
 def test_benchmark_target_falls_back_to_extra_info() -> None:
     c = conftest_module()
     assert c.benchmark_target("odd", {"backend": "JAX", "device": "cpu"}) == ("jax", "cpu")
