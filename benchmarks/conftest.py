@@ -48,7 +48,7 @@ VERSIONED_MODULES = ("numpy", "torch", "cupy", "jax", "dask", "opt_einsum", "por
 QUICK_OPTIONS = {"benchmark_min_rounds": 2, "benchmark_max_time": 0.001, "benchmark_warmup": False}
 
 SELECTION = pytest.StashKey[frozenset[tuple[str, str]] | None]()
-SKIPS = pytest.StashKey["SkipRecorder"]()
+RECORDER = pytest.StashKey["RunRecorder"]()
 DEADLINE = pytest.StashKey[float | None]()
 
 
@@ -117,8 +117,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SELECTION] = parse_selection(config.getoption("bench_backends"))
     budget = config.getoption("bench_budget")
     config.stash[DEADLINE] = time.monotonic() + budget if budget and budget > 0 else None
-    config.stash[SKIPS] = SkipRecorder()
-    config.pluginmanager.register(config.stash[SKIPS], "portops-bench-skips")
+    config.stash[RECORDER] = RunRecorder()
+    config.pluginmanager.register(config.stash[RECORDER], "portops-bench-recorder")
 
 
 @pytest.fixture(scope="session")
@@ -209,13 +209,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class SelectiveBenchmark(BenchmarkFixture):
-    """pytest-benchmark's fixture, skipping (before timing) groups of unselected backends."""
+    """pytest-benchmark's fixture; skips, before timing, unselected groups and those over budget."""
 
     _portops_selection: frozenset[tuple[str, str]] | None = None
     _portops_deadline: float | None = None
     _portops_targets: dict[str, tuple[str, str]] | None = None
 
-    def _check_selected(self) -> None:
+    def _before_timing(self) -> None:
+        """Note the test's backend; skip it if unselected or past the time budget."""
         target = benchmark_target(self.group, self.extra_info)
         if target is not None and self._portops_targets is not None:
             self._portops_targets[self.fullname] = target
@@ -225,13 +226,13 @@ class SelectiveBenchmark(BenchmarkFixture):
             pytest.skip(OVER_BUDGET)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._check_selected()
+        self._before_timing()
         parent: Any = super()
         return parent.__call__(*args, **kwargs)
 
     def pedantic(self, *args: Any, **kwargs: Any) -> Any:
-        """`BenchmarkFixture.pedantic`, after the selection check."""
-        self._check_selected()
+        """`BenchmarkFixture.pedantic`, after the selection and budget checks."""
+        self._before_timing()
         parent: Any = super()
         return parent.pedantic(*args, **kwargs)
 
@@ -242,12 +243,12 @@ def benchmark(benchmark: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     benchmark.__class__ = SelectiveBenchmark
     benchmark._portops_selection = request.config.stash[SELECTION]
     benchmark._portops_deadline = request.config.stash[DEADLINE]
-    benchmark._portops_targets = request.config.stash[SKIPS].targets
+    benchmark._portops_targets = request.config.stash[RECORDER].targets
     yield benchmark
     if getattr(benchmark, "stats", None) is not None:
         target = benchmark_target(benchmark.group, benchmark.extra_info)
         if target is not None:
-            request.config.stash[SKIPS].ran.add(target)
+            request.config.stash[RECORDER].ran.add(target)
         problems = convention_problems(benchmark.group, benchmark.extra_info)
         if problems:
             pytest.fail(f"{request.node.nodeid}: " + "; ".join(problems), pytrace=False)
@@ -275,7 +276,7 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
     return reason.removeprefix("Skipped: ").strip()
 
 
-class SkipRecorder:
+class RunRecorder:
     """A plugin that keeps every skip (of a test or a whole module) with its reason.
 
     `ran` holds the (backend, device) of every benchmark that ran, and `targets` that of
@@ -389,7 +390,7 @@ def _expected(config: pytest.Config) -> frozenset[tuple[str, str]] | None:
 def status(config: pytest.Config) -> dict[str, Any]:
     """What the report needs besides the timings: mode, machine, versions, skips."""
     selection = config.stash[SELECTION]
-    recorder = config.stash[SKIPS]
+    recorder = config.stash[RECORDER]
     unavailable = summarise_skips(recorder.skips, selection, recorder.targets)
     unavailable += missing_expected(_expected(config), recorder.ran, unavailable)
     return {
