@@ -7,6 +7,8 @@ sizes), ``--compare OLD.json`` (change against a saved run); anything else goes 
 Results land in ``bench-results/``: ``<session>.json`` (pytest-benchmark), ``<session>.txt``
 (the tables) and ``<session>.png`` (the chart); the run before is kept as
 ``<session>.previous.json`` and compared with automatically when it ran the same way.
+Without a GPU, ``nox -s bench`` stops starting benchmarks after 210 s (those left are named)
+so that it keeps to five minutes on two cores; ``-- --bench-budget 0`` lifts that.
 
 On a machine without a package registry, run ``nox --no-venv -s <session>``: the
 sessions then use what is installed instead of creating virtual environments.
@@ -83,7 +85,8 @@ NO_GPU = "no NVIDIA GPU on this machine (nvidia-smi not found)"
 
 def _split_bench_posargs(posargs: list[str]) -> tuple[list[str], str | None]:
     """(arguments for pytest, the --compare file or None) from the session's posargs."""
-    args, compare = [], None
+    args: list[str] = []
+    compare: str | None = None
     it = iter(posargs)
     for arg in it:
         if arg == "--compare":
