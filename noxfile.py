@@ -1,5 +1,15 @@
 """Developer commands: ``nox -s tests``, ``nox -s bench``, ``nox -s lint``.
 
+Benchmarks: ``nox -s bench`` runs every backend this machine can run and prints a table per
+operation; ``bench_numpy``, ``bench_torch``, ``bench_torch_cuda`` and ``bench_cupy`` run one
+backend each, ``bench_quick`` is the CI-sized check. Options after ``--``: ``--quick`` (tiny
+sizes), ``--compare OLD.json`` (change against a saved run); anything else goes to pytest.
+Results land in ``bench-results/``: ``<session>.json`` (pytest-benchmark), ``<session>.txt``
+(the tables) and ``<session>.png`` (the chart); the run before is kept as
+``<session>.previous.json`` and compared with automatically when it ran the same way.
+Without a GPU, ``nox -s bench`` stops starting benchmarks after 210 s (those left are named)
+so that it keeps to five minutes on two cores; ``-- --bench-budget 0`` lifts that.
+
 On a machine without a package registry, run ``nox --no-venv -s <session>``: the
 sessions then use what is installed instead of creating virtual environments.
 """
@@ -8,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import nox
 
@@ -50,8 +61,154 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
 
 
+# --------------------------------------------------------------------------- benchmarks
+
+BENCH_DIR = Path("bench-results")
+# Each benchmark file is budgeted about a minute: a few short rounds per benchmark, no GC.
+BENCH_OPTIONS = [
+    "--benchmark-disable-gc",
+    "--benchmark-min-rounds=3",
+    "--benchmark-max-time=0.25",
+    "--benchmark-warmup=on",
+    "--benchmark-warmup-iterations=1",
+    "--benchmark-quiet",
+    "-p",
+    "no:cacheprovider",
+]
+ALL_BENCH_BACKENDS = "numpy,torch,torch-cuda,cupy"
+# `nox -s bench` keeps to 5 minutes on a 2-core machine: the install and the report take
+# about a minute, so benchmarks that would start later are skipped and named instead.
+# Pass `-- --bench-budget 0` to lift the limit (it is not applied where there is a GPU).
+BENCH_BUDGET_S = 210
+NO_GPU = "no NVIDIA GPU on this machine (nvidia-smi not found)"
+
+
+def _split_bench_posargs(posargs: list[str]) -> tuple[list[str], str | None]:
+    """(arguments for pytest, the --compare file or None) from the session's posargs."""
+    args: list[str] = []
+    compare: str | None = None
+    it = iter(posargs)
+    for arg in it:
+        if arg == "--compare":
+            compare = next(it, None)
+        elif arg.startswith("--compare="):
+            compare = arg.partition("=")[2]
+        else:
+            args.append(arg)
+    return args, compare
+
+
+def _rotate(path: Path) -> Path:
+    """Move `path` to ``<stem>.previous<suffix>`` (if it exists); return that path."""
+    previous = path.with_name(f"{path.stem}.previous{path.suffix}")
+    if path.exists():
+        path.replace(previous)
+    return previous
+
+
+def _bench(session: nox.Session, extras: str, backends: str | None = None) -> None:
+    """Install, run the benchmarks (of `backends`, default all), then print the report."""
+    _install(session, extras)
+    _run_bench(session, backends, budget=None if HAS_NVIDIA_GPU else BENCH_BUDGET_S)
+
+
+def _run_bench(
+    session: nox.Session,
+    backends: str | None = None,
+    *,
+    quick: bool = False,
+    require: str | None = None,
+    budget: float | None = None,
+) -> None:
+    """Run the benchmarks (of `backends`, default all) and print the report; fail after it.
+
+    `require` names backends whose benchmarks must not be skipped (for CI); `budget` is
+    the time in seconds after which the benchmarks left are skipped and named.
+    """
+    pytest_args, compare = _split_bench_posargs(list(session.posargs))
+    if budget:
+        pytest_args.insert(0, f"--bench-budget={budget:g}")
+    if quick and "--quick" not in pytest_args:
+        pytest_args.append("--quick")
+    if require:
+        pytest_args += ["--bench-require", require]
+    BENCH_DIR.mkdir(exist_ok=True)
+    results = BENCH_DIR / f"{session.name}.json"
+    status = BENCH_DIR / f"{session.name}.status.json"
+    previous, previous_status = _rotate(results), _rotate(status)
+    selection = ["--bench-backends", backends] if backends else []
+    selection += ["--bench-expect", backends or ALL_BENCH_BACKENDS]
+    failure = None
+    try:
+        session.run(
+            *("python", "-m", "pytest", "benchmarks", "-q"),
+            *(f"--benchmark-json={results}", f"--bench-status={status}"),
+            *selection,
+            *BENCH_OPTIONS,
+            *pytest_args,
+        )
+    except nox.command.CommandFailed as exc:
+        failure = exc
+    report = ["python", "-m", "benchmarks.report", str(results), "--status", str(status)]
+    report += [
+        "--text",
+        str(results.with_suffix(".txt")),
+        "--png",
+        str(results.with_suffix(".png")),
+    ]
+    if compare:
+        report += ["--compare", compare]
+    else:
+        report += ["--previous", str(previous), "--previous-status", str(previous_status)]
+    session.run(*report)
+    if failure is not None:
+        session.error(f"some benchmarks failed: {failure.reason}")
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks on every backend this machine can run, then the summary tables."""
-    _install(session, "bench,torch")
-    session.run("python", "-m", "pytest", "benchmarks", "-q", *session.posargs)
+    """Benchmarks of every backend this machine can run, then the tables and chart."""
+    if HAS_NVIDIA_GPU:
+        _bench(session, "bench,torch,cupy")
+    else:
+        session.log(f"torch CUDA and CuPy benchmarks will be skipped: {NO_GPU}")
+        _bench(session, "bench,torch")
+
+
+@nox.session
+def bench_numpy(session: nox.Session) -> None:
+    """Benchmarks of the NumPy (CPU) groups."""
+    _bench(session, "bench,torch", "numpy")
+
+
+@nox.session
+def bench_torch(session: nox.Session) -> None:
+    """Benchmarks of the torch CPU groups."""
+    _bench(session, "bench,torch", "torch")
+
+
+@nox.session
+def bench_torch_cuda(session: nox.Session) -> None:
+    """Benchmarks of the torch CUDA groups (skipped without an NVIDIA GPU)."""
+    if not HAS_NVIDIA_GPU:
+        session.skip(f"torch CUDA: {NO_GPU}")
+    _bench(session, "bench,torch", "torch-cuda")
+
+
+@nox.session
+def bench_cupy(session: nox.Session) -> None:
+    """Benchmarks of the CuPy groups (skipped without an NVIDIA GPU)."""
+    if not HAS_NVIDIA_GPU:
+        session.skip(f"cupy: {NO_GPU}")
+    _bench(session, "bench,torch,cupy", "cupy")
+
+
+@nox.session
+def bench_quick(session: nox.Session) -> None:
+    """CI: the report's tests, then every benchmark once at tiny sizes; fails if any breaks."""
+    _install(session, "test,bench,torch")
+    session.run("python", "-m", "pytest", "tests/test_bench_report.py", "-q")
+    _run_bench(session, quick=True, require="numpy,torch")
+    results = BENCH_DIR / f"{session.name}.json"
+    if not results.is_file() or results.stat().st_size == 0:
+        session.error(f"no benchmark ran: {results} is missing or empty")

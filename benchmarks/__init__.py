@@ -1,0 +1,1 @@
+"""pytest-benchmark suites of portops; ``python -m benchmarks.report`` summarises a run."""
