@@ -45,8 +45,9 @@ def _install(session: nox.Session, extras: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite on every CPU backend (and CUDA ones where a GPU is present)."""
-    _install(session, "test,torch,jax,dask")
-    backends = os.environ.get("PORTOPS_TEST_BACKENDS", CPU_BACKENDS)
+    _install(session, "test,torch,jax,dask" + (",cupy" if HAS_NVIDIA_GPU else ""))
+    default = CPU_BACKENDS + (",cupy,torch_cuda" if HAS_NVIDIA_GPU else "")
+    backends = os.environ.get("PORTOPS_TEST_BACKENDS", default)
     session.env["PORTOPS_TEST_BACKENDS"] = backends
     session.run("python", "-m", "pytest", "tests", "-q", *session.posargs)
 

@@ -39,7 +39,14 @@ def _run(
 ) -> None:
     benchmark.group = f"{op} {group} {backend} cpu"
     benchmark.extra_info.update(
-        op=op, kind=kind, backend=backend, device="cpu", name=name, case=CASE, bytes=nbytes
+        op=op,
+        kind=kind,
+        backend=backend,
+        device="cpu",
+        name=name,
+        case=CASE,
+        bytes=nbytes,
+        default=name == "portops",
     )
     benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
 

@@ -296,6 +296,25 @@ def _canonical_y(y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
     return _read_view(y, a.channel_axis, a.axis)[0]
 
 
+def _adjoint_small(out: np.ndarray, y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
+    """Window copies on the channels-first views: least overhead for tiny arrays."""
+    ov = np.moveaxis(out, a.channel_axis, 0)
+    yv = np.moveaxis(y, a.channel_axis, 0)[0]
+    mv = None if a.mask is None else np.moveaxis(a.mask, a.channel_axis, 0)
+    if mv is not None and np.iscomplexobj(mv):
+        mv = np.conj(mv)
+    k = a.axis - (a.axis > a.channel_axis)
+    width = ov.shape[k + 1]
+    lead = (slice(None),) * k
+    for c, o in enumerate(a.offsets):
+        window = yv[(*lead, slice(o, o + width))]
+        if mv is None:
+            ov[c] = window
+        else:
+            np.multiply(window, mv[c if mv.shape[0] > 1 else 0], out=ov[c])
+    return out
+
+
 def adjoint(a: ShiftSumArgs, y: np.ndarray | None = None) -> np.ndarray:
     """Each channel's window of ``y`` copied (times the mask) straight into the result."""
     y = np.asarray(a.array if y is None else y)
@@ -307,6 +326,8 @@ def adjoint(a: ShiftSumArgs, y: np.ndarray | None = None) -> np.ndarray:
     out = np.empty(x_shape, dtype=dtype)
     if out.size == 0:
         return out
+    if out.size <= _SMALL_ELEMENTS:
+        return _adjoint_small(out, y, a)
     lay = _layout(out, a)
     conj = a.mask is not None and np.iscomplexobj(a.mask)
     view = _canonical(out, a.channel_axis, a.axis, view=True)

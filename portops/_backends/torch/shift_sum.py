@@ -217,15 +217,30 @@ shift_sum_op.register_autograd(_forward_backward, setup_context=_setup)
 shift_sum_adjoint_op.register_autograd(_adjoint_backward, setup_context=_setup)
 
 
+def _eager_without_grad(a: ShiftSumArgs) -> bool:
+    """True when neither autograd nor torch.compile needs the custom op.
+
+    Going through a custom op costs tens of microseconds of Python; plain eager calls
+    without gradients run the kernel directly.
+    """
+    if torch.compiler.is_compiling():
+        return False
+    if not torch.is_grad_enabled():
+        return True
+    return not (a.array.requires_grad or (a.mask is not None and a.mask.requires_grad))
+
+
 def forward(a: ShiftSumArgs) -> torch.Tensor:
     """Slice-add loop in a custom op (mask fused with ``addcmul_``), differentiable."""
-    y = shift_sum_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    op = _forward_kernel if _eager_without_grad(a) else shift_sum_op
+    y = op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
     return y if a.keepdims else y.squeeze(a.channel_axis)
 
 
 def adjoint(a: ShiftSumArgs) -> torch.Tensor:
     """One strided copy (or multiply) of all windows into the result, differentiable."""
-    return shift_sum_adjoint_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    op = _adjoint_kernel if _eager_without_grad(a) else shift_sum_adjoint_op
+    return op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
 
 
 def overlap(a: ShiftSumArgs) -> torch.Tensor:
