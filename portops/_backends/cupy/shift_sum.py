@@ -61,8 +61,7 @@ def _record(g: Geometry, offsets: tuple[int, ...], total: int, channel_fast: boo
     step, base = linear_step(offsets) or (0, 0)
     rec["step"], rec["base"] = step, base
     rec["total"], rec["channel_fast"] = total, int(channel_fast)
-    value: np.void = rec[()]  # a scalar record: CuPy passes its bytes by value
-    return value
+    return rec[()]  # type: ignore[return-value]  # a record scalar: passed by value
 
 
 @cache
