@@ -238,7 +238,7 @@ def _reals(t: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...], bool]:
     """A tensor Triton can load (complex as pairs of reals), strides in its elements."""
     if t.is_complex():
         r = torch.view_as_real(t.resolve_conj())
-        return r, tuple(2 * s for s in r.stride()[:-1]), True
+        return r, tuple(r.stride()[:-1]), True  # already in reals
     return t, tuple(t.stride()), False
 
 
