@@ -298,6 +298,7 @@ _dispatch.register(
     "shift_sum",
     "torch_slice_add",
     libraries=["torch"],
+    devices=["cpu"],  # CUDA tensors: shift_sum_cuda.py
     priority=10,
     summary="custom op: slice-adds into a cache-resident y, mask fused (addcmul_)",
 )(forward)
@@ -312,6 +313,7 @@ _dispatch.register(
     "shift_sum_adjoint",
     "torch_window_copy",
     libraries=["torch"],
+    devices=["cpu"],
     priority=10,
     summary="custom op: one strided copy of all windows (unfold), mask fused",
 )(adjoint)
@@ -319,6 +321,7 @@ _dispatch.register(
     "shift_sum_pinv",
     "torch_window_copy",
     libraries=["torch"],
+    devices=["cpu"],
     priority=10,
     summary="Phi by the forward op, then the adjoint op of y / Phi",
 )(pinv)

@@ -1,0 +1,278 @@
+"""CuPy shift_sum family: the CUDA gather kernels of ``portops/_kernels/shift_sum.cu``.
+
+Each thread owns output elements and loops over the channels that reach them, so there
+are no atomics and no zero-fill: the forward and the adjoint are one launch each, the
+pseudo-inverse two (``z = y / Phi`` with ``Phi`` gathered from ``|mask|^2`` by the
+forward's loop, then the adjoint of ``z``; one launch without a mask). Inputs are read
+through their strides (no copy of a strided or broadcast input); every layout is first
+reduced to the kernels' six dimensions by :mod:`portops._geometry`.
+
+Kernels are compiled by NVRTC once per (instance, device) and cached (CuPy also keeps
+the binaries on disk); launches go to CuPy's current stream.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache, lru_cache
+from typing import Any
+
+import cupy
+import numpy as np
+
+from ... import _dispatch
+from ..._cuda import kernel_name, kernel_source, real_of
+from ..._generic import shift_sum as generic
+from ..._geometry import Geometry, contiguous_strides, geometry, linear_step
+from ...shift_sum import ShiftSumArgs
+
+_BLOCK = 256
+# Resident blocks per SM for the grid-stride loops (enough to hide memory latency).
+_BLOCKS_PER_SM = 16
+_OPTIONS = ("--std=c++17",)
+_NULL = np.uintp(0)
+
+_SCALARS = (
+    "big_c",
+    "mask_c",
+    "channels",
+    "out_width",
+    "step",
+    "base",
+    "total",
+    "channel_fast",
+)
+
+
+@cache
+def _record_dtype(large: bool) -> np.dtype:
+    """NumPy twin of ``Geometry<I>`` in shift_sum.cu (every field of type I)."""
+    it = np.int64 if large else np.int32
+    fields: list[tuple[Any, ...]] = [(f, it, (6,)) for f in ("size", "big", "mask", "small")]
+    fields += [(f, it) for f in _SCALARS]
+    return np.dtype(fields, align=True)
+
+
+def _record(g: Geometry, offsets: tuple[int, ...], total: int, channel_fast: bool) -> np.void:
+    rec = np.zeros((), dtype=_record_dtype(g.large))
+    rec["size"], rec["big"], rec["mask"], rec["small"] = g.size, g.big, g.mask, g.small
+    rec["big_c"], rec["mask_c"] = g.big_c, g.mask_c
+    rec["channels"], rec["out_width"] = g.channels, g.out_width
+    step, base = linear_step(offsets) or (0, 0)
+    rec["step"], rec["base"] = step, base
+    rec["total"], rec["channel_fast"] = total, int(channel_fast)
+    return rec[()]  # type: ignore[return-value]  # a record scalar: passed by value
+
+
+@cache
+def _function(name: str, device_id: int) -> Any:
+    """The kernel instance `name` compiled for device `device_id` (cached)."""
+    with cupy.cuda.Device(device_id):
+        module = cupy.RawModule(code=kernel_source(), options=_OPTIONS, name_expressions=(name,))
+        return module.get_function(name)
+
+
+@lru_cache(maxsize=64)
+def _table(offsets: tuple[int, ...], device_id: int) -> Any:
+    """Irregular offsets as a device array (cached; evenly spaced ones need none)."""
+    with cupy.cuda.Device(device_id):
+        table = cupy.asarray(np.asarray(offsets, dtype=np.int64))
+        # Cached arrays are used later from any stream: finish the copy now.
+        cupy.cuda.get_current_stream().synchronize()
+        return table
+
+
+@cache
+def _grid_limit(device_id: int) -> int:
+    sms = cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
+    return int(sms) * _BLOCKS_PER_SM
+
+
+def _launch(kernel: str, dtypes: tuple[str, ...], g: Geometry, total: int, args: tuple) -> None:
+    device_id = cupy.cuda.Device().id
+    fn = _function(kernel_name(kernel, dtypes, g.large), device_id)
+    grid = max(1, min(math.ceil(total / _BLOCK), _grid_limit(device_id)))
+    fn((grid,), (_BLOCK,), args)
+
+
+def _strides(a: Any) -> tuple[int, ...] | None:
+    """Element strides of `a`, or None when they are not whole elements."""
+    size = a.itemsize
+    if any(s % size for s in a.strides):
+        return None
+    return tuple(s // size for s in a.strides)
+
+
+def _known_strides(a: Any) -> tuple[int, ...]:
+    """Element strides of an array that went through :func:`_plain`."""
+    strides = _strides(a)
+    assert strides is not None
+    return strides
+
+
+def _mask_strides(mask: Any) -> tuple[int, ...]:
+    """Strides of the mask broadcast against x: 0 along its size-1 dims."""
+    strides = _known_strides(mask)
+    return tuple(0 if n == 1 else s for n, s in zip(mask.shape, strides, strict=True))
+
+
+def _name(dtype: Any) -> str:
+    return np.dtype(dtype).name
+
+
+def _acc(dtype: Any) -> np.dtype:
+    return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
+
+
+def _table_arg(offsets: tuple[int, ...]) -> Any:
+    if linear_step(offsets) is not None:
+        return _NULL
+    return _table(offsets, cupy.cuda.Device().id)
+
+
+def _plain(a: Any) -> Any:
+    """`a` itself when its strides are whole elements, else a contiguous copy."""
+    return a if _strides(a) is not None else cupy.ascontiguousarray(a)
+
+
+def forward(a: ShiftSumArgs) -> Any:
+    """CUDA gather kernel: one thread per output element, mask fused, one launch."""
+    x, offsets, ax, cax, mask = _plain(a.array), a.offsets, a.axis, a.channel_axis, a.mask
+    mask = None if mask is None else _plain(mask)
+    out_dtype = np.dtype(x.dtype) if mask is None else cupy.result_type(x, mask)
+    y_shape = list(x.shape)
+    y_shape[ax] += max(offsets)
+    y_shape[cax] = 1
+    with cupy.cuda.Device(x.device.id):
+        y = cupy.empty(y_shape, dtype=out_dtype)
+        if y.size and x.size == 0:
+            y.fill(0)
+        elif y.size:
+            g = geometry(
+                tuple(x.shape),
+                _known_strides(x),
+                contiguous_strides(y_shape),
+                None if mask is None else _mask_strides(mask),
+                ax,
+                cax,
+                y_shape[ax],
+            )
+            if g is None:  # more dims than the kernels iterate over: reference path
+                return generic.forward(a)
+            dtypes = (
+                _name(x.dtype),
+                _name(x.dtype if mask is None else mask.dtype),
+                _name(_acc(out_dtype)),
+                _name(out_dtype),
+            )
+            rec = _record(g, offsets, y.size, False)
+            m = _NULL if mask is None else mask
+            _launch("shift_sum_forward", dtypes, g, y.size, (x, m, y, _table_arg(offsets), rec))
+    return y if a.keepdims else cupy.squeeze(y, axis=cax)
+
+
+def _x_shape(y: Any, a: ShiftSumArgs) -> list[int]:
+    shape = list(y.shape)
+    shape[a.axis] -= max(a.offsets)
+    shape[a.channel_axis] = len(a.offsets)
+    return shape
+
+
+def _adjoint_into(
+    out: Any, y: Any, mask: Any, a: ShiftSumArgs, acc: np.dtype, by_count: bool
+) -> bool:
+    """Launch the adjoint kernel writing `out`; False when the layout does not fit."""
+    g = geometry(
+        tuple(out.shape),
+        _known_strides(out),
+        _known_strides(y),
+        None if mask is None else _mask_strides(mask),
+        a.axis,
+        a.channel_axis,
+        y.shape[a.axis],
+    )
+    if g is None:
+        return False
+    channel_fast = contiguous_strides(out.shape)[a.channel_axis] == 1 and out.ndim > 1
+    dtypes = (
+        _name(y.dtype),
+        _name(y.dtype if mask is None else mask.dtype),
+        _name(acc),
+        _name(out.dtype),
+    )
+    rec = _record(g, a.offsets, out.size, channel_fast)
+    args = (y, _NULL if mask is None else mask, out, _table_arg(a.offsets), rec, np.int32(by_count))
+    _launch("shift_sum_adjoint", dtypes, g, out.size, args)
+    return True
+
+
+def adjoint(a: ShiftSumArgs) -> Any:
+    """CUDA gather kernel: one thread per element of the result, mask fused, one launch."""
+    y = _plain(a.array)
+    mask = None if a.mask is None else _plain(a.mask)
+    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
+    with cupy.cuda.Device(y.device.id):
+        out = cupy.empty(_x_shape(y, a), dtype=out_dtype)
+        if out.size and not _adjoint_into(out, y, mask, a, _acc(out_dtype), False):
+            return generic.adjoint(a)
+    return out
+
+
+def pinv(a: ShiftSumArgs) -> Any:
+    """``A^H (y / Phi)``: two launches (one without a mask), Phi never stored."""
+    y = _plain(a.array)
+    mask = None if a.mask is None else _plain(a.mask)
+    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
+    acc = _acc(out_dtype)
+    with cupy.cuda.Device(y.device.id):
+        out = cupy.empty(_x_shape(y, a), dtype=out_dtype)
+        if out.size == 0:
+            return out
+        if mask is None:
+            # Phi is the number of channels reaching each position: counted in the
+            # adjoint's own loop, so the pseudo-inverse is a single launch.
+            if not _adjoint_into(out, y, None, a, acc, True):
+                return generic.pinv(a)
+            return out
+        z = cupy.empty(y.shape, dtype=acc)
+        g = geometry(
+            tuple(out.shape),
+            contiguous_strides(out.shape),
+            _known_strides(y),
+            _mask_strides(mask),
+            a.axis,
+            a.channel_axis,
+            y.shape[a.axis],
+        )
+        if g is None:
+            return generic.pinv(a)
+        dtypes = (_name(y.dtype), _name(mask.dtype), real_of(_name(acc)), _name(acc))
+        rec = _record(g, a.offsets, z.size, False)
+        args = (y, mask, z, _table_arg(a.offsets), rec)
+        _launch("shift_sum_pinv_divide", dtypes, g, z.size, args)
+        if not _adjoint_into(out, z, mask, a, acc, False):
+            return generic.pinv(a)
+    return out
+
+
+_dispatch.register(
+    "shift_sum",
+    "cupy_gather",
+    libraries=["cupy"],
+    priority=10,
+    summary="CUDA gather kernel (RawModule): one launch, no atomics, mask fused",
+)(forward)
+_dispatch.register(
+    "shift_sum_adjoint",
+    "cupy_gather",
+    libraries=["cupy"],
+    priority=10,
+    summary="CUDA gather kernel (RawModule): one launch, mask fused",
+)(adjoint)
+_dispatch.register(
+    "shift_sum_pinv",
+    "cupy_gather",
+    libraries=["cupy"],
+    priority=10,
+    summary="CUDA kernels: y / Phi with Phi gathered from |mask|^2, then the adjoint",
+)(pinv)

@@ -1,0 +1,249 @@
+// shift_sum family on CUDA: gather kernels (no atomics), mask fused.
+//
+// Every layout is reduced (portops/_geometry.py) to six iteration dimensions shared by
+// the array with channels ("big": x, or the adjoint's result) and the one without
+// ("small": y), in the order  O0, O1, O2, W, I0, I1  (three outer dims, the shifted axis,
+// two inner dims), plus the channel dimension of the big array and of the mask. Strides
+// are in elements and may be 0 (broadcast mask) or negative. ``I`` is int for problems
+// that fit in 2^31 elements and long long otherwise.
+//
+// Channel c is shifted by o_c = table[c] when a table is given, else c * step + base.
+//
+// Loaded by CuPy with name_expressions (NVRTC), so no standard library headers.
+
+#include <cuda_fp16.h>
+
+namespace portops {
+
+struct c64 {
+  float re, im;
+};
+struct __align__(16) c128 {
+  double re, im;
+};
+
+__device__ __forceinline__ c64 operator+(c64 a, c64 b) { return {a.re + b.re, a.im + b.im}; }
+__device__ __forceinline__ c128 operator+(c128 a, c128 b) { return {a.re + b.re, a.im + b.im}; }
+__device__ __forceinline__ c64 operator*(c64 a, c64 b) {
+  return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+__device__ __forceinline__ c128 operator*(c128 a, c128 b) {
+  return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+
+// Conversions between the element types: Cast<To>::from(v).
+template <typename To>
+struct Cast {
+  template <typename From>
+  static __device__ __forceinline__ To from(From v) { return static_cast<To>(v); }
+  static __device__ __forceinline__ To from(__half v) { return static_cast<To>(__half2float(v)); }
+};
+template <>
+struct Cast<__half> {
+  template <typename From>
+  static __device__ __forceinline__ __half from(From v) { return __float2half(static_cast<float>(v)); }
+  static __device__ __forceinline__ __half from(__half v) { return v; }
+};
+template <>
+struct Cast<c64> {
+  template <typename From>
+  static __device__ __forceinline__ c64 from(From v) { return {static_cast<float>(v), 0.0f}; }
+  static __device__ __forceinline__ c64 from(__half v) { return {__half2float(v), 0.0f}; }
+  static __device__ __forceinline__ c64 from(c64 v) { return v; }
+  static __device__ __forceinline__ c64 from(c128 v) {
+    return {static_cast<float>(v.re), static_cast<float>(v.im)};
+  }
+};
+template <>
+struct Cast<c128> {
+  template <typename From>
+  static __device__ __forceinline__ c128 from(From v) { return {static_cast<double>(v), 0.0}; }
+  static __device__ __forceinline__ c128 from(__half v) {
+    return {static_cast<double>(__half2float(v)), 0.0};
+  }
+  static __device__ __forceinline__ c128 from(c64 v) { return {v.re, v.im}; }
+  static __device__ __forceinline__ c128 from(c128 v) { return v; }
+};
+
+template <typename T>
+__device__ __forceinline__ T zero() { return Cast<T>::from(0); }
+
+template <typename T>
+__device__ __forceinline__ T conj(T v) { return v; }
+template <>
+__device__ __forceinline__ c64 conj(c64 v) { return {v.re, -v.im}; }
+template <>
+__device__ __forceinline__ c128 conj(c128 v) { return {v.re, -v.im}; }
+
+// |v|^2 in the real type R.
+template <typename R, typename T>
+__device__ __forceinline__ R abs2(T v) { R r = Cast<R>::from(v); return r * r; }
+template <typename R>
+__device__ __forceinline__ R abs2(c64 v) { return static_cast<R>(v.re * v.re + v.im * v.im); }
+template <typename R>
+__device__ __forceinline__ R abs2(c128 v) { return static_cast<R>(v.re * v.re + v.im * v.im); }
+
+// v / d for a positive real d.
+template <typename T, typename R>
+__device__ __forceinline__ T div_real(T v, R d) { return v / Cast<T>::from(d); }
+template <typename R>
+__device__ __forceinline__ c64 div_real(c64 v, R d) {
+  float f = static_cast<float>(d);
+  return {v.re / f, v.im / f};
+}
+template <typename R>
+__device__ __forceinline__ c128 div_real(c128 v, R d) {
+  double f = static_cast<double>(d);
+  return {v.re / f, v.im / f};
+}
+
+// Read-only loads through the texture path where the type allows it.
+template <typename T>
+__device__ __forceinline__ T load(const T* p) { return __ldg(p); }
+template <>
+__device__ __forceinline__ c64 load(const c64* p) {
+  float2 v = __ldg(reinterpret_cast<const float2*>(p));
+  return {v.x, v.y};
+}
+template <>
+__device__ __forceinline__ c128 load(const c128* p) {
+  double2 v = __ldg(reinterpret_cast<const double2*>(p));
+  return {v.x, v.y};
+}
+
+// Laid out exactly like the NumPy record built in portops/_backends/cupy/shift_sum.py:
+// every field has type I, so there is no padding.
+template <typename I>
+struct Geometry {
+  I size[6];   // O0, O1, O2, W (of the big array), I0, I1
+  I big[6];    // strides of the big array (the one with channels)
+  I mask[6];   // strides of the mask (0 where it broadcasts); unused without a mask
+  I small[6];  // strides of the small array (y)
+  I big_c;     // channel strides
+  I mask_c;
+  I channels;
+  I out_width;  // size of the small array along W
+  I step;       // o_c = c * step + base when no table is given
+  I base;
+  I total;        // elements the kernel writes
+  I channel_fast;  // adjoint: 1 when channels vary fastest in the result
+};
+
+template <typename I>
+__device__ __forceinline__ I offset_of(const long long* table, const Geometry<I>& g, I c) {
+  return table != nullptr ? static_cast<I>(table[c]) : c * g.step + g.base;
+}
+
+// Linear index -> coordinates over (O0, O1, O2, W', I0, I1) with `width` for W.
+template <typename I>
+__device__ __forceinline__ void unravel(I idx, const Geometry<I>& g, I width, I (&k)[6]) {
+  k[5] = idx % g.size[5];
+  idx /= g.size[5];
+  k[4] = idx % g.size[4];
+  idx /= g.size[4];
+  k[3] = idx % width;
+  idx /= width;
+  k[2] = idx % g.size[2];
+  idx /= g.size[2];
+  k[1] = idx % g.size[1];
+  k[0] = idx / g.size[1];
+}
+
+template <typename I>
+__device__ __forceinline__ I dot_skip_w(const I (&k)[6], const I (&s)[6]) {
+  return k[0] * s[0] + k[1] * s[1] + k[2] * s[2] + k[4] * s[4] + k[5] * s[5];
+}
+
+// y[o, w', i] = sum_c (mask * x)[c, o, w' - o_c, i]: one thread per element of y,
+// contiguous output, accumulation in A, one launch.
+template <typename TX, typename TM, typename A, typename TO, typename I>
+__global__ void shift_sum_forward(const TX* __restrict__ x, const TM* __restrict__ mask,
+                                  TO* __restrict__ y, const long long* __restrict__ table,
+                                  Geometry<I> g) {
+  const I stride = static_cast<I>(blockDim.x) * gridDim.x;
+  for (I idx = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; idx < g.total;
+       idx += stride) {
+    I k[6];
+    unravel(idx, g, g.out_width, k);
+    const I w = k[3];
+    const TX* xb = x + dot_skip_w(k, g.big);
+    const TM* mb = mask == nullptr ? nullptr : mask + dot_skip_w(k, g.mask);
+    A acc = zero<A>();
+    for (I c = 0; c < g.channels; ++c) {
+      const I src = w - offset_of(table, g, c);
+      if (src < 0 || src >= g.size[3]) continue;
+      A v = Cast<A>::from(load(xb + c * g.big_c + src * g.big[3]));
+      if (mb != nullptr) v = v * Cast<A>::from(load(mb + c * g.mask_c + src * g.mask[3]));
+      acc = acc + v;
+    }
+    y[idx] = Cast<TO>::from(acc);
+  }
+}
+
+// x[c, o, w, i] = conj(mask)[c, o, w, i] * y[o, w + o_c, i] (scaled by 1 / the number of
+// channels reaching w + o_c when `by_count`, the pseudo-inverse without a mask).
+// One thread per element of the result, written through its strides (g.big); threads
+// walk channels outermost, or innermost when the result is channels-last, so that
+// neighbouring threads write neighbouring addresses.
+template <typename TY, typename TM, typename A, typename TO, typename I>
+__global__ void shift_sum_adjoint(const TY* __restrict__ y, const TM* __restrict__ mask,
+                                  TO* __restrict__ x, const long long* __restrict__ table,
+                                  Geometry<I> g, int by_count) {
+  const I stride = static_cast<I>(blockDim.x) * gridDim.x;
+  const I per_channel = g.total / g.channels;
+  for (I idx = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; idx < g.total;
+       idx += stride) {
+    I c, rest;
+    if (g.channel_fast) {
+      c = idx % g.channels;
+      rest = idx / g.channels;
+    } else {
+      c = idx / per_channel;
+      rest = idx % per_channel;
+    }
+    I k[6];
+    unravel(rest, g, g.size[3], k);
+    const I pos = k[3] + offset_of(table, g, c);
+    A v = Cast<A>::from(load(y + dot_skip_w(k, g.small) + pos * g.small[3]));
+    if (mask != nullptr) {
+      v = v * Cast<A>::from(conj(load(mask + dot_skip_w(k, g.mask) + c * g.mask_c +
+                                      k[3] * g.mask[3])));
+    }
+    if (by_count) {
+      I n = 0;
+      for (I d = 0; d < g.channels; ++d) {
+        const I src = pos - offset_of(table, g, d);
+        n += (src >= 0 && src < g.size[3]) ? 1 : 0;
+      }
+      v = div_real(v, static_cast<float>(n));  // n >= 1: channel c itself reaches pos
+    }
+    x[dot_skip_w(k, g.big) + c * g.big_c + k[3] * g.big[3]] = Cast<TO>::from(v);
+  }
+}
+
+// First pass of the pseudo-inverse: z[o, w', i] = y / Phi where Phi > 0, else 0, with
+// Phi = sum_c |mask[c, o, w' - o_c, i]|^2 gathered exactly as in the forward (R: real
+// accumulation type). The second pass is shift_sum_adjoint on z.
+template <typename TY, typename TM, typename R, typename TZ, typename I>
+__global__ void shift_sum_pinv_divide(const TY* __restrict__ y, const TM* __restrict__ mask,
+                                      TZ* __restrict__ z, const long long* __restrict__ table,
+                                      Geometry<I> g) {
+  const I stride = static_cast<I>(blockDim.x) * gridDim.x;
+  for (I idx = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; idx < g.total;
+       idx += stride) {
+    I k[6];
+    unravel(idx, g, g.out_width, k);
+    const I w = k[3];
+    const TM* mb = mask + dot_skip_w(k, g.mask);
+    R phi = Cast<R>::from(0);
+    for (I c = 0; c < g.channels; ++c) {
+      const I src = w - offset_of(table, g, c);
+      if (src < 0 || src >= g.size[3]) continue;
+      phi = phi + abs2<R>(load(mb + c * g.mask_c + src * g.mask[3]));
+    }
+    const TZ v = Cast<TZ>::from(load(y + dot_skip_w(k, g.small) + w * g.small[3]));
+    z[idx] = phi > Cast<R>::from(0) ? div_real(v, phi) : zero<TZ>();
+  }
+}
+
+}  // namespace portops

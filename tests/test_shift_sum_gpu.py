@@ -1,0 +1,253 @@
+"""GPU promises of the shift_sum family: gradients, torch.compile, launch counts, streams,
+64-bit indexing. Values on every case are checked by test_shift_sum.py (cupy and
+torch_cuda backends); this module needs a CUDA device and skips without one, unless
+``PORTOPS_TEST_BACKENDS`` names cupy / torch_cuda, in which case it fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import shift_sum_reference as ref
+from backends import Backend, requested_backends
+
+import portops
+
+
+def _need(name: str) -> Backend:
+    b = Backend(name)
+    reason = b.unavailable_reason()
+    if reason is not None:
+        names, explicit = requested_backends()
+        if explicit and name in names:
+            pytest.fail(f"backend {name} was requested but is unavailable: {reason}")
+        pytest.skip(f"backend {name} unavailable: {reason}")
+    return b
+
+
+@pytest.fixture
+def torch():
+    _need("torch_cuda")
+    return importlib.import_module("torch")
+
+
+@pytest.fixture
+def cupy():
+    _need("cupy")
+    return importlib.import_module("cupy")
+
+
+SMALL = [
+    ((2, 3, 4, 5), 2, -1, -3, (4, 5)),
+    ((3, 4, 2), [0, 2, 1], -1, 0, (3, 1, 2)),
+    ((2, 4, 3, 2), 1, -2, -1, (2, 4, 3, 1)),
+]
+
+
+# --------------------------------------------------------------------------- torch CUDA
+
+
+def test_torch_cuda_uses_the_gather_kernel(torch):
+    x = torch.randn(2, 3, 4, 5, device="cuda")
+    assert "-> torch_cuda_gather" in portops.explain("shift_sum", x, 2)
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), SMALL)
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_torch_cuda_gradcheck(torch, shape, step, axis, cax, mask_shape, dtype):
+    dt = getattr(torch, dtype)
+    kw = {"axis": axis, "channel_axis": cax}
+    channels = shape[cax]
+    opts = {"dtype": dt, "device": "cuda", "requires_grad": True}
+    x = torch.randn(shape, **opts)
+    mask = torch.randn(mask_shape, **opts)
+    y = torch.randn(ref.forward(np.zeros(shape), step, **kw).shape, **opts)
+
+    def fwd(x, m):
+        return portops.shift_sum(x, step, **kw, mask=m)
+
+    def adj(y, m):
+        return portops.shift_sum_adjoint(y, step, channels=channels, **kw, mask=m)
+
+    def pinv(y, m):
+        return portops.shift_sum_pinv(y, step, channels=channels, **kw, mask=m)
+
+    assert torch.autograd.gradcheck(fwd, (x, mask))
+    assert torch.autograd.gradcheck(adj, (y, mask))
+    assert torch.autograd.gradgradcheck(fwd, (x, mask))
+    m_pos = (mask.detach().abs() + 0.5).requires_grad_()
+    assert torch.autograd.gradcheck(pinv, (y, m_pos))  # composed ops (mask grad)
+    m_const = m_pos.detach()
+    assert torch.autograd.gradcheck(lambda t: pinv(t, m_const), (y,))  # fused op
+
+
+@pytest.mark.parametrize("backend_name", ["aot_eager", "inductor"])
+def test_torch_cuda_compile_fullgraph(torch, backend_name):
+    def loss(x, mask):
+        y = portops.shift_sum(x, 2, mask=mask)
+        return (portops.shift_sum_pinv(y, 2, channels=3, mask=mask) - x).square().sum()
+
+    compiled = torch.compile(loss, fullgraph=True, backend=backend_name)
+    x = torch.randn(2, 3, 4, 5, device="cuda", requires_grad=True)
+    mask = torch.rand(4, 5, device="cuda") + 0.5
+    value = compiled(x, mask)
+    value.backward()
+    x2 = x.detach().clone().requires_grad_()
+    expected = loss(x2, mask)
+    expected.backward()
+    torch.testing.assert_close(value, expected)
+    torch.testing.assert_close(x.grad, x2.grad)
+
+
+def _cuda_kernels(torch, fn) -> list[str]:
+    """Names of the CUDA kernels that `fn` launches (after a warm-up call)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [
+        e.name
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in e.name.lower()
+    ]
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("step", [2, [0, 3, 1, 5]])
+def test_torch_cuda_launch_counts(torch, masked, step):
+    x = torch.randn(2, 4, 16, 32, device="cuda")
+    mask = torch.rand(16, 32, device="cuda") if masked else None
+    y = portops.shift_sum(x, step, mask=mask)
+    fwd = _cuda_kernels(torch, lambda: portops.shift_sum(x, step, mask=mask))
+    adj = _cuda_kernels(torch, lambda: portops.shift_sum_adjoint(y, step, channels=4, mask=mask))
+    pinv = _cuda_kernels(torch, lambda: portops.shift_sum_pinv(y, step, channels=4, mask=mask))
+    assert len(fwd) == 1, fwd
+    assert len(adj) == 1, adj
+    assert len(pinv) == (2 if masked else 1), pinv
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_cuda_half_and_autocast(torch, dtype):
+    dt = getattr(torch, dtype)
+    x = torch.randn(2, 3, 4, 5, device="cuda").to(dt)
+    got = portops.shift_sum(x, 1)
+    assert got.dtype == dt and got.device.type == "cuda"
+    want = ref.forward(x.float().cpu().numpy(), 1)
+    np.testing.assert_allclose(got.float().cpu().numpy(), want, rtol=2e-2, atol=2e-2)
+    w = torch.randn(2, 3, 4, 5, device="cuda", requires_grad=True)
+    with torch.autocast("cuda", dtype=dt):
+        h = torch.nn.functional.linear(w, torch.eye(5, device="cuda"))  # autocast to `dt`
+        y = portops.shift_sum(h, 1)
+    assert y.dtype == dt
+    y.float().sum().backward()
+    assert w.grad is not None and torch.isfinite(w.grad).all()
+
+
+def test_torch_cuda_strided_and_channels_last(torch):
+    base = torch.randn(3, 7, 6, 10, device="cuda", dtype=torch.float64)
+    x = base.permute(0, 3, 1, 2)[..., ::2]  # (B, W, H, C) storage viewed as (B, C, H, W)
+    mask = torch.rand(7, 3, device="cuda", dtype=torch.float64)
+    got = portops.shift_sum(x, 2, mask=mask)
+    want = ref.forward(x.cpu().numpy(), 2, mask=mask.cpu().numpy())
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_torch_cuda_64bit_indexing(torch):
+    """More than 2^31 elements: the kernels switch to 64-bit index arithmetic."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 6 * 2**30:
+        pytest.skip("needs 6 GiB of free GPU memory")
+    x = torch.ones(2, 2**15, 2**15, dtype=torch.int8, device="cuda")
+    x[1, -1, -1] = 3
+    y = portops.shift_sum(x, 1, channel_axis=0)
+    assert y.shape == (2**15, 2**15 + 1)
+    assert int(y[-1, -1]) == 3 and int(y[-1, -2]) == 2 and int(y[0, 0]) == 1
+    assert int(y[5, 7]) == 2
+    back = portops.shift_sum_adjoint(y, 1, channels=2, channel_axis=0)
+    assert int(back[1, -1, -1]) == 3 and int(back[0, 0, 0]) == 1
+
+
+# --------------------------------------------------------------------------- CuPy
+
+
+def _count_launches(monkeypatch, cupy_backend) -> list[str]:
+    launched: list[str] = []
+    real = cupy_backend._launch
+
+    def counting(kernel, *args):
+        launched.append(kernel)
+        return real(kernel, *args)
+
+    monkeypatch.setattr(cupy_backend, "_launch", counting)
+    return launched
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("step", [2, [0, 3, 1, 5]])
+def test_cupy_launch_counts(cupy, monkeypatch, masked, step):
+    from portops._backends.cupy import shift_sum as backend
+
+    x = cupy.random.standard_normal((2, 4, 16, 32))
+    mask = cupy.random.random((16, 32)) if masked else None
+    y = portops.shift_sum(x, step, mask=mask)
+    launched = _count_launches(monkeypatch, backend)
+    portops.shift_sum(x, step, mask=mask)
+    assert launched == ["shift_sum_forward"]
+    launched.clear()
+    portops.shift_sum_adjoint(y, step, channels=4, mask=mask)
+    assert launched == ["shift_sum_adjoint"]
+    launched.clear()
+    portops.shift_sum_pinv(y, step, channels=4, mask=mask)
+    assert len(launched) == (2 if masked else 1)
+
+
+def test_cupy_respects_the_current_stream(cupy):
+    x = cupy.random.standard_normal((4, 8, 64, 64)).astype(cupy.float32)
+    mask = cupy.random.random((64, 64)).astype(cupy.float32)
+    want = ref.forward(x.get(), 2, mask=mask.get())
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        y = portops.shift_sum(x, 2, mask=mask)
+        back = portops.shift_sum_adjoint(y, 2, channels=8, mask=mask)
+    stream.synchronize()
+    np.testing.assert_allclose(y.get(), want, rtol=2e-5, atol=2e-5)
+    assert back.shape == x.shape
+
+
+def test_cupy_strided_inputs_are_not_copied(cupy, monkeypatch):
+    base = cupy.random.standard_normal((3, 10, 6, 7))
+    x = base.transpose(0, 2, 3, 1)[..., ::2]  # (B, C, H, W) view of other storage
+    mask = cupy.random.random((7, 5))
+    monkeypatch.setattr(cupy, "ascontiguousarray", None)  # any copy would fail here
+    got = portops.shift_sum(x, 2, mask=mask)
+    np.testing.assert_allclose(got.get(), ref.forward(x.get(), 2, mask=mask.get()), rtol=1e-12)
+
+
+def test_cupy_kernels_are_cached(cupy):
+    from portops._backends.cupy import shift_sum as backend
+
+    x = cupy.ones((2, 3, 4, 5), dtype=cupy.float32)
+    portops.shift_sum(x, 1)
+    before = backend._function.cache_info().misses
+    portops.shift_sum(x, 1)
+    assert backend._function.cache_info().misses == before
+
+
+@pytest.mark.slow
+def test_cupy_64bit_indexing(cupy):
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    if free < 6 * 2**30:
+        pytest.skip("needs 6 GiB of free GPU memory")
+    x = cupy.ones((2, 2**15, 2**15), dtype=cupy.int8)
+    x[1, -1, -1] = 3
+    y = portops.shift_sum(x, 1, channel_axis=0)
+    assert y.shape == (2**15, 2**15 + 1)
+    assert int(y[-1, -1]) == 3 and int(y[-1, -2]) == 2 and int(y[5, 7]) == 2
+    back = portops.shift_sum_adjoint(y, 1, channels=2, channel_axis=0)
+    assert int(back[1, -1, -1]) == 3 and int(back[0, 0, 0]) == 1

@@ -1,0 +1,174 @@
+"""Cases for the torch CUDA path's Triton kernels, run on CPU tensors by Triton's interpreter.
+
+Run by ``test_triton_interpret.py`` in a subprocess with ``TRITON_INTERPRET=1`` (the
+variable must be set before ``import triton``), so the interpreter never replaces the
+compiled kernels in a process that also tests CUDA tensors. Also checks the
+``portops::shift_sum_pinv`` op's default (composed) implementation and its autograd
+formula on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+import shift_sum_reference as ref
+from backends import tolerance
+from test_shift_sum import CASES
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from portops.shift_sum import _prepare_forward, _prepare_transposed  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def kernels() -> ModuleType:
+    # The variable must be set before triton is imported (its own helpers are jitted).
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("run through test_triton_interpret.py (TRITON_INTERPRET=1)")
+    from portops import _triton_shift_sum
+
+    return _triton_shift_sum
+
+
+def _rand(shape: Any, dtype: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        return rng.integers(-5, 6, size=shape).astype(dtype)
+    a = rng.standard_normal(shape)
+    if dtype.startswith("complex"):
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dtype)
+
+
+def _t(a: np.ndarray | None) -> Any:
+    return None if a is None else torch.from_numpy(a)
+
+
+def _check(got: Any, want: np.ndarray, dtype: Any) -> None:
+    g = got.detach().resolve_conj().float() if got.dtype == torch.bfloat16 else got
+    g = g.numpy()
+    assert g.shape == want.shape
+    np.testing.assert_allclose(g, want, **tolerance(dtype))
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
+@pytest.mark.parametrize(
+    ("dtype", "mask_dtype"),
+    [("float64", "float64"), ("complex128", "complex128"), ("float64", "complex128")],
+)
+def test_forward_adjoint_pinv(kernels, shape, step, axis, cax, mask_shape, dtype, mask_dtype):
+    kw = {"axis": axis, "channel_axis": cax}
+    x = _rand(shape, dtype, 0)
+    mask = None if mask_shape is None else _rand(mask_shape, mask_dtype, 1)
+    a = _prepare_forward(_t(x), step, **kw, mask=_t(mask)).args[0]
+    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    want = ref.forward(x, step, **kw, mask=mask, keepdims=True)
+    _check(got, want, want.dtype)
+
+    y = _rand(want.shape, dtype, 2)
+    a = _prepare_transposed(
+        _t(y), step, channels=shape[cax], **kw, mask=_t(mask), keepdims=True
+    ).args[0]
+    got = kernels.adjoint(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    want_adj = ref.adjoint(y, step, channels=shape[cax], **kw, mask=mask, keepdims=True)
+    _check(got, want_adj, want_adj.dtype)
+
+    if mask is not None:  # the reference pinv: A^H (y / Phi) with the dense matrix
+        mask = (np.abs(mask) > 0.3) * mask  # zeros in Phi are handled
+        a = a._replace(mask=torch.from_numpy(mask).reshape(a.mask.shape))
+    got = kernels.pinv(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    dense = ref.dense_matrix(shape, step, **kw, mask=mask)
+    want_pinv = (np.linalg.pinv(dense) @ y.reshape(-1)).reshape(shape)
+    _check(got, want_pinv, np.complex128 if np.iscomplexobj(got.numpy()) else np.float64)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "mask_dtype"),
+    [
+        ("float32", "float32"),
+        ("float16", "float16"),
+        ("bfloat16", "float32"),
+        ("complex64", "float32"),
+        ("float32", "complex64"),
+        ("int32", None),
+        ("int64", "int64"),
+    ],
+)
+def test_dtypes(kernels, dtype, mask_dtype):
+    shape, step = (2, 5, 4, 6), 2
+    x = torch.from_numpy(_rand(shape, "float64" if dtype == "bfloat16" else dtype, 0))
+    x = x.to(torch.bfloat16) if dtype == "bfloat16" else x
+    mask = None if mask_dtype is None else torch.from_numpy(_rand((4, 6), mask_dtype, 1))
+    a = _prepare_forward(x, step, mask=mask).args[0]
+    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    want_dtype = x.dtype if mask is None else torch.result_type(x, mask)
+    assert got.dtype == want_dtype
+    xn = x.float().numpy() if dtype == "bfloat16" else x.numpy()
+    want = ref.forward(xn, step, mask=None if mask is None else mask.numpy(), keepdims=True)
+    np.testing.assert_allclose(
+        (got.float() if dtype in ("bfloat16", "float16") else got).numpy(),
+        want,
+        **tolerance("float16" if "16" in dtype else want_dtype.__repr__().split(".")[-1]),
+    )
+
+
+def test_half_accumulates_in_float32(kernels):
+    x = torch.full((64, 1, 1), 0.0625, dtype=torch.float16)
+    x[0] = 2048
+    got = kernels.forward(x, [0] * 64, 2, 0, None)
+    assert got.dtype == torch.float16 and float(got.reshape(-1)[0]) == 2052.0
+
+
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "channels-last", "negative"])
+def test_strided_inputs(kernels, layout):
+    base = torch.from_numpy(_rand((3, 6, 7, 10), "float64", 0))
+    mask = torch.from_numpy(_rand((7, 5), "float64", 1))
+    if layout == "transposed":  # (B, C, H, W) viewed from (B, H, C, W) storage
+        x = base.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)[..., :5]
+    elif layout == "sliced":
+        x = base[:, :, :, ::2]
+    elif layout == "channels-last":
+        x = base.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)[..., :5]
+    else:
+        x = base.flip(-1)[..., :5]
+    assert not x.is_contiguous()
+    offsets = [0, 1, 3, 4, 6, 9]
+    a = _prepare_forward(x, offsets, mask=mask).args[0]
+    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    want = ref.forward(x.numpy(), offsets, mask=mask.numpy(), keepdims=True)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    y = torch.from_numpy(_rand(want.shape, "float64", 3)).transpose(-1, -2)
+    y = y.contiguous().transpose(-1, -2)  # strided y
+    a = _prepare_transposed(y, offsets, mask=mask, keepdims=True).args[0]
+    got = kernels.adjoint(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    want = ref.adjoint(y.numpy(), offsets, mask=mask.numpy(), keepdims=True)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_layout_beyond_the_kernels_is_reported(kernels):
+    # A mask broadcast along alternate outer dims leaves 4 outer dims unmerged.
+    x = torch.zeros(2, 3, 2, 3, 2, 5)
+    mask = torch.ones(2, 1, 2, 1, 2, 5)
+    a = _prepare_forward(x, 1, channel_axis=-2, mask=mask).args[0]
+    with pytest.raises(NotImplementedError):
+        kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+
+
+def test_pinv_op_default_and_gradient():
+    """``portops::shift_sum_pinv``: composed on the CPU, gradient in y by its formula."""
+    from portops._backends.torch.shift_sum_cuda import shift_sum_pinv_op
+
+    y = torch.randn(2, 1, 4, 11, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(1, 3, 4, 7, dtype=torch.float64) + 0.5
+    offsets = [0, 2, 4]
+    got = shift_sum_pinv_op(y, offsets, 3, 1, mask)
+    dense = ref.dense_matrix((2, 3, 4, 7), 2, mask=mask.numpy())
+    want = (np.linalg.pinv(dense) @ y.detach().numpy().reshape(-1)).reshape(2, 3, 4, 7)
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda t: shift_sum_pinv_op(t, offsets, 3, 1, mask), (y,))
+    assert torch.autograd.gradcheck(lambda t: shift_sum_pinv_op(t, offsets, 3, 1, None), (y,))
