@@ -218,12 +218,13 @@ shift_sum_adjoint_op.register_autograd(_adjoint_backward, setup_context=_setup)
 
 
 def _eager_without_grad(a: ShiftSumArgs) -> bool:
-    """True when neither autograd nor torch.compile needs the custom op.
+    """True for CPU calls that neither autograd nor torch.compile needs the op for.
 
-    Going through a custom op costs tens of microseconds of Python; plain eager calls
-    without gradients run the kernel directly.
+    Going through a custom op costs tens of microseconds of Python; plain eager CPU
+    calls without gradients run the kernel directly. Other devices always go through
+    the op, which routes them to their own registered kernels.
     """
-    if torch.compiler.is_compiling():
+    if a.array.device.type != "cpu" or torch.compiler.is_compiling():
         return False
     if not torch.is_grad_enabled():
         return True
