@@ -59,7 +59,9 @@ class ArrayAPIOps:
         return self.xp.logical_and(a, b)
 
     def matmul(self, a: Any, b: Any) -> Any:
-        return self.xp.matmul(a, b)
+        r = self.xp.matmul(a, b)
+        # dask promotes integer matmuls to int64; keep the operands' (result) dtype.
+        return r if r.dtype == a.dtype else self.xp.astype(r, a.dtype)
 
     def matmul_bool(self, a: Any, b: Any) -> Any:
         """``matmul`` refuses bool: count the true products in integers instead."""
@@ -68,7 +70,7 @@ class ArrayAPIOps:
         return self.matmul(self.astype(a, count), self.astype(b, count)) != 0
 
     def take(self, x: Any, axis: int, start: int, stop: int) -> Any:
-        index = (slice(None),) * axis + (slice(start, stop),)
+        index = (*(slice(None),) * axis, slice(start, stop), ...)
         return x[index]
 
     def concat(self, parts: Sequence[Any], axis: int) -> Any:
