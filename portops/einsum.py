@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _dispatch
-from ._arrays import NUMPY, TORCH, inspect_arrays
+from ._arrays import DASK, NUMPY, TORCH, ArrayArgs, inspect_arrays
 from ._einsum.parse import Equation, label_names, parse, split_interleaved
 from ._einsum.path import choose, chunk_shapes, normalize_optimize
 from ._einsum.plan import Plan, build
@@ -50,6 +50,7 @@ class _Entry(NamedTuple):
 
 _lock = threading.Lock()
 _cache: dict[Any, _Entry] = {}
+_fast_types: dict[type, tuple[str, Any]] = {}
 _CACHE_MAX = 4096
 _OPERAND_NAMES = tuple(f"operand {k}" for k in range(64))
 
@@ -133,6 +134,26 @@ def _shape(a: Any, k: int) -> tuple[int, ...]:
     return shape
 
 
+def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
+    """inspect_arrays, with a shortcut for the common case on the hot path: NumPy or
+    CPU/CUDA torch operands all of one type (and, for torch, on one device)."""
+    first = ops[0]
+    kind = type(first)
+    fast = _fast_types.get(kind)
+    if fast is not None and all(type(a) is kind for a in ops):
+        library, xp = fast
+        if library == NUMPY:
+            return ArrayArgs(NUMPY, "cpu", xp)
+        dev = first.device
+        if all(a.device == dev for a in ops):
+            return ArrayArgs(TORCH, dev.type, xp)
+    lib = inspect_arrays(_operand_names(len(ops)), ops)
+    if lib.library in (NUMPY, TORCH) and kind not in _fast_types:
+        with _lock:
+            _fast_types[kind] = (lib.library, lib.xp)
+    return lib
+
+
 def _lookup(
     subscripts: Any,
     operands: tuple[Any, ...],
@@ -142,9 +163,12 @@ def _lookup(
     key_subs, ops = _split(subscripts, operands)
     if not ops:
         raise ValueError("einsum: at least one operand is required")
-    lib = inspect_arrays(_operand_names(len(ops)), ops)
+    lib = _inspect(ops)
     library = lib.library
-    shapes = tuple(_shape(a, k) for k, a in enumerate(ops))
+    if library == DASK:
+        shapes = tuple(_shape(a, k) for k, a in enumerate(ops))
+    else:
+        shapes = tuple(tuple(a.shape) for a in ops)
     dtypes = tuple(a.dtype for a in ops)
     layouts = tuple(_layout(library, a) for a in ops)
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)

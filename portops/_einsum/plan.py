@@ -31,10 +31,11 @@ __all__ = ["Plan", "SliceSpec", "Step", "build", "sizes_of"]
 COPY_COST = 64.0
 WRITE_COST = 16.0
 ELEMENTWISE_COST = 16.0
-# Multiply-and-sum instead of matmul when the contracted size and the broadcast
-# temporary are both this small (a BLAS call costs more than the arithmetic).
-SMALL_K = 4
-SMALL_TEMP = 4096
+# Multiply-and-sum instead of matmul for batched dot products (M*N this small, batch
+# this large): BLAS would make one tiny GEMV call per batch entry, while the broadcast
+# temporary is no larger than the operands.
+SMALL_MN = 2
+MANY_BATCH = 16
 
 
 class Step(NamedTuple):
@@ -229,7 +230,7 @@ class _Builder:
         bsh = tuple(self.sizes[x] for x in batch)
         msh = tuple(self.sizes[x] for x in ms)
         nsh = tuple(self.sizes[x] for x in ns)
-        if not ks or (kp <= SMALL_K and result * kp <= SMALL_TEMP):
+        if not ks or (mp * np_ <= SMALL_MN and bp >= MANY_BATCH):
             # Broadcast multiply (and sum over a tiny K): (batch, M, N, K).
             a_order = batch + ms + ks
             b_order = batch + ns + ks
