@@ -117,7 +117,7 @@ def _split(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, 
 
 def _layout(library: str, a: Any) -> tuple[int, ...] | None:
     if library == NUMPY:
-        return a.strides  # type: ignore[no-any-return]
+        return tuple(a.strides)
     if library == TORCH:
         return tuple(a.stride())
     return None
@@ -173,7 +173,7 @@ def _lookup(
     layouts = tuple(_layout(library, a) for a in ops)
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)
     limit = _check_memory_limit(memory_limit)
-    key = (library, key_subs, shapes, dtypes, layouts, opt_key, limit)
+    key: Any = (library, key_subs, shapes, dtypes, layouts, opt_key, limit)
     try:
         entry = _cache.get(key)
     except TypeError:  # an unhashable sublist element: plan without caching

@@ -343,3 +343,52 @@ def test_explain_and_implementations_cover_einsum() -> None:
     assert {"generic", "numpy_matmul", "numpy_einsum"} <= names
     text = portops.explain("einsum", "ij,jk", np.ones((2, 3)), np.ones((3, 4)))
     assert "-> numpy_matmul" in text
+
+
+# -- layouts: the plan depends on strides, so views must work too --------------------------
+
+
+@pytest.mark.parametrize(
+    "eq,shape_a,perm_a,shape_b,perm_b",
+    [
+        ("ij,jk->ik", (3, 4), (1, 0), (5, 3), (1, 0)),
+        ("bnid,bnjd->bnij", (2, 5, 3, 4), (0, 2, 1, 3), (2, 6, 4, 3), (0, 3, 1, 2)),
+        ("bind,jnd->bnij", (4, 2, 3, 5), (1, 3, 2, 0), (4, 3, 6), (2, 1, 0)),
+        ("ijk,jkl->il", (2, 3, 4), (2, 1, 0), (2, 3, 5), (1, 0, 2)),
+    ],
+)
+def test_transposed_views_match_numpy(
+    backend: Backend, eq: str, shape_a: tuple, perm_a: tuple, shape_b: tuple, perm_b: tuple
+) -> None:
+    rng = np.random.default_rng(16)
+    a, b = make_operands((shape_a, shape_b), "float64", rng)
+    xp = backend.xp
+    va = xp.permute_dims(backend.asarray(a), perm_a)
+    vb = xp.permute_dims(backend.asarray(b), perm_b)
+    expected = np.einsum(eq, a.transpose(perm_a), b.transpose(perm_b))
+    for impl in _implementations(backend):
+        with portops.prefer(einsum=impl):
+            assert_matches(backend, portops.einsum(eq, va, vb), expected)
+
+
+def test_numpy_strided_and_reversed_views() -> None:
+    rng = np.random.default_rng(17)
+    a = rng.uniform(size=(8, 10, 6))[::2, ::-1, 1::2]
+    b = rng.uniform(size=(3, 7, 6))[:, ::2, ::-2]
+    np.testing.assert_allclose(
+        portops.einsum("bij,jkl->bikl", a, b), np.einsum("bij,jkl->bikl", a, b), rtol=1e-12
+    )
+    c = np.asfortranarray(rng.uniform(size=(6, 5)))
+    np.testing.assert_allclose(portops.einsum("ij,jk->ik", c, c.T), c @ c.T, rtol=1e-12)
+
+
+def test_torch_integer_matmul_fallback() -> None:
+    """The CUDA path for integers (GEMMs refuse them), checked on CPU tensors."""
+    torch = pytest.importorskip("torch")
+    from portops._backends.torch.einsum import integer_matmul
+
+    a = torch.randint(-5, 5, (2, 3, 4))
+    b = torch.randint(-5, 5, (2, 4, 6))
+    got = integer_matmul(a, b)
+    assert got.dtype == torch.int64
+    assert torch.equal(got, torch.matmul(a, b))

@@ -18,10 +18,10 @@ def describe(plan: Plan, equation: str, names: dict[int, str], memory_limit: int
         f"  Largest intermediate:  {plan.peak:.4g} elements"
         + ("" if memory_limit is None else f" (memory_limit={memory_limit})"),
     ]
-    for s in plan.slices:
-        what = "kept, chunks concatenated" if s.output_axis is not None else "summed, chunks added"
+    for sl in plan.slices:
+        what = "kept, chunks concatenated" if sl.output_axis is not None else "summed, chunks added"
         lines.append(
-            f"  Chunked over label {names[s.label]!r}: size {s.size} in chunks of {s.chunk} "
+            f"  Chunked over label {names[sl.label]!r}: size {sl.size} in chunks of {sl.chunk} "
             f"({what})"
         )
     header = (

@@ -12,6 +12,12 @@ from ..._einsum.execute import ArrayAPIOps, cast, run
 from ...einsum import EinsumArgs
 
 
+def integer_matmul(a: Any, b: Any) -> Any:
+    """matmul by multiply-and-sum over K, exact in any dtype (CUDA GEMMs refuse
+    integers). The broadcast temporary is ``batch * M * K * N`` elements."""
+    return torch.sum(a.unsqueeze(-1) * b.unsqueeze(-3), dim=-2, dtype=a.dtype)
+
+
 class TorchOps(ArrayAPIOps):
     """Plan primitives as torch calls."""
 
@@ -45,8 +51,7 @@ class TorchOps(ArrayAPIOps):
 
     def matmul(self, a: Any, b: Any) -> Any:
         if a.device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
-            # CUDA GEMMs refuse integers: multiply and sum over K, exact in any dtype.
-            return torch.sum(a.unsqueeze(-1) * b.unsqueeze(-3), dim=-2, dtype=a.dtype)
+            return integer_matmul(a, b)
         return torch.matmul(a, b)
 
     def matmul_bool(self, a: Any, b: Any) -> Any:
