@@ -100,6 +100,11 @@ CASES: list[tuple[str, tuple[tuple[int, ...], ...]]] = [
     ("ii,ij,jk->k", ((3, 3), (3, 4), (4, 2))),
     ("i,j,k,l->", ((2,), (3,), (2,), (3,))),
     ("ij,jk,ki->", ((3, 4), (4, 5), (5, 3))),
+    # empty axes
+    ("ij,jk->ik", ((0, 3), (3, 4))),
+    ("ij,jk->ik", ((2, 0), (0, 3))),
+    ("ii->i", ((0, 0),)),
+    ("bij,bjk->bik", ((0, 2, 3), (0, 3, 2))),
     # uppercase labels and implicit order (uppercase sorts first)
     ("Ba,aA", ((2, 3), (3, 4))),
     ("iJ,Jk->ki", ((2, 3), (3, 4))),
