@@ -200,10 +200,11 @@ class _Builder:
             total = self.size(labels)
             after = [x for i, x in enumerate(labels) if i not in private]
             self.cost += ELEMENTWISE_COST * total
-            self.note(
-                Step("sum", (k,), self.eqstr(labels, out=after), 1, 0, 0, 0, total, 0, 0, 0, ()),
-                final=False,
-            )
+            alone = len(self.eq.inputs) == 1  # then the sum is the einsum's output
+            result = 0 if alone else self.size(after)
+            eqs = self.eqstr(labels, out=after)
+            step = Step("sum", (k,), eqs, 1, 0, 0, 0, total, result, 0, 0, tuple(after))
+            self.note(step, final=alone)
             labels = after
             mem = labels
         else:
