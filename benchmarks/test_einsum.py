@@ -21,7 +21,7 @@ import portops
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 B, HEADS, SEQ_A, SEQ_B, UNITS = (2, 2, 5, 3, 4) if QUICK else (64, 8, 100, 50, 128)
-ROUNDS = 2 if QUICK else 12
+ROUNDS = 2 if QUICK else 20
 SLOW_ROUNDS = 1 if QUICK else 3
 CASE = f"B{B} heads{HEADS} {SEQ_A}x{SEQ_B} units{UNITS} float32"
 
