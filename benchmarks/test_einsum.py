@@ -183,3 +183,46 @@ def test_cached_call_overhead(benchmark: Any, backend: str, name: str) -> None:
         rounds=3 if QUICK else 20,
         iterations=10 if QUICK else 2000,
     )
+
+
+def _cuda_arrays(library: str, pattern: str) -> tuple[Any, Any, Any, Any, Any]:
+    """(module, a, b, gemm_a, gemm_b) on the GPU, or skip when there is none."""
+    a, b = _operands(pattern)
+    ga, gb = _gemm_operands(pattern)
+    if library == "torch":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch has no CUDA device")
+        return torch, *(torch.from_numpy(x).cuda() for x in (a, b, ga, gb))
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no driver or no device
+        pytest.skip(f"cupy has no CUDA device ({exc})")
+    return cupy, *(cupy.asarray(x) for x in (a, b, ga, gb))
+
+
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+@pytest.mark.parametrize("name", ["portops", "native einsum", "hand-written matmul", "roofline"])
+def test_cuda(benchmark: Any, library: str, pattern: str, name: str) -> None:
+    """The GPU targets of the issue: each pattern within 1.1x of the hand-written matmul."""
+    mod, a, b, ga, gb = _cuda_arrays(library, pattern)
+    sync = mod.cuda.synchronize if library == "torch" else mod.cuda.Device().synchronize
+    fns = {
+        "portops": ("portops", lambda: portops.einsum(pattern, a, b)),
+        "native einsum": ("baseline", lambda: mod.einsum(pattern, a, b)),
+        "hand-written matmul": ("baseline", lambda: _hand_written(mod.matmul, pattern)(a, b)),
+        "roofline": ("roofline", lambda: mod.matmul(ga, gb)),
+    }
+    kind, fn = fns[name]
+
+    def timed() -> None:
+        fn()
+        sync()
+
+    benchmark.group = f"einsum {pattern} {library} cuda"
+    benchmark.extra_info.update(
+        op="einsum", kind=kind, backend=library, device="cuda", name=name, case=CASE
+    )
+    benchmark.pedantic(timed, rounds=ROUNDS, iterations=1, warmup_rounds=2)
