@@ -215,6 +215,14 @@ class _Builder:
     def contract(self, i: int, j: int, keep: set[int], final: bool, pos: tuple[int, int]) -> int:
         """Emit the step contracting slots i and j; return the result's slot."""
         a, b = self.values[i], self.values[j]
+        if final:
+            # Put first the operand owning the output's leading non-shared label, so
+            # the matmul writes the output in (or close to) the requested order.
+            shared = set(a.labels) & set(b.labels)
+            lead = [x for x in self.eq.output if x in keep and x not in shared]
+            if lead and lead[0] in b.labels:
+                i, j, a, b = j, i, b, a
+                pos = (pos[1], pos[0])
         in_b = set(b.labels)
         in_a = set(a.labels)
         batch = [x for x in a.mem if x in in_b and x in keep]

@@ -30,11 +30,15 @@ def describe(plan: Plan, equation: str, names: dict[int, str], memory_limit: int
     )
     lines += ["-" * len(header), header, "-" * len(header)]
     for k, s in enumerate(plan.steps):
-        if s.kind in ("diagonal", "sum"):
+        if s.kind in ("diagonal", "sum", "transpose"):
             dims = f"{'':>6} {'':>6} {'':>6} {'':>6}"
         else:
             dims = f"{s.batch:>6} {s.m:>6} {s.n:>6} {s.k:>6}"
-        result = "output" if s.result == 0 and s.kind not in ("diagonal", "sum") else s.result
+        result: object = s.result
+        if s.kind == "transpose":
+            result = "view"
+        elif s.result == 0 and s.kind not in ("diagonal", "sum"):
+            result = "output"
         lines.append(
             f"{k:>4}  {s.kind:<17} {s.equation:<24} {dims} {s.flops:>10.4g} {result!s:>10} "
             f"{s.copies:>9}"
