@@ -402,3 +402,25 @@ def test_torch_integer_matmul_fallback() -> None:
     got = integer_matmul(a, b)
     assert got.dtype == torch.int64
     assert torch.equal(got, torch.matmul(a, b))
+
+
+def test_torch_loop_over_unmergeable_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bind,bjnd->bnij`` on torch CPU loops over b instead of copying both operands."""
+    torch = pytest.importorskip("torch")
+    from portops._backends.torch import einsum as torch_einsum
+
+    monkeypatch.setattr(torch_einsum, "LOOP_MIN_FLOPS", 1)
+    calls = []
+    real = torch_einsum._loop_first_batch_axis
+    monkeypatch.setattr(
+        torch_einsum, "_loop_first_batch_axis", lambda a, b: calls.append(1) or real(a, b)
+    )
+    rng = np.random.default_rng(18)
+    a, b = make_operands(((3, 4, 2, 5), (3, 6, 2, 5)), "float64", rng)
+    ta = torch.from_numpy(a).requires_grad_(True)
+    tb = torch.from_numpy(b).requires_grad_(True)
+    assert real(ta.permute(0, 2, 1, 3), tb.permute(0, 2, 3, 1))
+    got = portops.einsum("bind,bjnd->bnij", ta, tb)
+    assert calls
+    np.testing.assert_allclose(got.detach().numpy(), np.einsum("bind,bjnd->bnij", a, b))
+    assert torch.autograd.gradcheck(lambda x, y: portops.einsum("bind,bjnd->bnij", x, y), (ta, tb))

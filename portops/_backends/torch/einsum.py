@@ -3,6 +3,7 @@ functions (views, autograd, ``torch.compile``-friendly), and torch.einsum itself
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -16,6 +17,34 @@ def integer_matmul(a: Any, b: Any) -> Any:
     """matmul by multiply-and-sum over K, exact in any dtype (CUDA GEMMs refuse
     integers). The broadcast temporary is ``batch * M * K * N`` elements."""
     return torch.sum(a.unsqueeze(-1) * b.unsqueeze(-3), dim=-2, dtype=a.dtype)
+
+
+# Loop over the leading batch axis (CPU) when torch.matmul would otherwise copy both
+# operands to merge batch axes whose strides do not combine (``bind,bjnd->bnij``):
+# worth it when each slice is a sizeable GEMM and the slices are few.
+LOOP_MIN_FLOPS = 1 << 20
+LOOP_MAX_SLICES = 256
+
+
+def _batch_merges(x: Any) -> bool:
+    """Whether the batch axes of `x` (all but the last two) merge into one without a copy."""
+    shape, strides = x.shape[:-2], x.stride()[:-2]
+    dims = [(n, st) for n, st in zip(shape, strides, strict=True) if n != 1]
+    return all(dims[k][1] == dims[k + 1][0] * dims[k + 1][1] for k in range(len(dims) - 1))
+
+
+def _loop_first_batch_axis(a: Any, b: Any) -> bool:
+    if a.ndim < 4 or a.ndim != b.ndim or a.device.type != "cpu":
+        return False
+    if a.shape[0] != b.shape[0] or a.shape[0] > LOOP_MAX_SLICES:
+        return False
+    if _batch_merges(a) and _batch_merges(b):
+        return False
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    per_slice = 2 * m * k * n * math.prod(a.shape[1:-2])
+    if per_slice < LOOP_MIN_FLOPS or torch.compiler.is_compiling():
+        return False
+    return all(_batch_merges(x[0]) for x in (a, b))
 
 
 class TorchOps(ArrayAPIOps):
@@ -52,6 +81,8 @@ class TorchOps(ArrayAPIOps):
     def matmul(self, a: Any, b: Any) -> Any:
         if a.device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
             return integer_matmul(a, b)
+        if _loop_first_batch_axis(a, b):
+            return torch.stack([torch.matmul(a[k], b[k]) for k in range(a.shape[0])])
         return torch.matmul(a, b)
 
     def matmul_bool(self, a: Any, b: Any) -> Any:
