@@ -7,10 +7,14 @@ no optional array library.
 """
 
 from ._dispatch import explain, implementations, prefer
+from ._generic import einsum as _generic_einsum  # noqa: F401  (registers)
 from ._generic import shift_sum as _generic_shift_sum  # noqa: F401  (registers)
+from .einsum import einsum, einsum_path
 from .shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
 
 __all__ = [
+    "einsum",
+    "einsum_path",
     "explain",
     "implementations",
     "prefer",

@@ -1,0 +1,228 @@
+"""einsum at the MXNet issue 18043 shapes: portops against the baselines users write.
+
+Size: B=64, 8 heads, 100 and 50 positions, 128 units, float32 (``PORTOPS_BENCH_QUICK=1``:
+a tiny size). Each pattern group holds portops, the baselines (numpy.einsum with and
+without ``optimize``, ``opt_einsum.contract``, ``torch.einsum``, the hand-written
+matmul of the issue) and one ``roofline`` entry: the batched GEMM of the same batch, M,
+N and K on operands already laid out contiguously. A last group times a cached repeat
+call on tiny operands against the bare matmul (the per-call overhead).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import portops
+
+QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+B, HEADS, SEQ_A, SEQ_B, UNITS = (2, 2, 5, 3, 4) if QUICK else (64, 8, 100, 50, 128)
+ROUNDS = 2 if QUICK else 20
+SLOW_ROUNDS = 1 if QUICK else 3
+CASE = f"B{B} heads{HEADS} {SEQ_A}x{SEQ_B} units{UNITS} float32"
+
+# pattern -> (shape of the first operand, shape of the second)
+PATTERNS = {
+    "bnid,bnjd->bnij": ((B, HEADS, SEQ_A, UNITS), (B, HEADS, SEQ_B, UNITS)),
+    "bind,bjnd->bnij": ((B, SEQ_A, HEADS, UNITS), (B, SEQ_B, HEADS, UNITS)),
+    "bind,jnd->bnij": ((B, SEQ_A, HEADS, UNITS), (SEQ_B, HEADS, UNITS)),
+}
+
+
+def _hand_written(xp_matmul: Callable[..., Any], pattern: str) -> Callable[[Any, Any], Any]:
+    """The matmul code of issue 18043's 'no_einsum' mode, for arrays with swapaxes."""
+    if pattern == "bnid,bnjd->bnij":
+        return lambda a, b: xp_matmul(a, b.swapaxes(-1, -2))
+    if pattern == "bind,bjnd->bnij":
+        return lambda a, b: xp_matmul(a.swapaxes(1, 2), b.swapaxes(1, 2).swapaxes(-1, -2))
+    return lambda a, b: xp_matmul(
+        a.swapaxes(1, 2), b.permute(1, 2, 0) if hasattr(b, "permute") else b.transpose(1, 2, 0)
+    )
+
+
+def _run(
+    benchmark: Any,
+    fn: Callable[[], Any],
+    *,
+    kind: str,
+    backend: str,
+    name: str,
+    group: str,
+    rounds: int = ROUNDS,
+    iterations: int = 1,
+) -> None:
+    benchmark.group = f"einsum {group} {backend} cpu"
+    benchmark.extra_info.update(
+        op="einsum", kind=kind, backend=backend, device="cpu", name=name, case=CASE
+    )
+    benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=1)
+
+
+def _operands(pattern: str) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(18043)
+    sa, sb = PATTERNS[pattern]
+    return (
+        rng.standard_normal(sa, dtype=np.float32),
+        rng.standard_normal(sb, dtype=np.float32),
+    )
+
+
+def _gemm_operands(pattern: str) -> tuple[np.ndarray, np.ndarray]:
+    """Contiguous (batch, M, K) and (batch, K, N) operands of the same GEMM sizes."""
+    rng = np.random.default_rng(0)
+    return (
+        rng.standard_normal((B * HEADS, SEQ_A, UNITS), dtype=np.float32),
+        rng.standard_normal((B * HEADS, UNITS, SEQ_B), dtype=np.float32),
+    )
+
+
+NUMPY_ENTRIES = {
+    "portops": ("portops", lambda p, a, b: lambda: portops.einsum(p, a, b)),
+    "np.einsum": ("baseline", lambda p, a, b: lambda: np.einsum(p, a, b)),
+    "np.einsum(optimize=True)": (
+        "baseline",
+        lambda p, a, b: lambda: np.einsum(p, a, b, optimize=True),
+    ),
+    "opt_einsum.contract": ("baseline", None),
+    "hand-written matmul": (
+        "baseline",
+        lambda p, a, b: lambda: _hand_written(np.matmul, p)(a, b),
+    ),
+}
+
+
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+@pytest.mark.parametrize("name", [*NUMPY_ENTRIES, "roofline"])
+def test_numpy(benchmark: Any, pattern: str, name: str) -> None:
+    a, b = _operands(pattern)
+    if name == "roofline":
+        ga, gb = _gemm_operands(pattern)
+        _run(
+            benchmark,
+            lambda: np.matmul(ga, gb),
+            kind="roofline",
+            backend="numpy",
+            name="batched GEMM, contiguous",
+            group=pattern,
+        )
+        return
+    kind, make = NUMPY_ENTRIES[name]
+    if name == "opt_einsum.contract":
+        oe = pytest.importorskip("opt_einsum")
+        fn = lambda: oe.contract(pattern, a, b)  # noqa: E731
+    else:
+        assert make is not None
+        fn = make(pattern, a, b)
+    np.testing.assert_allclose(fn(), np.einsum(pattern, a, b, optimize=True), rtol=2e-3, atol=2e-3)
+    slow = name in ("np.einsum", "opt_einsum.contract")
+    _run(
+        benchmark,
+        fn,
+        kind=kind,
+        backend="numpy",
+        name=name,
+        group=pattern,
+        rounds=SLOW_ROUNDS if slow else ROUNDS,
+    )
+
+
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+@pytest.mark.parametrize("name", ["portops", "torch.einsum", "hand-written matmul", "roofline"])
+def test_torch(benchmark: Any, pattern: str, name: str) -> None:
+    torch = pytest.importorskip("torch")
+    a, b = (torch.from_numpy(x) for x in _operands(pattern))
+    if name == "roofline":
+        ga, gb = (torch.from_numpy(x) for x in _gemm_operands(pattern))
+        _run(
+            benchmark,
+            lambda: torch.bmm(ga, gb),
+            kind="roofline",
+            backend="torch",
+            name="batched GEMM, contiguous",
+            group=pattern,
+        )
+        return
+    fns = {
+        "portops": ("portops", lambda: portops.einsum(pattern, a, b)),
+        "torch.einsum": ("baseline", lambda: torch.einsum(pattern, a, b)),
+        "hand-written matmul": ("baseline", lambda: _hand_written(torch.matmul, pattern)(a, b)),
+    }
+    kind, fn = fns[name]
+    torch.testing.assert_close(fn(), torch.einsum(pattern, a, b), rtol=2e-3, atol=2e-3)
+    _run(benchmark, fn, kind=kind, backend="torch", name=name, group=pattern)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("name", ["portops", "roofline"])
+def test_cached_call_overhead(benchmark: Any, backend: str, name: str) -> None:
+    """A repeated call on tiny operands: portops' per-call cost over the bare matmul."""
+    a = np.ones((3, 4), np.float32)
+    b = np.ones((4, 5), np.float32)
+    if backend == "torch":
+        torch = pytest.importorskip("torch")
+        a, b = torch.from_numpy(a), torch.from_numpy(b)
+        matmul = torch.matmul
+    else:
+        matmul = np.matmul
+    if name == "portops":
+        portops.einsum("ij,jk->ik", a, b)  # plan cached before timing
+        fn, kind, label = (lambda: portops.einsum("ij,jk->ik", a, b)), "portops", "portops"
+    else:
+        fn, kind, label = (lambda: matmul(a, b)), "roofline", "bare matmul"
+    _run(
+        benchmark,
+        fn,
+        kind=kind,
+        backend=backend,
+        name=label,
+        group="ij,jk->ik 3x4x5 cached",
+        rounds=3 if QUICK else 20,
+        iterations=10 if QUICK else 2000,
+    )
+
+
+def _cuda_arrays(library: str, pattern: str) -> tuple[Any, Any, Any, Any, Any]:
+    """(module, a, b, gemm_a, gemm_b) on the GPU, or skip when there is none."""
+    a, b = _operands(pattern)
+    ga, gb = _gemm_operands(pattern)
+    if library == "torch":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch has no CUDA device")
+        return torch, *(torch.from_numpy(x).cuda() for x in (a, b, ga, gb))
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no driver or no device
+        pytest.skip(f"cupy has no CUDA device ({exc})")
+    return cupy, *(cupy.asarray(x) for x in (a, b, ga, gb))
+
+
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+@pytest.mark.parametrize("name", ["portops", "native einsum", "hand-written matmul", "roofline"])
+def test_cuda(benchmark: Any, library: str, pattern: str, name: str) -> None:
+    """The GPU targets of the issue: each pattern within 1.1x of the hand-written matmul."""
+    mod, a, b, ga, gb = _cuda_arrays(library, pattern)
+    sync = mod.cuda.synchronize if library == "torch" else mod.cuda.Device().synchronize
+    fns = {
+        "portops": ("portops", lambda: portops.einsum(pattern, a, b)),
+        "native einsum": ("baseline", lambda: mod.einsum(pattern, a, b)),
+        "hand-written matmul": ("baseline", lambda: _hand_written(mod.matmul, pattern)(a, b)),
+        "roofline": ("roofline", lambda: mod.matmul(ga, gb)),
+    }
+    kind, fn = fns[name]
+
+    def timed() -> None:
+        fn()
+        sync()
+
+    benchmark.group = f"einsum {pattern} {library} cuda"
+    benchmark.extra_info.update(
+        op="einsum", kind=kind, backend=library, device="cuda", name=name, case=CASE
+    )
+    benchmark.pedantic(timed, rounds=ROUNDS, iterations=1, warmup_rounds=2)

@@ -1,0 +1,135 @@
+"""PyTorch einsum (CPU and CUDA): the batched-matmul lowering with torch's own
+functions (views, autograd, ``torch.compile``-friendly), and torch.einsum itself."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ... import _dispatch
+from ..._einsum.execute import ArrayAPIOps, cast, run
+from ...einsum import EinsumArgs
+
+
+def integer_matmul(a: Any, b: Any) -> Any:
+    """matmul by multiply-and-sum over K, exact in any dtype (CUDA GEMMs refuse
+    integers). The broadcast temporary is ``batch * M * K * N`` elements."""
+    return torch.sum(a.unsqueeze(-1) * b.unsqueeze(-3), dim=-2, dtype=a.dtype)
+
+
+# Loop over the leading batch axis (CPU) when torch.matmul would otherwise copy both
+# operands to merge batch axes whose strides do not combine (``bind,bjnd->bnij``):
+# worth it when each slice is a sizeable GEMM and the slices are few.
+LOOP_MIN_FLOPS = 1 << 20
+LOOP_MAX_SLICES = 256
+
+
+def _batch_merges(x: Any) -> bool:
+    """Whether the batch axes of `x` (all but the last two) merge into one without a copy."""
+    shape, strides = x.shape[:-2], x.stride()[:-2]
+    dims = [(n, st) for n, st in zip(shape, strides, strict=True) if n != 1]
+    return all(dims[k][1] == dims[k + 1][0] * dims[k + 1][1] for k in range(len(dims) - 1))
+
+
+def _loop_first_batch_axis(a: Any, b: Any) -> bool:
+    if a.ndim < 4 or a.ndim != b.ndim or a.device.type != "cpu":
+        return False
+    if a.shape[0] != b.shape[0] or a.shape[0] > LOOP_MAX_SLICES:
+        return False
+    if _batch_merges(a) and _batch_merges(b):
+        return False
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    per_slice = 2 * m * k * n * math.prod(a.shape[1:-2])
+    if per_slice < LOOP_MIN_FLOPS or torch.compiler.is_compiling():
+        return False
+    return all(_batch_merges(x[0]) for x in (a, b))
+
+
+class TorchOps(ArrayAPIOps):
+    """Plan primitives as torch calls."""
+
+    def astype(self, x: Any, dtype: Any) -> Any:
+        return x.to(dtype)
+
+    def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
+        return x.reshape(shape)
+
+    def permute(self, x: Any, perm: tuple[int, ...]) -> Any:
+        return x.permute(perm)
+
+    def swap(self, x: Any) -> Any:
+        return x.transpose(-1, -2)
+
+    def diag(self, x: Any, axes: tuple[int, ...]) -> Any:
+        others = [i for i in range(x.ndim) if i not in axes]
+        x = x.permute((*others, *axes))
+        for _ in range(len(axes) - 1):
+            x = torch.diagonal(x, dim1=-2, dim2=-1)  # a differentiable view
+        return x
+
+    def sum(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return torch.sum(x, dim=axes, dtype=x.dtype)
+
+    def any(self, x: Any, axes: tuple[int, ...]) -> Any:
+        return torch.any(x, dim=axes)
+
+    def logical_and(self, a: Any, b: Any) -> Any:
+        return torch.logical_and(a, b)
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        if a.device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
+            return integer_matmul(a, b)
+        if _loop_first_batch_axis(a, b):
+            return torch.stack([torch.matmul(a[k], b[k]) for k in range(a.shape[0])])
+        return torch.matmul(a, b)
+
+    def matmul_bool(self, a: Any, b: Any) -> Any:
+        count = torch.float32 if a.shape[-1] < 2**24 else torch.float64
+        return torch.matmul(a.to(count), b.to(count)) != 0
+
+    def take(self, x: Any, axis: int, start: int, stop: int) -> Any:
+        return x.narrow(axis, start, stop - start)
+
+    def concat(self, parts: Any, axis: int) -> Any:
+        return torch.cat(list(parts), dim=axis)
+
+
+_OPS: dict[Any, TorchOps] = {}
+
+
+def _ops(xp: Any) -> TorchOps:
+    ops = _OPS.get(xp)
+    if ops is None:
+        ops = _OPS.setdefault(xp, TorchOps(xp))
+    return ops
+
+
+def torch_matmul(a: EinsumArgs) -> Any:
+    """Batched matmul lowering with torch views (autograd flows through)."""
+    ops = _ops(a.xp)
+    return run(a.plan, cast(a.operands, a.dtype, ops), ops, a.plan_for)
+
+
+def torch_einsum(a: EinsumArgs) -> Any:
+    """torch.einsum on the whole equation (operands cast to the result dtype)."""
+    return torch.einsum(a.subscripts, *cast(a.operands, a.dtype, _ops(a.xp)))
+
+
+def _native_applies(a: EinsumArgs) -> str | None:
+    if a.plan.slices:
+        return "memory_limit needs chunking, which torch.einsum does not do"
+    if not a.subscripts.isascii():
+        return "more labels than torch.einsum's 52 letters"
+    if a.dtype == torch.bool:
+        return "torch.einsum does not take bool operands"
+    if a.operands[0].device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return "torch.einsum on CUDA does not take integer operands"
+    return None
+
+
+_dispatch.register("einsum", "torch_matmul", libraries=["torch"], priority=10)(torch_matmul)
+_dispatch.register(
+    "einsum", "torch_einsum", libraries=["torch"], priority=-10, applies=_native_applies
+)(torch_einsum)

@@ -1,0 +1,1 @@
+"""einsum machinery: parsing, path choice, lowering to primitive steps, execution."""

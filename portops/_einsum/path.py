@@ -1,0 +1,263 @@
+"""Choosing the contraction order, and chunking to honour ``memory_limit``.
+
+opt_einsum's path finders are well tested and cover many operands (dynamic programming,
+branch and bound, greedy), so they propose orders when installed. Every proposal is then
+lowered and ranked by :mod:`portops._einsum.plan`'s cost model, which counts the copies
+and transposes a path forces as well as its FLOPs. With up to four operands every order
+is lowered and ranked (at most 18). Without opt_einsum a built-in greedy search stands
+in for it, so opt_einsum stays optional.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .parse import Equation
+from .plan import Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
+
+__all__ = ["PATH_NAMES", "choose", "normalize_optimize"]
+
+PATH_NAMES = ("auto", "greedy", "optimal")
+_EXHAUSTIVE_MAX = 4
+_OPTIMAL_MAX = 6
+
+
+def normalize_optimize(optimize: Any) -> Any:
+    """A hashable form of `optimize`, or raise TypeError/ValueError naming it."""
+    if optimize is True:
+        return "auto"
+    if optimize is False:
+        return False
+    if isinstance(optimize, str):
+        if optimize in PATH_NAMES:
+            return optimize
+        try:
+            from opt_einsum.paths import get_path_fn
+
+            get_path_fn(optimize)
+        except ImportError:
+            raise ValueError(
+                f"einsum: optimize={optimize!r} needs opt_einsum; without it use one of "
+                f"{PATH_NAMES}, True, False or an explicit path"
+            ) from None
+        except KeyError:
+            raise ValueError(
+                f"einsum: unknown optimize={optimize!r}; expected one of {PATH_NAMES}, an "
+                "opt_einsum path finder name, True, False or an explicit path"
+            ) from None
+        return optimize
+    if isinstance(optimize, (list, tuple)):
+        items = list(optimize)
+        if items and items[0] == "einsum_path":
+            items = items[1:]
+        path = []
+        for c in items:
+            if not isinstance(c, (list, tuple)) or not c:
+                raise TypeError(
+                    "einsum: an explicit optimize path is a list of tuples of operand "
+                    f"positions (numpy's format), got the item {c!r}"
+                )
+            path.append(tuple(_position(p) for p in c))
+        return ("path", tuple(path))
+    raise TypeError(
+        f"einsum: optimize must be a bool, a path finder name or an explicit path, "
+        f"got {type(optimize).__name__}"
+    )
+
+
+def _position(p: Any) -> int:
+    if isinstance(p, bool) or not isinstance(p, int):
+        raise TypeError(f"einsum: explicit path positions must be integers, got {p!r}")
+    return p
+
+
+def _check_path(path: Sequence[tuple[int, ...]], n: int) -> None:
+    remaining = n
+    for c in path:
+        if len(set(c)) != len(c) or any(not 0 <= p < remaining for p in c):
+            raise ValueError(
+                f"einsum: invalid contraction {c} in the explicit path: positions must be "
+                f"distinct and below {remaining} (operands left at that step)"
+            )
+        remaining -= len(c) - 1
+    if remaining != 1:
+        raise ValueError(
+            f"einsum: the explicit path leaves {remaining} operands; it must contract all "
+            f"{n} into one"
+        )
+
+
+def _left_to_right(n: int) -> list[tuple[int, int]]:
+    return [(0, 1)] * (n - 1)
+
+
+def _greedy(sets: list[set[int]], output: set[int], sizes: dict[int, int]) -> list[tuple[int, int]]:
+    """Contract the pair whose result is smallest relative to its inputs, repeatedly."""
+    sets = [set(s) for s in sets]
+    path: list[tuple[int, int]] = []
+
+    def size(s: set[int]) -> int:
+        return math.prod(sizes[x] for x in s)
+
+    while len(sets) > 1:
+        best: tuple[float, float, int, int] | None = None
+        for i in range(len(sets)):
+            for j in range(i + 1, len(sets)):
+                rest: set[int] = set(output)
+                for k, s in enumerate(sets):
+                    if k not in (i, j):
+                        rest |= s
+                union = sets[i] | sets[j]
+                kept = union & rest
+                gain = size(kept) - size(sets[i]) - size(sets[j])
+                key = (gain, size(union), i, j)
+                if best is None or key < best:
+                    best = key
+        assert best is not None
+        _, _, i, j = best
+        kept = (sets[i] | sets[j]) & (
+            set(output).union(*[s for k, s in enumerate(sets) if k not in (i, j)])
+        )
+        sets = [s for k, s in enumerate(sets) if k not in (i, j)] + [kept]
+        path.append((i, j))
+    return path
+
+
+def _opt_einsum_paths(
+    names: Sequence[str], sets: list[set[int]], output: set[int], sizes: dict[int, int]
+) -> list[list[tuple[int, ...]]]:
+    try:
+        from opt_einsum.paths import get_path_fn
+    except ImportError:
+        return []
+    found = []
+    for name in names:
+        path = get_path_fn(name)(sets, output, sizes, None)
+        found.append([tuple(c) for c in path])
+    return found
+
+
+def candidates(
+    eq: Equation, shapes: Sequence[Sequence[int]], optimize: Any
+) -> list[list[tuple[int, ...]]]:
+    """Contraction orders worth lowering for `optimize` (already normalised)."""
+    n = len(eq.inputs)
+    if n == 1:
+        return [[]]
+    if optimize is False:
+        return [list(_left_to_right(n))]
+    if isinstance(optimize, tuple):
+        _check_path(optimize[1], n)
+        return [list(optimize[1])]
+    sizes = sizes_of(eq, shapes)
+    sets = effective_labels(eq, shapes)
+    output = set(eq.output)
+    if optimize == "greedy":
+        oe = _opt_einsum_paths(["greedy"], sets, output, sizes)
+        return oe or [list(_greedy(sets, output, sizes))]
+    if optimize == "optimal":
+        if n <= _EXHAUSTIVE_MAX:
+            return [list(p) for p in all_paths(n)]
+        oe = _opt_einsum_paths(["optimal"], sets, output, sizes)
+        if oe:
+            return oe
+        if n <= _OPTIMAL_MAX:
+            return [list(p) for p in all_paths(n)]
+        return [list(_greedy(sets, output, sizes))]
+    if optimize != "auto":  # another opt_einsum path finder, validated already
+        return _opt_einsum_paths([optimize], sets, output, sizes)
+    if n <= _EXHAUSTIVE_MAX:
+        return [list(p) for p in all_paths(n)]
+    found = _opt_einsum_paths(["auto", "greedy"], sets, output, sizes)
+    found.append(list(_greedy(sets, output, sizes)))
+    found.append(list(_left_to_right(n)))
+    return found
+
+
+def choose(
+    eq: Equation,
+    shapes: tuple[tuple[int, ...], ...],
+    orders: tuple[tuple[int, ...], ...],
+    boolean: bool,
+    optimize: Any,
+    memory_limit: int | None,
+    names: dict[int, str],
+) -> Plan:
+    """The cheapest lowering among the candidate orders, chunked under `memory_limit`."""
+    best: Plan | None = None
+    best_fit: Plan | None = None
+    for path in candidates(eq, shapes, optimize):
+        plan = build(eq, shapes, orders, boolean, path, names)
+        if best is None or plan.cost < best.cost:
+            best = plan
+        if memory_limit is not None and plan.peak <= memory_limit:
+            if best_fit is None or plan.cost < best_fit.cost:
+                best_fit = plan
+    assert best is not None
+    if memory_limit is None or best.peak <= memory_limit:
+        return best
+    if best_fit is not None:
+        return best_fit
+    return _sliced(eq, shapes, orders, boolean, best, memory_limit, names)
+
+
+def chunk_shapes(
+    eq: Equation, shapes: tuple[tuple[int, ...], ...], chunks: dict[int, int]
+) -> tuple[tuple[int, ...], ...]:
+    """Operand shapes with each chunked label cut to its chunk (size-1 axes kept)."""
+    return tuple(
+        tuple(chunks.get(x, d) if d != 1 else 1 for x, d in zip(lab, sh, strict=True))
+        for lab, sh in zip(eq.inputs, shapes, strict=True)
+    )
+
+
+def _sliced(
+    eq: Equation,
+    shapes: tuple[tuple[int, ...], ...],
+    orders: tuple[tuple[int, ...], ...],
+    boolean: bool,
+    plan: Plan,
+    memory_limit: int,
+    names: dict[int, str],
+) -> Plan:
+    """Cut labels into chunks until every intermediate fits in `memory_limit`."""
+    sizes = sizes_of(eq, shapes)
+    chunks: dict[int, int] = {}
+    sub = plan
+    while sub.peak > memory_limit:
+        step = max(sub.steps, key=lambda s: max(s.copies, s.temporary, s.result))
+        labels = step.peak_labels or tuple(sizes)
+        lab = max(labels, key=lambda x: chunks.get(x, sizes[x]))
+        current = chunks.get(lab, sizes[lab])
+        if current <= 1:  # cannot cut further: every label of the peak is at 1
+            lab = max(sizes, key=lambda x: chunks.get(x, sizes[x]))
+            current = chunks.get(lab, sizes[lab])
+            if current <= 1:
+                break
+        chunks[lab] = (current + 1) // 2
+        sub = build(eq, chunk_shapes(eq, shapes, chunks), orders, boolean, plan.path, names)
+    specs = []
+    for lab, chunk in chunks.items():
+        axes = tuple(
+            tuple(a for a, x in enumerate(labs) if x == lab and sh[a] != 1)
+            for labs, sh in zip(eq.inputs, shapes, strict=True)
+        )
+        out_axis = eq.output.index(lab) if lab in eq.output else None
+        specs.append(SliceSpec(lab, sizes[lab], chunk, axes, out_axis))
+    return Plan(
+        equation=plan.equation,
+        shapes=plan.shapes,
+        instructions=(),
+        n_slots=0,
+        result=-1,
+        path=plan.path,
+        steps=sub.steps,
+        flops=plan.flops,
+        naive_flops=plan.naive_flops,
+        peak=sub.peak,
+        cost=plan.cost,
+        boolean=boolean,
+        slices=tuple(specs),
+    )

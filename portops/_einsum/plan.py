@@ -1,0 +1,448 @@
+"""Lower a parsed einsum equation to a short program of array-API primitives.
+
+Every operand is first reduced to distinct labels of size > 1 (diagonals of repeated
+labels, size-1 axes dropped, labels nobody else needs summed). Each pairwise step of
+the contraction path then becomes one batched ``matmul`` laid out as
+``(batch..., M, K) @ (batch..., K, N)``, or a broadcast multiply when nothing is
+contracted (or K is tiny). Inside each group the labels follow the operand's memory
+order, so the reshapes that merge them are views, and an operand whose unit-stride axis
+belongs to M (or, on the right, to K) is handed over as a transposed view that BLAS
+reads with its transpose flag instead of a copy.
+
+The program is a tuple of instructions over numbered slots (operands first, then
+intermediates); :mod:`portops._einsum.execute` runs it with a backend's primitives.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from .parse import Equation
+
+__all__ = ["Plan", "SliceSpec", "Step", "build", "sizes_of"]
+
+# Cost model, in units of one multiply-add of a BLAS GEMM: moving one element (a copy
+# made by a transpose that cannot be a view, or writing a result) costs far more than a
+# GEMM flop, and an elementwise multiply-and-sum flop runs at memory speed.
+COPY_COST = 64.0
+WRITE_COST = 16.0
+ELEMENTWISE_COST = 16.0
+# Multiply-and-sum instead of matmul for batched dot products (M*N this small, batch
+# this large): BLAS would make one tiny GEMV call per batch entry, while the broadcast
+# temporary is no larger than the operands.
+SMALL_MN = 2
+MANY_BATCH = 16
+
+
+class Step(NamedTuple):
+    """One step of a plan, as shown by :func:`portops.einsum_path`."""
+
+    kind: str
+    operands: tuple[int, ...]
+    equation: str
+    batch: int
+    m: int
+    n: int
+    k: int
+    flops: int
+    result: int  # elements of the step's result (0 when it is the einsum's output)
+    copies: int  # elements copied to make operands matmul-ready
+    temporary: int  # largest temporary (elements) made inside the step
+    peak_labels: tuple[int, ...]  # labels of the largest array the step makes
+
+
+class SliceSpec(NamedTuple):
+    """Chunking of one label to honour ``memory_limit``."""
+
+    label: int
+    size: int
+    chunk: int
+    operand_axes: tuple[tuple[int, ...], ...]  # per operand, the axes carrying the label
+    output_axis: int | None  # None: the label is summed, so chunks are added
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A lowered einsum: instructions over slots, plus what the report needs."""
+
+    equation: Equation
+    shapes: tuple[tuple[int, ...], ...]
+    instructions: tuple[tuple[Any, ...], ...]
+    n_slots: int
+    result: int
+    path: tuple[tuple[int, ...], ...]
+    steps: tuple[Step, ...]
+    flops: int
+    naive_flops: int
+    peak: int
+    cost: float
+    boolean: bool
+    slices: tuple[SliceSpec, ...] = field(default=())
+
+
+class _Value:
+    """Planning-time view of one slot: its labels in axis order and in memory order."""
+
+    __slots__ = ("labels", "mem")
+
+    def __init__(self, labels: Sequence[int], mem: Sequence[int]) -> None:
+        self.labels = tuple(labels)
+        self.mem = tuple(mem)
+
+
+def sizes_of(eq: Equation, shapes: Sequence[Sequence[int]]) -> dict[int, int]:
+    """Size of each label; raise ValueError where operands disagree."""
+    sizes: dict[int, int] = {}
+    where: dict[int, int] = {}
+    for k, (labels, shape) in enumerate(zip(eq.inputs, shapes, strict=True)):
+        local: dict[int, int] = {}
+        for lab, d in zip(labels, shape, strict=True):
+            if lab in local and local[lab] != d:
+                raise ValueError(
+                    f"einsum: label {_name(lab)!r} is repeated in operand {k} with sizes "
+                    f"{local[lab]} and {d}; a repeated label (diagonal) needs equal sizes"
+                )
+            local[lab] = d
+            if d == 1:
+                sizes.setdefault(lab, 1)
+                continue
+            old = sizes.get(lab, 1)
+            if old not in (1, d):
+                raise ValueError(
+                    f"einsum: label {_name(lab)!r} has size {old} in operand {where[lab]} "
+                    f"but {d} in operand {k} (sizes must match or be 1)"
+                )
+            sizes[lab] = d
+            where.setdefault(lab, k)
+    return sizes
+
+
+def _name(lab: int) -> str:
+    from .parse import _label_name
+
+    return _label_name(lab)
+
+
+def _prod(xs: Sequence[int]) -> int:
+    return math.prod(xs) if xs else 1
+
+
+class _Builder:
+    def __init__(
+        self,
+        eq: Equation,
+        shapes: tuple[tuple[int, ...], ...],
+        orders: tuple[tuple[int, ...], ...],
+        boolean: bool,
+        names: dict[int, str],
+    ) -> None:
+        self.eq = eq
+        self.shapes = shapes
+        self.sizes = sizes_of(eq, shapes)
+        self.boolean = boolean
+        self.names = names
+        self.instr: list[tuple[Any, ...]] = []
+        self.steps: list[Step] = []
+        self.values: list[_Value] = []
+        self.cost = 0.0
+        self.peak = 0
+        self.flops = 0
+        for labels, order in zip(eq.inputs, orders, strict=True):
+            self.values.append(_Value(labels, [labels[a] for a in order]))
+
+    def eqstr(self, *terms: Sequence[int], out: Sequence[int]) -> str:
+        n = self.names
+        lhs = ",".join("".join(n[x] for x in t) for t in terms)
+        return f"{lhs}->{''.join(n[x] for x in out)}"
+
+    def size(self, labels: Sequence[int]) -> int:
+        return _prod([self.sizes[x] for x in labels])
+
+    def note(self, step: Step, final: bool) -> None:
+        self.steps.append(step)
+        self.flops += step.flops
+        peak = max(step.copies, step.temporary, 0 if final else step.result)
+        self.peak = max(self.peak, peak)
+
+    # -- unary preparation -------------------------------------------------------------
+    def prepare(self, k: int, needed_elsewhere: set[int]) -> None:
+        """Diagonals, size-1 axes and private sums of operand `k` (slot k)."""
+        v = self.values[k]
+        shape = self.shapes[k]
+        labels = list(v.labels)
+        # Diagonals: the diagonal axis goes last (what numpy/torch diagonal do).
+        for lab in dict.fromkeys(labels):
+            axes = tuple(i for i, x in enumerate(labels) if x == lab)
+            if len(axes) > 1:
+                self.instr.append(("diag", k, axes))
+                after = [x for i, x in enumerate(labels) if i not in axes] + [lab]
+                self.cost += WRITE_COST * shape[v.labels.index(lab)]
+                step = Step(
+                    "diagonal", (k,), self.eqstr(labels, out=after), 1, 0, 0, 0, 0, 0, 0, 0, ()
+                )
+                self.note(step, final=False)
+                labels = after
+        local_size = {x: shape[v.labels.index(x)] for x in labels}
+        # Size-1 axes: broadcast against the other operands (or size 1 everywhere).
+        keep = [x for x in labels if local_size[x] != 1]
+        if len(keep) != len(labels):
+            self.instr.append(("reshape", k, tuple(local_size[x] for x in keep)))
+            labels = keep
+        # Labels no other operand and not the output need: sum them now.
+        private = [i for i, x in enumerate(labels) if x not in needed_elsewhere]
+        if private:
+            op = "any" if self.boolean else "sum"
+            self.instr.append((op, k, tuple(private)))
+            total = self.size(labels)
+            after = [x for i, x in enumerate(labels) if i not in private]
+            self.cost += ELEMENTWISE_COST * total
+            alone = len(self.eq.inputs) == 1  # then the sum is the einsum's output
+            result = 0 if alone else self.size(after)
+            eqs = self.eqstr(labels, out=after)
+            step = Step("sum", (k,), eqs, 1, 0, 0, 0, total, result, 0, 0, tuple(after))
+            self.note(step, final=alone)
+            labels = after
+            mem = labels
+        else:
+            mem = [x for x in dict.fromkeys(reversed(v.mem)) if x in labels][::-1]
+        self.values[k] = _Value(labels, mem)
+
+    # -- pairwise steps ----------------------------------------------------------------
+    def contract(self, i: int, j: int, keep: set[int], final: bool, pos: tuple[int, int]) -> int:
+        """Emit the step contracting slots i and j; return the result's slot."""
+        a, b = self.values[i], self.values[j]
+        if final:
+            # Put first the operand owning the output's leading non-shared label, so
+            # the matmul writes the output in (or close to) the requested order.
+            shared = set(a.labels) & set(b.labels)
+            lead = [x for x in self.eq.output if x in keep and x not in shared]
+            if lead and lead[0] in b.labels:
+                i, j, a, b = j, i, b, a
+                pos = (pos[1], pos[0])
+        in_b = set(b.labels)
+        in_a = set(a.labels)
+        batch = [x for x in a.mem if x in in_b and x in keep]
+        ks = [x for x in a.mem if x in in_b and x not in keep]
+        ms = [x for x in a.mem if x not in in_b]
+        ns = [x for x in b.mem if x not in in_a]
+        if ks and self.size(b.labels) > self.size(a.labels):
+            ks = [x for x in b.mem if x in ks]
+        out_labels = batch + ms + ns
+        out = len(self.values)
+        bp, mp, np_, kp = self.size(batch), self.size(ms), self.size(ns), self.size(ks)
+        result = bp * mp * np_
+        eq = self.eqstr(a.labels, b.labels, out=out_labels)
+        bsh = tuple(self.sizes[x] for x in batch)
+        msh = tuple(self.sizes[x] for x in ms)
+        nsh = tuple(self.sizes[x] for x in ns)
+        if not ks or (mp * np_ <= SMALL_MN and bp >= MANY_BATCH):
+            # Broadcast multiply (and sum over a tiny K): (batch, M, N, K).
+            a_order = batch + ms + ks
+            b_order = batch + ns + ks
+            self._permute(i, a_order)
+            self._permute(j, b_order)
+            kk = (kp,) if ks else ()
+            self.instr.append(("reshape", i, bsh + msh + (1,) * len(ns) + kk))
+            self.instr.append(("reshape", j, bsh + (1,) * len(ms) + nsh + kk))
+            mul = "logical_and" if self.boolean else "mul"
+            self.instr.append((mul, i, j, out))
+            temp = result * kp
+            if ks:
+                self.instr.append(("any" if self.boolean else "sum", out, (len(out_labels),)))
+            self.cost += ELEMENTWISE_COST * temp * (2 if ks else 1) + WRITE_COST * result
+            self.values.append(_Value(out_labels, out_labels))
+            kind = "multiply-and-sum" if ks else "multiply"
+            self.note(
+                Step(
+                    kind,
+                    pos,
+                    eq,
+                    bp,
+                    mp,
+                    np_,
+                    kp,
+                    (2 if ks else 1) * temp,
+                    0 if final else result,
+                    0,
+                    temp if ks else 0,
+                    tuple(batch + ms + ns + ks) if ks else tuple(out_labels),
+                ),
+                final,
+            )
+            return out
+        # Batched matmul: (batch..., M, K) @ (batch..., K, N).
+        copies = 0
+        copy_labels: tuple[int, ...] = ()
+        a_copy = self._operand(i, batch, ms, ks, bsh, left=True)
+        b_copy = self._operand(j, batch, ks, ns, bsh, left=False)
+        for c, v in ((a_copy, a), (b_copy, b)):
+            if c:
+                copies += self.size(v.labels)
+                copy_labels = v.labels if len(v.labels) > len(copy_labels) else copy_labels
+        self.instr.append(("matmul_bool" if self.boolean else "matmul", i, j, out))
+        if len(ms) != 1 or len(ns) != 1:
+            self.instr.append(("reshape", out, bsh + msh + nsh))
+        flops = 2 * result * kp
+        self.cost += flops + COPY_COST * copies + WRITE_COST * result
+        self.values.append(_Value(out_labels, out_labels))
+        peak_labels = tuple(out_labels) if result >= copies else copy_labels
+        self.note(
+            Step(
+                "batched matmul",
+                pos,
+                eq,
+                bp,
+                mp,
+                np_,
+                kp,
+                flops,
+                0 if final else result,
+                copies,
+                copies,
+                peak_labels,
+            ),
+            final,
+        )
+        return out
+
+    def _permute(self, k: int, order: Sequence[int]) -> None:
+        labels = self.values[k].labels
+        perm = tuple(labels.index(x) for x in order)
+        if perm != tuple(range(len(perm))):
+            self.instr.append(("permute", k, perm))
+
+    def _operand(
+        self,
+        k: int,
+        batch: list[int],
+        rows: list[int],
+        cols: list[int],
+        bsh: tuple[int, ...],
+        *,
+        left: bool,
+    ) -> bool:
+        """Lay slot k out as (batch..., rows, cols); return whether that copies.
+
+        The left operand is (M, K), the right one (K, N). A transposed view is used
+        when the unit-stride axis belongs to the first group.
+        """
+        v = self.values[k]
+        inner = v.mem[-1] if v.mem else None
+
+        def runs(group: list[int]) -> bool:
+            if len(group) <= 1:
+                return True
+            idx = [v.mem.index(x) for x in group]
+            return idx == list(range(idx[0], idx[0] + len(group)))
+
+        views = runs(rows) and runs(cols)
+        rs = _prod([self.sizes[x] for x in rows])
+        cs = _prod([self.sizes[x] for x in cols])
+        if views and inner in rows:
+            # Unit stride in the first group: a transposed view, read by BLAS as is.
+            self._permute(k, batch + cols + rows)
+            if len(rows) != 1 or len(cols) != 1:
+                self.instr.append(("reshape", k, (*bsh, cs, rs)))
+            self.instr.append(("swap", k))
+            return False
+        self._permute(k, batch + rows + cols)
+        if len(rows) != 1 or len(cols) != 1:
+            self.instr.append(("reshape", k, (*bsh, rs, cs)))
+        return not (views and (inner is None or inner in cols))
+
+    # -- the whole plan ----------------------------------------------------------------
+    def run(self, path: Sequence[tuple[int, ...]]) -> tuple[int, tuple[tuple[int, ...], ...]]:
+        eq = self.eq
+        n = len(eq.inputs)
+        eff = [
+            {x for x, d in zip(lab, sh, strict=True) if d != 1}
+            for lab, sh in zip(eq.inputs, self.shapes, strict=True)
+        ]
+        out_set = set(eq.output)
+        for k in range(n):
+            others = set(out_set)
+            for o in range(n):
+                if o != k:
+                    others |= eff[o]
+            self.prepare(k, others)
+        slots = list(range(n))
+        used_path: list[tuple[int, ...]] = []
+        for step_no, contraction in enumerate(path):
+            idx = tuple(sorted(contraction, reverse=True))
+            taken = [slots.pop(p) for p in idx]
+            used_path.append(tuple(contraction))
+            last = step_no == len(path) - 1
+            while len(taken) > 1:
+                x, y = taken.pop(), taken.pop()
+                keep = set(out_set)
+                for s in slots + taken:
+                    keep |= set(self.values[s].labels)
+                final = last and not taken
+                taken.append(self.contract(x, y, keep, final, (x, y)))
+            slots.append(taken[0])
+        (res,) = slots
+        final_labels = self.values[res].labels
+        out_big = [x for x in eq.output if self.sizes[x] != 1]
+        perm = tuple(final_labels.index(x) for x in out_big)
+        if perm != tuple(range(len(perm))):
+            self.instr.append(("permute", res, perm))
+            eqs = self.eqstr(final_labels, out=out_big)
+            self.steps.append(Step("transpose", (res,), eqs, 1, 0, 0, 0, 0, 0, 0, 0, ()))
+        if len(out_big) != len(eq.output):
+            self.instr.append(("reshape", res, tuple(self.sizes[x] for x in eq.output)))
+        return res, tuple(used_path)
+
+
+def _naive_flops(eq: Equation, sizes: dict[int, int]) -> int:
+    labels = {x for t in eq.inputs for x in t}
+    return _prod([sizes[x] for x in labels]) * max(1, len(eq.inputs))
+
+
+def build(
+    eq: Equation,
+    shapes: tuple[tuple[int, ...], ...],
+    orders: tuple[tuple[int, ...], ...],
+    boolean: bool,
+    path: Sequence[tuple[int, ...]],
+    names: dict[int, str],
+) -> Plan:
+    """Lower `eq` along `path` (numpy's format: positions in the shrinking list)."""
+    b = _Builder(eq, shapes, orders, boolean, names)
+    res, used = b.run(path)
+    return Plan(
+        equation=eq,
+        shapes=shapes,
+        instructions=tuple(b.instr),
+        n_slots=len(b.values),
+        result=res,
+        path=used,
+        steps=tuple(b.steps),
+        flops=b.flops,
+        naive_flops=_naive_flops(eq, b.sizes),
+        peak=b.peak,
+        cost=b.cost,
+        boolean=boolean,
+    )
+
+
+def effective_labels(eq: Equation, shapes: Sequence[Sequence[int]]) -> list[set[int]]:
+    """Labels of size > 1 of each operand (what the path finder sees)."""
+    return [
+        {x for x, d in zip(lab, sh, strict=True) if d != 1}
+        for lab, sh in zip(eq.inputs, shapes, strict=True)
+    ]
+
+
+def all_paths(n: int) -> list[list[tuple[int, int]]]:
+    """Every sequence of pairwise contractions of `n` operands (numpy's format)."""
+    if n <= 1:
+        return [[]]
+    found = []
+    for i, j in itertools.combinations(range(n), 2):
+        for rest in all_paths(n - 1):
+            found.append([(i, j), *rest])
+    return found

@@ -1,0 +1,426 @@
+"""portops.einsum against numpy.einsum on every backend and every implementation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from backends import Backend, assert_matches
+from einsum_cases import CASES, DTYPES, case_id, make_operands, random_cases
+
+import portops
+
+# Implementations registered per library, reached with portops.prefer.
+IMPLEMENTATIONS = {
+    "numpy": ("numpy_matmul", "numpy_einsum", "generic"),
+    "torch": ("torch_matmul", "torch_einsum", "generic"),
+}
+
+
+def _implementations(backend: Backend) -> tuple[str, ...]:
+    return IMPLEMENTATIONS.get(backend.library, ("generic",))
+
+
+def _native_refuses(impl: str, dtype: str, backend: Backend) -> bool:
+    """Native einsums that refuse a dtype (their ``applies`` says so)."""
+    return impl == "torch_einsum" and dtype == "bool"
+
+
+def _check(backend: Backend, eq: str, arrays: list[np.ndarray], **kw: object) -> None:
+    expected = np.einsum(eq, *arrays)
+    got = portops.einsum(eq, *[backend.asarray(a) for a in arrays], **kw)
+    assert_matches(backend, got, np.asarray(expected))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cases_match_numpy(backend: Backend, case: tuple, dtype: str) -> None:
+    eq, shapes = case
+    rng = np.random.default_rng(0)
+    _check(backend, eq, make_operands(shapes, dtype, rng))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_every_implementation_matches_numpy(backend: Backend, case: tuple) -> None:
+    eq, shapes = case
+    rng = np.random.default_rng(1)
+    for dtype in ("float64", "complex128", "int64", "bool"):
+        arrays = make_operands(shapes, dtype, rng)
+        for impl in _implementations(backend):
+            if _native_refuses(impl, dtype, backend):
+                continue
+            with portops.prefer(einsum=impl):
+                _check(backend, eq, arrays)
+
+
+def test_random_equations_match_numpy(backend: Backend) -> None:
+    """Several hundred seeded random equations, on every implementation."""
+    cases = random_cases(seed=2024, count=300 if backend.library == "numpy" else 120)
+    rng = np.random.default_rng(3)
+    for k, (eq, shapes) in enumerate(cases):
+        dtype = ("float64", "int64", "complex128", "bool")[k % 4]
+        arrays = make_operands(shapes, dtype, rng)
+        for impl in _implementations(backend):
+            if _native_refuses(impl, dtype, backend):
+                continue
+            with portops.prefer(einsum=impl):
+                try:
+                    _check(backend, eq, arrays)
+                except Exception as exc:
+                    raise AssertionError(f"{impl} on {eq!r} {shapes} {dtype}: {exc}") from exc
+
+
+@pytest.mark.parametrize(
+    "optimize", ["auto", True, False, "greedy", "optimal", "dp", [(1, 2), (0, 1)]]
+)
+def test_optimize_choices(backend: Backend, optimize: object) -> None:
+    rng = np.random.default_rng(4)
+    arrays = make_operands(((3, 4), (4, 5), (5, 2)), "float64", rng)
+    _check(backend, "ij,jk,kl->il", arrays, optimize=optimize)
+
+
+def test_mixed_dtypes_follow_numpy(backend: Backend) -> None:
+    rng = np.random.default_rng(5)
+    a = make_operands(((3, 4),), "int32", rng)[0]
+    b = make_operands(((4,),), "float32", rng)[0]
+    expected = np.einsum("ij,j->i", a, b)
+    got = portops.einsum("ij,j->i", backend.asarray(a), backend.asarray(b))
+    assert_matches(backend, got, expected)
+
+
+def test_float32_keeps_dtype(backend: Backend) -> None:
+    rng = np.random.default_rng(6)
+    arrays = make_operands(((2, 3, 4, 5), (2, 3, 6, 5)), "float32", rng)
+    _check(backend, "bnid,bnjd->bnij", arrays)
+
+
+def test_sublist_format(backend: Backend) -> None:
+    rng = np.random.default_rng(7)
+    a, b = make_operands(((3, 4), (4, 5)), "float64", rng)
+    expected = np.einsum(a, [0, 1], b, [1, 2], [2, 0])
+    got = portops.einsum(backend.asarray(a), [0, 1], backend.asarray(b), [1, 2], [2, 0])
+    assert_matches(backend, got, expected)
+    implicit = portops.einsum(backend.asarray(a), [Ellipsis, 1])
+    assert_matches(backend, implicit, np.einsum(a, [Ellipsis, 1]))
+
+
+def test_sublist_format_with_many_labels() -> None:
+    """More labels than numpy's 52 letters: numpy cannot, portops can."""
+    shape = (1,) * 55 + (2, 3)
+    a = np.random.default_rng(8).uniform(size=shape)
+    labels = list(range(100, 157))
+    got = portops.einsum(a, labels, [labels[-1], labels[0]])
+    np.testing.assert_allclose(got, a.reshape(2, 3).sum(axis=0).reshape(3, 1))
+    with portops.prefer(einsum="generic"):
+        np.testing.assert_allclose(
+            portops.einsum(a, labels, [labels[-1], labels[0]]), got, rtol=1e-14
+        )
+
+
+# -- gradients ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "eq,shapes",
+    [
+        ("bnid,bnjd->bnij", ((2, 2, 3, 4), (2, 2, 2, 4))),
+        ("bind,jnd->bnij", ((2, 3, 2, 4), (2, 2, 4))),
+        ("ii,ij->j", ((3, 3), (3, 2))),
+        ("ij,jk,kl->il", ((2, 3), (3, 4), (4, 2))),
+        ("i,j->ij", ((3,), (2,))),
+    ],
+)
+def test_torch_gradcheck(eq: str, shapes: tuple) -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    tensors = [
+        torch.from_numpy(a).requires_grad_(True) for a in make_operands(shapes, "float64", rng)
+    ]
+    for impl in ("torch_matmul", "generic"):
+        with portops.prefer(einsum=impl):
+            assert torch.autograd.gradcheck(lambda *t: portops.einsum(eq, *t), tensors)
+
+
+def test_jax_grad_and_jit() -> None:
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(10)
+    a, b = (jnp.asarray(x) for x in make_operands(((2, 3, 2, 4), (2, 2, 4)), "float64", rng))
+
+    def loss(x, y):
+        return jnp.sum(portops.einsum("bind,jnd->bnij", x, y) ** 2)
+
+    def ref(x, y):
+        return jnp.sum(jnp.einsum("bind,jnd->bnij", x, y) ** 2)
+
+    for got, want in zip(
+        jax.grad(loss, argnums=(0, 1))(a, b), jax.grad(ref, argnums=(0, 1))(a, b), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12)
+    jitted = jax.jit(lambda x, y: portops.einsum("bind,jnd->bnij", x, y))
+    np.testing.assert_allclose(
+        np.asarray(jitted(a, b)), np.einsum("bind,jnd->bnij", np.asarray(a), np.asarray(b))
+    )
+
+
+def test_torch_compile() -> None:
+    # Not fullgraph: the dispatch registry's ContextVar (portops.prefer) is opaque to
+    # dynamo and breaks the graph there; the einsum lowering itself is plain torch.
+    torch = pytest.importorskip("torch")
+    a, b = torch.randn(2, 5, 3, 4), torch.randn(6, 3, 4)
+    portops.einsum("bind,jnd->bnij", a, b)  # planning (locks, caches) happens eagerly
+    compiled = torch.compile(lambda x, y: portops.einsum("bind,jnd->bnij", x, y))
+    torch.testing.assert_close(compiled(a, b), torch.einsum("bind,jnd->bnij", a, b))
+
+
+# -- laziness, views, inputs -------------------------------------------------------------
+
+
+def test_dask_stays_lazy() -> None:
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("einsum computed a dask array")
+
+    rng = np.random.default_rng(11)
+    arrays = make_operands(((4, 3, 3), (3, 5), (5, 2)), "float64", rng)
+    lazy = [da.from_array(a, chunks=2) for a in arrays]
+    with dask.config.set(scheduler=refuse):
+        got = portops.einsum("bii,ij,jk->bk", *lazy)
+        path, _ = portops.einsum_path("bii,ij,jk->bk", *lazy)
+    assert isinstance(got, da.Array)
+    assert path[0] == "einsum_path"
+    np.testing.assert_allclose(got.compute(), np.einsum("bii,ij,jk->bk", *arrays))
+
+
+def test_inputs_not_modified(backend: Backend) -> None:
+    rng = np.random.default_rng(12)
+    arrays = make_operands(((3, 3, 4), (4, 5)), "float64", rng)
+    copies = [a.copy() for a in arrays]
+    inputs = [backend.asarray(a) for a in arrays]
+    portops.einsum("iij,jk->ik", *inputs)
+    for x, c in zip(inputs, copies, strict=True):
+        np.testing.assert_array_equal(backend.to_numpy(x), c)
+
+
+# -- memory_limit --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "eq,shapes,limit",
+    [
+        ("ij,jk,kl->il", ((6, 40), (40, 30), (30, 5)), 50),  # intermediate 6x30 > 50
+        ("bij,bjk->bik", ((4, 3, 2), (4, 2, 3)), 10),  # multiply-and-sum temporary
+        ("ij,jk,kl->", ((5, 8), (8, 7), (7, 6)), 3),
+        ("ab,bc,cd->ad", ((3, 20), (20, 20), (20, 3)), 7),
+    ],
+)
+def test_memory_limit_is_honoured(backend: Backend, eq: str, shapes: tuple, limit: int) -> None:
+    rng = np.random.default_rng(13)
+    arrays = make_operands(shapes, "float64", rng)
+    inputs = [backend.asarray(a) for a in arrays]
+    _, report = portops.einsum_path(eq, *inputs, memory_limit=limit)
+    peak = int(float(report.split("Largest intermediate:")[1].split()[0]))
+    assert peak <= limit, report
+    _check(backend, eq, arrays, memory_limit=limit)
+
+
+def test_memory_limit_reports_chunking() -> None:
+    a, b, c = (np.ones(s) for s in ((6, 40), (40, 30), (30, 5)))
+    _, report = portops.einsum_path("ij,jk,kl->il", a, b, c, memory_limit=20)
+    assert "Chunked over label" in report
+
+
+# -- einsum_path -----------------------------------------------------------------------------
+
+
+def test_einsum_path_report_and_reuse(backend: Backend) -> None:
+    rng = np.random.default_rng(14)
+    arrays = make_operands(((2, 4, 3, 5), (2, 6, 3, 5), (6, 7)), "float64", rng)
+    inputs = [backend.asarray(a) for a in arrays]
+    path, report = portops.einsum_path("bind,bjnd,jk->bnik", *inputs)
+    assert path[0] == "einsum_path" and len(path) == 3
+    for word in ("batched matmul", "FLOPs", "Largest intermediate", "bind,bjnd,jk->bnik"):
+        assert word in report
+    _check(backend, "bind,bjnd,jk->bnik", arrays, optimize=path)
+
+
+def test_einsum_path_reports_kinds() -> None:
+    _, report = portops.einsum_path("ii,i,j->ji", np.ones((3, 3)), np.ones(3), np.ones(2))
+    assert "diagonal" in report and "multiply" in report
+    _, report = portops.einsum_path("ij->ji", np.ones((3, 2)))
+    assert "transpose" in report
+
+
+def test_transposed_operands_are_not_copied() -> None:
+    """The issue-18043 layout needs no copy: BLAS reads the transposed views."""
+    a, b = np.ones((4, 5, 2, 6), np.float32), np.ones((4, 7, 2, 6), np.float32)
+    _, report = portops.einsum_path("bind,bjnd->bnij", a, b, optimize=False)
+    row = [line for line in report.splitlines() if "batched matmul" in line]
+    assert row and row[0].split()[-1] == "0", report
+
+
+def test_plan_is_cached() -> None:
+    import importlib
+
+    einsum_module = importlib.import_module("portops.einsum")
+
+    a, b = np.ones((3, 4)), np.ones((4, 5))
+    portops.einsum("ij,jk->ik", a, b)
+    n = len(einsum_module._cache)
+    portops.einsum("ij,jk->ik", a + 1, b)
+    assert len(einsum_module._cache) == n
+
+
+def test_threads_share_the_cache() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(15)
+    jobs = [make_operands(((k, 3), (3, k + 1)), "float64", rng) for k in range(2, 30)]
+
+    def work(ab: list[np.ndarray]) -> bool:
+        for _ in range(5):
+            if not np.allclose(portops.einsum("ij,jk->ik", *ab), ab[0] @ ab[1]):
+                return False
+        return True
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, jobs * 3))
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "eq,shapes,match",
+    [
+        ("ij,jk->ik", ((3, 4), (5, 6)), "label 'j' has size 4 in operand 0 but 5 in operand 1"),
+        ("ij,jk->ik", ((3, 4, 5), (4, 6)), "operand 0 has 3 dimension.*too few labels"),
+        ("ijk,jk->ik", ((3, 4), (4, 6)), "operand 0 has 2 dimension.*too many labels"),
+        ("ij,jk->iz", ((3, 4), (4, 6)), "output label 'z' does not appear"),
+        ("ij,jk->ii", ((3, 4), (4, 6)), "output label 'i' appears more than once"),
+        ("ij,jk->ik->i", ((3, 4), (4, 6)), "'->' more than once"),
+        ("ij,j-k", ((3, 4), (4, 6)), "stray '-' or '>'"),
+        ("i1,jk", ((3, 4), (4, 6)), "invalid character '1'"),
+        ("i.j,jk", ((3, 4), (4, 6)), "invalid character '.'"),
+        ("ij,jk,kl", ((3, 4), (4, 6)), "describe 3 operand.*2 were given"),
+        ("ij", ((3, 4), (4, 6)), "describe 1 operand.*2 were given"),
+        ("......i", ((3,),), "more than one ellipsis"),
+        ("...i->i", ((2, 3),), "no '...' but the ellipsis covers 1"),
+        ("ii->i", ((3, 4),), "repeated in operand 0 with sizes 3 and 4"),
+    ],
+)
+def test_malformed_subscripts_raise(backend: Backend, eq: str, shapes: tuple, match: str) -> None:
+    inputs = [backend.asarray(np.ones(s)) for s in shapes]
+    with pytest.raises(ValueError, match=match):
+        portops.einsum(eq, *inputs)
+
+
+def test_argument_type_errors() -> None:
+    a = np.ones((2, 2))
+    with pytest.raises(TypeError, match="operand 1 must be an array"):
+        portops.einsum("ij,jk", a, [[1.0, 2.0]])
+    with pytest.raises(TypeError, match="subscripts must be a string"):
+        portops.einsum(3, a)
+    with pytest.raises(ValueError, match="at least one operand"):
+        portops.einsum("ij")
+    with pytest.raises(TypeError, match="memory_limit must be a positive integer"):
+        portops.einsum("ij", a, memory_limit=2.5)
+    with pytest.raises(ValueError, match="memory_limit must be a positive integer"):
+        portops.einsum("ij", a, memory_limit=0)
+    with pytest.raises(ValueError, match="unknown optimize='fastest'"):
+        portops.einsum("ij", a, optimize="fastest")
+    with pytest.raises(TypeError, match="optimize must be"):
+        portops.einsum("ij", a, optimize=3)
+    with pytest.raises(ValueError, match="invalid contraction"):
+        portops.einsum("ij,jk", a, a, optimize=[(0, 5)])
+    with pytest.raises(TypeError, match="sublist 0 must contain integers"):
+        portops.einsum(a, ["i", "j"])
+    with pytest.raises(ValueError, match="negative label"):
+        portops.einsum(a, [0, -1])
+
+
+def test_mixed_libraries_raise() -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="two array libraries"):
+        portops.einsum("ij,jk", np.ones((2, 2)), torch.ones(2, 2))
+
+
+def test_explain_and_implementations_cover_einsum() -> None:
+    names = {i["name"] for i in portops.implementations("einsum")}
+    assert {"generic", "numpy_matmul", "numpy_einsum"} <= names
+    text = portops.explain("einsum", "ij,jk", np.ones((2, 3)), np.ones((3, 4)))
+    assert "-> numpy_matmul" in text
+
+
+# -- layouts: the plan depends on strides, so views must work too --------------------------
+
+
+@pytest.mark.parametrize(
+    "eq,shape_a,perm_a,shape_b,perm_b",
+    [
+        ("ij,jk->ik", (3, 4), (1, 0), (5, 3), (1, 0)),
+        ("bnid,bnjd->bnij", (2, 5, 3, 4), (0, 2, 1, 3), (2, 6, 4, 3), (0, 3, 1, 2)),
+        ("bind,jnd->bnij", (4, 2, 3, 5), (1, 3, 2, 0), (4, 3, 6), (2, 1, 0)),
+        ("ijk,jkl->il", (2, 3, 4), (2, 1, 0), (2, 3, 5), (1, 0, 2)),
+    ],
+)
+def test_transposed_views_match_numpy(
+    backend: Backend, eq: str, shape_a: tuple, perm_a: tuple, shape_b: tuple, perm_b: tuple
+) -> None:
+    rng = np.random.default_rng(16)
+    a, b = make_operands((shape_a, shape_b), "float64", rng)
+    xp = backend.xp
+    va = xp.permute_dims(backend.asarray(a), perm_a)
+    vb = xp.permute_dims(backend.asarray(b), perm_b)
+    expected = np.einsum(eq, a.transpose(perm_a), b.transpose(perm_b))
+    for impl in _implementations(backend):
+        with portops.prefer(einsum=impl):
+            assert_matches(backend, portops.einsum(eq, va, vb), expected)
+
+
+def test_numpy_strided_and_reversed_views() -> None:
+    rng = np.random.default_rng(17)
+    a = rng.uniform(size=(8, 10, 6))[::2, ::-1, 1::2]
+    b = rng.uniform(size=(3, 7, 6))[:, ::2, ::-2]
+    np.testing.assert_allclose(
+        portops.einsum("bij,jkl->bikl", a, b), np.einsum("bij,jkl->bikl", a, b), rtol=1e-12
+    )
+    c = np.asfortranarray(rng.uniform(size=(6, 5)))
+    np.testing.assert_allclose(portops.einsum("ij,jk->ik", c, c.T), c @ c.T, rtol=1e-12)
+
+
+def test_torch_integer_matmul_fallback() -> None:
+    """The CUDA path for integers (GEMMs refuse them), checked on CPU tensors."""
+    torch = pytest.importorskip("torch")
+    from portops._backends.torch.einsum import integer_matmul
+
+    a = torch.randint(-5, 5, (2, 3, 4))
+    b = torch.randint(-5, 5, (2, 4, 6))
+    got = integer_matmul(a, b)
+    assert got.dtype == torch.int64
+    assert torch.equal(got, torch.matmul(a, b))
+
+
+def test_torch_loop_over_unmergeable_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bind,bjnd->bnij`` on torch CPU loops over b instead of copying both operands."""
+    torch = pytest.importorskip("torch")
+    from portops._backends.torch import einsum as torch_einsum
+
+    monkeypatch.setattr(torch_einsum, "LOOP_MIN_FLOPS", 1)
+    calls = []
+    real = torch_einsum._loop_first_batch_axis
+    monkeypatch.setattr(
+        torch_einsum, "_loop_first_batch_axis", lambda a, b: calls.append(1) or real(a, b)
+    )
+    rng = np.random.default_rng(18)
+    a, b = make_operands(((3, 4, 2, 5), (3, 6, 2, 5)), "float64", rng)
+    ta = torch.from_numpy(a).requires_grad_(True)
+    tb = torch.from_numpy(b).requires_grad_(True)
+    assert real(ta.permute(0, 2, 1, 3), tb.permute(0, 2, 3, 1))
+    got = portops.einsum("bind,bjnd->bnij", ta, tb)
+    assert calls
+    np.testing.assert_allclose(got.detach().numpy(), np.einsum("bind,bjnd->bnij", a, b))
+    assert torch.autograd.gradcheck(lambda x, y: portops.einsum("bind,bjnd->bnij", x, y), (ta, tb))
