@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import array_api_compat as compat
@@ -80,10 +81,14 @@ def adjoint(a: ShiftSumArgs) -> Any:
     return x
 
 
-def overlap(a: ShiftSumArgs) -> Any:
+Kernel = Callable[[ShiftSumArgs], Any]
+
+
+def overlap(a: ShiftSumArgs, forward_impl: Kernel = forward) -> Any:
     """``Phi = sum_c shift_c(|mask_c|^2)``, shaped to broadcast against ``y``.
 
-    Without a mask it is the number of channels that reach each position.
+    Without a mask it is the number of channels that reach each position. Backends
+    pass their own forward kernel, which computes ``Phi`` as fast as the operator.
     """
     y, offsets, ax, cax, mask, _, xp = a
     width = y.shape[ax] - max(offsets)
@@ -101,7 +106,7 @@ def overlap(a: ShiftSumArgs) -> Any:
         m2 = xp.astype(m2, xp.result_type(m2.dtype, real), copy=False)
         full = [max(s, t) for s, t in zip(m2.shape, shape, strict=True)]
         m2 = xp.broadcast_to(m2, tuple(full))
-    return forward(ShiftSumArgs(m2, offsets, ax, cax, None, True, xp))
+    return forward_impl(ShiftSumArgs(m2, offsets, ax, cax, None, True, xp))
 
 
 def divide_where_positive(xp: Any, y: Any, phi: Any) -> Any:
@@ -110,13 +115,16 @@ def divide_where_positive(xp: Any, y: Any, phi: Any) -> Any:
     return xp.where(positive, y / xp.where(positive, phi, xp.ones_like(phi)), xp.zeros_like(y))
 
 
-def pinv(a: ShiftSumArgs) -> Any:
-    """``A^H (y / Phi)``: exact because ``A A^H`` is diagonal."""
+def pinv(a: ShiftSumArgs, forward_impl: Kernel = forward, adjoint_impl: Kernel = adjoint) -> Any:
+    """``A^H (y / Phi)``: exact because ``A A^H`` is diagonal.
+
+    Backends pass their own forward and adjoint kernels.
+    """
     xp = a.xp
-    z = divide_where_positive(xp, a.array, overlap(a))
+    z = divide_where_positive(xp, a.array, overlap(a, forward_impl))
     if a.mask is None:
         z = xp.astype(z, a.array.dtype, copy=False)
-    return adjoint(a._replace(array=z))
+    return adjoint_impl(a._replace(array=z))
 
 
 _GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"

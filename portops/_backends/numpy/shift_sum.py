@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import _dispatch
-from ..._generic.shift_sum import divide_where_positive
+from ..._generic import shift_sum as generic
 from ...shift_sum import ShiftSumArgs, accumulation_dtype
 
 # Elements of output per block: fits a 1-2 MiB L2 with the scratch beside it.
@@ -342,29 +342,9 @@ def adjoint(a: ShiftSumArgs, y: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-def overlap(a: ShiftSumArgs) -> np.ndarray:
-    """``Phi = sum_c shift_c(|mask_c|^2)`` shaped to broadcast against ``y``."""
-    y = a.array
-    width = y.shape[a.axis] - max(a.offsets)
-    real = np.abs(np.empty(0, dtype=y.dtype)).dtype
-    shape = [1] * y.ndim
-    shape[a.channel_axis], shape[a.axis] = len(a.offsets), width
-    if a.mask is None:
-        m2 = np.ones(shape, dtype=real)
-    else:
-        m2 = np.abs(a.mask) ** 2 if np.iscomplexobj(a.mask) else a.mask * a.mask
-        m2 = m2.astype(np.result_type(m2, real), copy=False)
-        full = [max(s, t) for s, t in zip(m2.shape, shape, strict=True)]
-        m2 = np.broadcast_to(m2, full)
-    return forward(ShiftSumArgs(m2, a.offsets, a.axis, a.channel_axis, None, True, np))
-
-
 def pinv(a: ShiftSumArgs) -> np.ndarray:
     """``A^H (y / Phi)``, with ``Phi`` from the same blocked forward."""
-    z = divide_where_positive(np, np.asarray(a.array), overlap(a))
-    if a.mask is None:
-        z = z.astype(a.array.dtype, copy=False)
-    return adjoint(a, z)
+    return generic.pinv(a, forward, adjoint)
 
 
 def add_at(a: ShiftSumArgs) -> np.ndarray:

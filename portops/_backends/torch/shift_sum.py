@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ... import _dispatch
+from ..._generic import shift_sum as generic
 from ...shift_sum import ShiftSumArgs
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -244,31 +245,9 @@ def adjoint(a: ShiftSumArgs) -> torch.Tensor:
     return op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
 
 
-def overlap(a: ShiftSumArgs) -> torch.Tensor:
-    """``Phi = sum_c shift_c(|mask_c|^2)``, broadcasting against ``y``."""
-    y, offsets, ax, cax, mask = a.array, list(a.offsets), a.axis, a.channel_axis, a.mask
-    shape = [1] * y.ndim
-    shape[cax], shape[ax] = len(offsets), y.shape[ax] - max(offsets)
-    real = y.real.dtype if y.is_complex() else y.dtype
-    if mask is None:
-        m2 = torch.ones(shape, dtype=real, device=y.device)
-    else:
-        m2 = (mask.abs() ** 2 if mask.is_complex() else mask * mask).to(
-            torch.promote_types(mask.real.dtype if mask.is_complex() else mask.dtype, real)
-        )
-        m2 = m2.expand([max(s, t) for s, t in zip(m2.shape, shape, strict=True)])
-    return shift_sum_op(m2, offsets, ax, cax, None)
-
-
 def pinv(a: ShiftSumArgs) -> torch.Tensor:
     """``A^H (y / Phi)`` from the two custom ops; differentiable in ``y`` and ``mask``."""
-    y = a.array
-    phi = overlap(a)
-    positive = phi > 0
-    z = torch.where(positive, y / torch.where(positive, phi, torch.ones_like(phi)), 0)
-    if a.mask is None:
-        z = z.to(y.dtype)
-    return adjoint(a._replace(array=z))
+    return generic.pinv(a, forward, adjoint)
 
 
 def scatter_add(a: ShiftSumArgs) -> torch.Tensor:

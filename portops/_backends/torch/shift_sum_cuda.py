@@ -25,6 +25,8 @@ from typing import Any
 import torch
 
 from ... import _dispatch
+from ..._arrays import namespace_of
+from ..._generic import shift_sum as generic
 from ...shift_sum import ShiftSumArgs
 from . import shift_sum as ops
 
@@ -82,7 +84,8 @@ def _adjoint_cuda(
 def _pinv_composed(
     y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    return ops.pinv(ShiftSumArgs(y, tuple(offsets), axis, channel_axis, mask, True, None))
+    a = ShiftSumArgs(y, tuple(offsets), axis, channel_axis, mask, True, namespace_of(y))
+    return ops.pinv(a)
 
 
 @torch.library.custom_op("portops::shift_sum_pinv", mutates_args=())
@@ -131,10 +134,9 @@ def _pinv_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         )
     args = (ctx.offsets, ctx.axis, ctx.channel_axis)
     u = ops.shift_sum_op(grad, *args, mask)
-    phi = ops.overlap(ShiftSumArgs(u, tuple(ctx.offsets), ctx.axis, ctx.channel_axis, mask,
-                                   True, None))  # fmt: skip
-    positive = phi > 0
-    grad_y = torch.where(positive, u / torch.where(positive, phi, torch.ones_like(phi)), 0)
+    xp = namespace_of(u)
+    a = ShiftSumArgs(u, tuple(ctx.offsets), ctx.axis, ctx.channel_axis, mask, True, xp)
+    grad_y = generic.divide_where_positive(xp, u, generic.overlap(a, ops.forward))
     return grad_y.to(ctx.y_dtype), None, None, None, None
 
 
