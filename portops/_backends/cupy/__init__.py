@@ -1,0 +1,1 @@
+"""CuPy specialisations (each module registers the implementations it defines)."""

@@ -1,0 +1,67 @@
+"""vecdot on NumPy: the ``vecdot`` gufunc where its inner loop is fast, else ``einsum``.
+
+Measured on a 2-core AMD EPYC (float32): ``np.vecdot`` runs at the memory-bandwidth
+limit when the contracted axis is unit-stride and long, but its inner loop is called
+once per vector, so it is 70x slower than ``einsum`` along a strided axis (4096x4096,
+axis 0: 213 ms vs 3.2 ms) and 2x slower for short vectors (length 16). ``einsum``
+iterates over the whole broadcast shape instead. Both take no product temporary.
+The torch CPU specialisation calls :func:`vecdot_numpy` on zero-copy views.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import _dispatch
+from ...vecdot import VecdotArgs
+
+# Below this length the per-vector call of np.vecdot's inner loop dominates.
+SHORT = 32
+_HAS_VECDOT = hasattr(np, "vecdot")  # NumPy >= 2.0
+
+
+def _unit_stride(x: np.ndarray, axis: int) -> bool:
+    return x.shape[axis] <= 1 or x.strides[axis] == x.itemsize
+
+
+def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int) -> Any:
+    if x1.dtype.kind == "c":
+        x1 = np.conj(x1)
+    if axis != -1:
+        x1 = np.moveaxis(x1, axis, -1)
+        x2 = np.moveaxis(x2, axis, -1)
+    dtype = np.result_type(x1, x2)
+    if dtype == np.float16:
+        # einsum would accumulate into a float16 output; sum in float32 instead.
+        r = np.einsum("...i,...i->...", x1, x2, dtype=np.float32)
+        return np.asarray(r).astype(np.float16)
+    return np.einsum("...i,...i->...", x1, x2)
+
+
+def vecdot_numpy(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool) -> np.ndarray:
+    """vecdot of NumPy arrays with a negative, validated `axis`; always an ndarray.
+
+    ``np.vecdot`` already multiplies and sums float16 in float32.
+    """
+    if (
+        _HAS_VECDOT
+        and x1.shape[axis] >= SHORT
+        and _unit_stride(x1, axis)
+        and _unit_stride(x2, axis)
+    ):
+        r = np.vecdot(x1, x2, axis=axis)  # type: ignore[call-overload]  # stubs lack axis
+    else:
+        r = _einsum(x1, x2, axis)
+    if keepdims:
+        r = np.expand_dims(r, axis)
+    return r if type(r) is np.ndarray else np.asarray(r)
+
+
+def _numpy(a: VecdotArgs) -> np.ndarray:
+    """np.vecdot for long unit-stride vectors, einsum otherwise (no product temporary)."""
+    return vecdot_numpy(a.x1, a.x2, a.axis, a.keepdims)
+
+
+_dispatch.register("vecdot", "numpy", libraries=("numpy",), devices=("cpu",), priority=10)(_numpy)
