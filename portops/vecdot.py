@@ -11,7 +11,7 @@ import operator
 from typing import Any, NamedTuple
 
 from . import _dispatch
-from ._arrays import NUMPY, TORCH, inspect_arrays
+from ._arrays import NUMPY, TORCH, inspect_arrays, library_of, namespace_of
 
 __all__ = ["VecdotArgs", "vecdot"]
 
@@ -30,22 +30,24 @@ class VecdotArgs(NamedTuple):
     xp: Any
 
 
+_torch_bool: Any = None  # torch.bool, looked up once a tensor has been seen
+
+
 def _check_numeric(library: str, xp: Any, x: Any, name: str) -> None:
     dtype = x.dtype
     if library == NUMPY:
         ok = dtype.kind in "iufc"
     elif library == TORCH:
-        ok = dtype is not _torch_bool(x)
+        global _torch_bool
+        if _torch_bool is None:
+            import torch  # already imported: x is a tensor
+
+            _torch_bool = torch.bool
+        ok = dtype is not _torch_bool
     else:
         ok = bool(xp.isdtype(dtype, "numeric"))
     if not ok:
         raise TypeError(f"{name} must have a numeric dtype, got {dtype}")
-
-
-def _torch_bool(x: Any) -> Any:
-    import torch  # already imported: x is a tensor
-
-    return torch.bool
 
 
 def _normalize_axis(axis: Any, n1: int, n2: int) -> int:
@@ -87,21 +89,37 @@ def _check_shapes(s1: tuple[Any, ...], s2: tuple[Any, ...], axis: int, axis_arg:
             raise ValueError(f"x1 of shape {s1} and x2 of shape {s2} do not broadcast")
 
 
+def _inspect(x1: Any, x2: Any) -> tuple[str, str, Any]:
+    """(library, device kind, namespace), with a shortcut for NumPy and torch CPU pairs."""
+    library = library_of(x1)
+    if type(x2) is type(x1):
+        if library == NUMPY:
+            return library, "cpu", namespace_of(x1)
+        if library == TORCH:
+            device = x1.device
+            if device == x2.device:
+                return library, device.type, namespace_of(x1)
+    lib = inspect_arrays(("x1", "x2"), (x1, x2))
+    return lib.library, lib.device, lib.xp
+
+
 def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> _dispatch.Call:
     if x2 is None:
         raise TypeError("x2 must be an array, got None")
-    lib = inspect_arrays(("x1", "x2"), (x1, x2))
-    n1, n2 = x1.ndim, x2.ndim
+    library, device, xp = _inspect(x1, x2)
+    s1, s2 = tuple(x1.shape), tuple(x2.shape)
+    n1, n2 = len(s1), len(s2)
     if n1 == 0 or n2 == 0:
         raise ValueError(
             f"x1 and x2 must have at least one dimension, got {n1} and {n2} dimensions"
         )
-    _check_numeric(lib.library, lib.xp, x1, "x1")
-    _check_numeric(lib.library, lib.xp, x2, "x2")
-    ax = _normalize_axis(axis, n1, n2)
-    _check_shapes(tuple(x1.shape), tuple(x2.shape), ax, axis)
-    args = VecdotArgs(x1, x2, ax, bool(keepdims), lib.xp)
-    return _dispatch.Call(lib.library, lib.device, (args,))
+    _check_numeric(library, xp, x1, "x1")
+    _check_numeric(library, xp, x2, "x2")
+    ax = -1 if type(axis) is int and axis == -1 else _normalize_axis(axis, n1, n2)
+    if s1 != s2:
+        _check_shapes(s1, s2, ax, axis)
+    args = VecdotArgs(x1, x2, ax, bool(keepdims), xp)
+    return _dispatch.Call(library, device, (args,))
 
 
 _dispatch.define_operation("vecdot", _prepare)

@@ -27,16 +27,26 @@ NATIVE = {
 }
 
 
-@pytest.fixture(params=["auto", "generic", "native"])
+@pytest.fixture(params=["auto", "generic", "native", "native_einsum"])
 def impl(request: pytest.FixtureRequest, backend: Backend) -> str:
-    """Which implementation runs: the dispatcher's choice, or one forced by name."""
-    if request.param == "native" and backend.name not in NATIVE:
+    """Which implementation runs: the dispatcher's choice, or one forced by name.
+
+    ``native_einsum`` also sends small NumPy inputs (and torch CPU via NumPy) down the
+    einsum path that large strided or short-vector inputs take.
+    """
+    if request.param.startswith("native") and backend.name not in NATIVE:
         pytest.skip(f"no specialised vecdot for {backend.name}")
+    if request.param == "native_einsum":
+        if backend.device != "cpu":
+            pytest.skip("the einsum path is NumPy's")
+        from portops._backends.numpy import vecdot as numpy_vecdot
+
+        request.getfixturevalue("monkeypatch").setattr(numpy_vecdot, "SMALL", 0)
     return request.param
 
 
 def run(backend: Backend, impl: str, x1: Any, x2: Any, **kw: Any) -> Any:
-    name = {"auto": None, "generic": "generic", "native": NATIVE.get(backend.name)}[impl]
+    name = {"auto": None, "generic": "generic"}.get(impl, NATIVE.get(backend.name))
     ctx = portops.prefer(vecdot=name) if name else nullcontext()
     with ctx:
         return portops.vecdot(x1, x2, **kw)

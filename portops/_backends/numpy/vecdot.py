@@ -19,11 +19,24 @@ from ...vecdot import VecdotArgs
 
 # Below this length the per-vector call of np.vecdot's inner loop dominates.
 SHORT = 32
+SMALL = 1 << 14  # elements per input
 _HAS_VECDOT = hasattr(np, "vecdot")  # NumPy >= 2.0
 
 
-def _unit_stride(x: np.ndarray, axis: int) -> bool:
-    return x.shape[axis] <= 1 or x.strides[axis] == x.itemsize
+def _gufunc_wins(x1: np.ndarray, x2: np.ndarray, axis: int) -> bool:
+    """Long vectors, unit-stride in both inputs."""
+    if x1.shape[axis] < SHORT:
+        return False
+    return all(x.shape[axis] <= 1 or x.strides[axis] == x.itemsize for x in (x1, x2))
+
+
+def _small(x1: np.ndarray, x2: np.ndarray) -> bool:
+    # einsum's setup costs more than np.vecdot's slow inner loop saves on small inputs.
+    return x1.size < SMALL and x2.size < SMALL
+
+
+def _unit_last(x: np.ndarray) -> bool:
+    return x.strides[-1] == x.itemsize or x.shape[-1] <= 1
 
 
 def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int) -> Any:
@@ -45,12 +58,15 @@ def vecdot_numpy(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool) -> n
 
     ``np.vecdot`` already multiplies and sums float16 in float32.
     """
-    if (
-        _HAS_VECDOT
-        and x1.shape[axis] >= SHORT
-        and _unit_stride(x1, axis)
-        and _unit_stride(x2, axis)
-    ):
+    if not _HAS_VECDOT:
+        r = _einsum(x1, x2, axis)
+    elif axis == -1:
+        # Without the axis keyword the gufunc call is cheaper (small arrays).
+        if (x1.shape[-1] >= SHORT and _unit_last(x1) and _unit_last(x2)) or _small(x1, x2):
+            r = np.vecdot(x1, x2)
+        else:
+            r = _einsum(x1, x2, axis)
+    elif _gufunc_wins(x1, x2, axis) or _small(x1, x2):
         r = np.vecdot(x1, x2, axis=axis)  # type: ignore[call-overload]  # stubs lack axis
     else:
         r = _einsum(x1, x2, axis)
