@@ -31,8 +31,8 @@ NATIVE = {
 def impl(request: pytest.FixtureRequest, backend: Backend) -> str:
     """Which implementation runs: the dispatcher's choice, or one forced by name.
 
-    ``native_einsum`` also sends small NumPy inputs (and torch CPU via NumPy) down the
-    einsum path that large strided or short-vector inputs take.
+    ``native_einsum`` sends small inputs down the paths that large inputs take:
+    NumPy's einsum for strided or short vectors, torch's product and sum for short ones.
     """
     if request.param.startswith("native") and backend.name not in NATIVE:
         pytest.skip(f"no specialised vecdot for {backend.name}")
@@ -41,7 +41,12 @@ def impl(request: pytest.FixtureRequest, backend: Backend) -> str:
             pytest.skip("the einsum path is NumPy's")
         from portops._backends.numpy import vecdot as numpy_vecdot
 
-        request.getfixturevalue("monkeypatch").setattr(numpy_vecdot, "SMALL", 0)
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setattr(numpy_vecdot, "SMALL", 0)
+        if backend.library == "torch":
+            from portops._backends.torch import vecdot as torch_vecdot
+
+            monkeypatch.setattr(torch_vecdot, "SMALL", 0)  # short vectors: torch mul-sum
     return request.param
 
 

@@ -6,7 +6,7 @@ and read it back, and ``bmm`` runs one tiny GEMV per row; on a 2-core AMD EPYC a
 each input once (2.5 ms). So CPU tensors are handed, without copying, to
 :func:`~portops._backends.numpy.vecdot.vecdot_numpy`; half precision is converted to
 float32 in cache-sized row blocks first. Short vectors (length < 64) go to torch's
-own multithreaded product and sum, which wins there.
+own multithreaded product and sum, which wins there unless the inputs are small.
 
 Gradients with respect to both inputs come from the ``portops::vecdot`` custom op
 (``torch.library``), so the same fast forward also runs under ``torch.compile``;
@@ -48,7 +48,8 @@ _NEEDS_NUMPY = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _HALF = frozenset({torch.float16, torch.bfloat16})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 _ACCUMULATE[torch.complex32] = torch.complex64
-SHORT = 64  # below this length torch's own product-and-sum is faster
+SHORT = 64  # below this length torch's own product-and-sum is faster ...
+SMALL = 1 << 14  # ... unless both inputs have fewer elements than this
 BLOCK = 1 << 19  # elements per operand converted at a time (2 MB as float32)
 
 
@@ -63,7 +64,10 @@ def _mul_sum(
     x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool, dtype: torch.dtype
 ) -> torch.Tensor:
     acc = _ACCUMULATE.get(dtype, dtype)
-    x1, x2 = x1.to(acc), x2.to(acc)
+    if x1.dtype is not acc:
+        x1 = x1.to(acc)
+    if x2.dtype is not acc:
+        x2 = x2.to(acc)
     if acc.is_complex:
         x1 = x1.conj()
     return torch.sum(x1 * x2, dim=axis, keepdim=keepdims, dtype=acc).to(dtype)
@@ -97,10 +101,12 @@ def _half_blocks(
 def forward_cpu(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -> torch.Tensor:
     """vecdot of CPU tensors without autograd (the body of the custom op)."""
     dtype = x1.dtype if x1.dtype is x2.dtype else torch.promote_types(x1.dtype, x2.dtype)
-    long = x1.shape[axis] >= SHORT
-    if dtype in _HALF and long:
+    # torch's multithreaded product and sum wins for many short vectors; NumPy's
+    # fused kernels for long vectors and for small inputs (less call overhead).
+    numpy_wins = x1.shape[axis] >= SHORT or (x1.numel() < SMALL and x2.numel() < SMALL)
+    if dtype in _HALF and numpy_wins:
         return _half_blocks(x1, x2, axis, keepdims, dtype)
-    if dtype not in _VIA_NUMPY or not (long or dtype in _NEEDS_NUMPY):
+    if dtype not in _VIA_NUMPY or not (numpy_wins or dtype in _NEEDS_NUMPY):
         return _mul_sum(x1, x2, axis, keepdims, dtype)
     if x1.dtype is not dtype:
         x1 = x1.to(dtype)
