@@ -8,9 +8,12 @@ each input once (2.5 ms). So CPU tensors are handed, without copying, to
 float32 in cache-sized row blocks first. Short vectors (length < 64) go to torch's
 own multithreaded product and sum, which wins there unless the inputs are small.
 
-Gradients with respect to both inputs come from the ``portops::vecdot`` custom op
-(``torch.library``), so the same fast forward also runs under ``torch.compile``;
-its backward is two broadcast products, the least memory traffic the gradients need.
+Gradients with respect to both inputs: an ``autograd.Function`` in eager mode and the
+``portops::vecdot`` custom op (``torch.library``) under ``torch.compile``, both with the
+same fast forward and a backward of two broadcast products, the least memory traffic
+the gradients need. Below about a million elements the Function's fixed cost
+outweighs the faster forward, so small inputs use torch's own differentiable
+product and sum.
 
 CUDA: the product and sum, accumulated in float32 for half precision, as the
 fastest idiom measured on GPUs (``bmm`` is many times slower there).
@@ -50,6 +53,7 @@ _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 _ACCUMULATE[torch.complex32] = torch.complex64
 SHORT = 64  # below this length torch's own product-and-sum is faster ...
 SMALL = 1 << 14  # ... unless both inputs have fewer elements than this
+GRAD_SMALL = 1 << 20  # with gradients, native autograd wins below this many elements
 BLOCK = 1 << 19  # elements per operand converted at a time (2 MB as float32)
 
 
@@ -181,6 +185,10 @@ def _torch_cpu(a: VecdotArgs) -> torch.Tensor:
     if torch.compiler.is_compiling():
         return torch.ops.portops.vecdot(x1, x2, a.axis, a.keepdims)
     if (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled():
+        if x1.numel() < GRAD_SMALL and x2.numel() < GRAD_SMALL:
+            # autograd.Function's fixed cost outweighs the faster forward here.
+            dtype = x1.dtype if x1.dtype is x2.dtype else torch.promote_types(x1.dtype, x2.dtype)
+            return _mul_sum(x1, x2, a.axis, a.keepdims, dtype)
         return _Vecdot.apply(x1, x2, a.axis, a.keepdims)
     return forward_cpu(x1, x2, a.axis, a.keepdims)
 
