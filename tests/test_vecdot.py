@@ -307,3 +307,15 @@ def test_jax_jit_and_grad() -> None:
     g1, g2 = jax.grad(lambda u, v: portops.vecdot(u, v).sum(), argnums=(0, 1))(a, b)
     np.testing.assert_allclose(np.asarray(g1), np.broadcast_to(np.asarray(b), (3, 5)))
     np.testing.assert_allclose(np.asarray(g2), np.asarray(a).sum(0))
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float16, np.float32, np.float64, np.complex64, np.complex128], ids=str
+)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_outer_broadcasting(backend: Backend, impl: str, dtype, keepdims: bool) -> None:
+    # Every x1 vector meets every x2 vector: the NumPy/torch CPU path uses one GEMM.
+    a, b = random((4, 1, 3, 70), dtype, 1), random((5, 1, 70), dtype, 2)
+    x1, x2 = make(backend, a), make(backend, b)
+    got = run(backend, impl, x1, x2, keepdims=keepdims)
+    assert_matches(backend, got, reference(a, b, keepdims=keepdims), dtype=dtype)

@@ -10,6 +10,7 @@ The torch CPU specialisation calls :func:`vecdot_numpy` on zero-copy views.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -53,12 +54,62 @@ def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int) -> Any:
     return np.einsum("...i,...i->...", x1, x2)
 
 
+def _outer_dims(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[list[int], ...] | None:
+    """Batch dims (of the broadcast shape, vector axis last) as (both, x1 only, x2 only).
+
+    None unless each input has a dimension of length > 1 that the other broadcasts:
+    then every x1 vector meets many x2 vectors and one GEMM does the work.
+    """
+    both: list[int] = []
+    only1: list[int] = []
+    only2: list[int] = []
+    for i, (a, b) in enumerate(zip(s1[:-1], s2[:-1], strict=True)):
+        if a > 1 and b > 1:
+            both.append(i)
+        elif a > 1:
+            only1.append(i)
+        elif b > 1:
+            only2.append(i)
+    return (both, only1, only2) if only1 and only2 else None
+
+
+def _gemm(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
+    """Outer-product broadcasting as one batched GEMM ``conj(x1) @ x2.T``, or None.
+
+    Only for single and double precision: NumPy's float16 matmul sums in float16.
+    """
+    if x1.dtype.char not in "fdFD" or x2.dtype.char not in "fdFD" or x1.shape[axis] < 2:
+        return None
+    ndim = max(x1.ndim, x2.ndim)
+    x1 = np.moveaxis(x1.reshape((1,) * (ndim - x1.ndim) + x1.shape), axis, -1)
+    x2 = np.moveaxis(x2.reshape((1,) * (ndim - x2.ndim) + x2.shape), axis, -1)
+    dims = _outer_dims(x1.shape, x2.shape)
+    if dims is None:
+        return None
+    both, only1, only2 = dims
+    rest = [i for i in range(ndim - 1) if i not in both + only1 + only2]
+    k = x1.shape[-1]
+    nb = math.prod(x1.shape[i] for i in both)
+    a = x1.transpose(both + only1 + only2 + rest + [ndim - 1]).reshape(nb, -1, k)
+    b = x2.transpose(both + only2 + only1 + rest + [ndim - 1]).reshape(nb, -1, k)
+    if a.dtype.kind == "c":
+        a = a.conj()
+    r = np.matmul(a, b.transpose(0, 2, 1))
+    # (both, only1, only2) back to the broadcast order, with the length-1 dims.
+    r = r.reshape([x1.shape[i] for i in both + only1] + [x2.shape[i] for i in only2])
+    r = r.reshape(r.shape + (1,) * len(rest))
+    return np.transpose(r, np.argsort(both + only1 + only2 + rest))
+
+
 def vecdot_numpy(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool) -> np.ndarray:
     """vecdot of NumPy arrays with a negative, validated `axis`; always an ndarray.
 
     ``np.vecdot`` already multiplies and sums float16 in float32.
     """
-    if not _HAS_VECDOT:
+    r = None if x1.shape == x2.shape else _gemm(x1, x2, axis)
+    if r is not None:
+        pass
+    elif not _HAS_VECDOT:
         r = _einsum(x1, x2, axis)
     elif axis == -1:
         # Without the axis keyword the gufunc call is cheaper (small arrays).
