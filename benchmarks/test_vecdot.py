@@ -27,7 +27,7 @@ def _plan(shape: tuple[int, ...]) -> tuple[int, int]:
     if QUICK:
         return 2, 1
     n = int(np.prod(shape))
-    return (15, 1) if n >= 1 << 22 else (15, 30)
+    return (25, 1) if n >= 1 << 22 else (20, 30)
 
 
 def _label(shape: tuple[int, ...]) -> str:
