@@ -96,6 +96,8 @@ def _inspect(x1: Any, x2: Any) -> tuple[str, str, Any]:
         if library == NUMPY:
             return library, "cpu", namespace_of(x1)
         if library == TORCH:
+            if x1.is_cpu and x2.is_cpu:  # cheaper than comparing torch.device objects
+                return library, "cpu", namespace_of(x1)
             device = x1.device
             if device == x2.device:
                 return library, device.type, namespace_of(x1)

@@ -104,7 +104,8 @@ def _half_blocks(
 
 def forward_cpu(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -> torch.Tensor:
     """vecdot of CPU tensors without autograd (the body of the custom op)."""
-    dtype = x1.dtype if x1.dtype is x2.dtype else torch.promote_types(x1.dtype, x2.dtype)
+    d1, d2 = x1.dtype, x2.dtype
+    dtype = d1 if d1 is d2 else torch.promote_types(d1, d2)
     # torch's multithreaded product and sum wins for many short vectors; NumPy's
     # fused kernels for long vectors and for small inputs (less call overhead).
     numpy_wins = x1.shape[axis] >= SHORT or (x1.numel() < SMALL and x2.numel() < SMALL)
@@ -112,9 +113,9 @@ def forward_cpu(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -
         return _half_blocks(x1, x2, axis, keepdims, dtype)
     if dtype not in _VIA_NUMPY or not (numpy_wins or dtype in _NEEDS_NUMPY):
         return _mul_sum(x1, x2, axis, keepdims, dtype)
-    if x1.dtype is not dtype:
+    if d1 is not dtype:
         x1 = x1.to(dtype)
-    if x2.dtype is not dtype:
+    if d2 is not dtype:
         x2 = x2.to(dtype)
     return torch.from_numpy(vecdot_numpy(_numpy_view(x1), _numpy_view(x2), axis, keepdims))
 
