@@ -9,8 +9,10 @@ no optional array library.
 from ._dispatch import explain, implementations, prefer
 from ._generic import einsum as _generic_einsum  # noqa: F401  (registers)
 from ._generic import shift_sum as _generic_shift_sum  # noqa: F401  (registers)
+from ._generic import vecdot as _generic_vecdot  # noqa: F401  (registers)
 from .einsum import einsum, einsum_path
 from .shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
+from .vecdot import vecdot
 
 __all__ = [
     "einsum",
@@ -21,6 +23,7 @@ __all__ = [
     "shift_sum",
     "shift_sum_adjoint",
     "shift_sum_pinv",
+    "vecdot",
 ]
 
 __version__ = "0.1.0"

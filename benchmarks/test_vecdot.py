@@ -1,0 +1,206 @@
+"""vecdot benchmarks: portops against the idioms users write, and the roofline.
+
+Each group ``vecdot <shape> <backend> <device>`` holds portops, the baselines
+(``(a*b).sum(-1)``, ``bmm``, ``torch.linalg.vecdot``, ``np.vecdot``, ``np.einsum``) and
+a roofline: copying the bytes of both inputs into preallocated buffers on the same
+device. ``PORTOPS_BENCH_QUICK=1`` uses tiny sizes and one or two rounds. Timings are
+reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import portops
+
+QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+SHAPES = [(64, 64), (16, 16)] if QUICK else [(4096, 4096), (500, 500)]
+
+
+def _plan(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(rounds, iterations per round) giving a few tenths of a second per benchmark."""
+    if QUICK:
+        return 2, 1
+    n = int(np.prod(shape))
+    return (25, 1) if n >= 1 << 22 else (20, 30)
+
+
+def _label(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def _run(
+    benchmark: Any,
+    fn: Callable[[], Any],
+    *,
+    shape: tuple[int, ...],
+    backend: str,
+    device: str,
+    kind: str,
+    name: str,
+    suffix: str = "",
+    plan: tuple[int, int] | None = None,
+) -> None:
+    benchmark.group = f"vecdot {_label(shape)} {backend} {device}{suffix}"
+    benchmark.extra_info.update(op="vecdot", kind=kind, backend=backend, device=device, name=name)
+    rounds, iterations = plan or _plan(shape)
+    benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=1)
+
+
+# -- NumPy ------------------------------------------------------------------------------
+
+NUMPY_CASES = ["portops", "np.vecdot", "np.einsum", "(a*b).sum(-1)", "roofline"]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=_label)
+@pytest.mark.parametrize("name", NUMPY_CASES)
+def test_numpy(benchmark: Any, shape: tuple[int, int], name: str) -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape, dtype=np.float32)
+    b = rng.standard_normal(shape, dtype=np.float32)
+    buf = np.empty((2, *shape), np.float32)
+    fns: dict[str, Callable[[], Any]] = {
+        "portops": lambda: portops.vecdot(a, b),
+        "np.vecdot": lambda: np.vecdot(a, b),
+        "np.einsum": lambda: np.einsum("ij,ij->i", a, b),
+        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+        "roofline": lambda: (np.copyto(buf[0], a), np.copyto(buf[1], b)),
+    }
+    kind = {"portops": "portops", "roofline": "roofline"}.get(name, "baseline")
+    _run(benchmark, fns[name], shape=shape, backend="numpy", device="cpu", kind=kind, name=name)
+
+
+@pytest.mark.parametrize("name", ["portops", "np.vecdot"])
+def test_dispatch_overhead(benchmark: Any, name: str) -> None:
+    """portops minus np.vecdot on an 8x8 array is the dispatch overhead."""
+    a = np.ones((8, 8), np.float32)
+    fn = (lambda: portops.vecdot(a, a)) if name == "portops" else (lambda: np.vecdot(a, a))
+    plan = (2, 10) if QUICK else (20, 2000)
+    kind = "portops" if name == "portops" else "baseline"
+    _run(
+        benchmark, fn, shape=(8, 8), backend="numpy", device="cpu", kind=kind, name=name, plan=plan
+    )
+
+
+# -- PyTorch ----------------------------------------------------------------------------
+
+TORCH_CASES = [
+    "portops",
+    "(a*b).sum(-1)",
+    "bmm",
+    "torch.linalg.vecdot",
+    "np.vecdot",
+    "roofline",
+]
+
+
+def _torch_devices() -> list[str]:
+    try:
+        import torch
+    except ImportError:
+        return ["cpu"]
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+@pytest.mark.parametrize("device", _torch_devices())
+@pytest.mark.parametrize("shape", SHAPES, ids=_label)
+@pytest.mark.parametrize("name", TORCH_CASES)
+def test_torch(benchmark: Any, device: str, shape: tuple[int, int], name: str) -> None:
+    torch = pytest.importorskip("torch")
+    if name == "np.vecdot" and device != "cpu":
+        pytest.skip("NumPy runs on the CPU only")
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(shape, generator=gen).to(device)
+    b = torch.randn(shape, generator=gen).to(device)
+    buf = torch.empty((2, *shape), device=device)
+    an, bn = (a.numpy(), b.numpy()) if device == "cpu" else (None, None)
+    fns: dict[str, Callable[[], Any]] = {
+        "portops": lambda: portops.vecdot(a, b),
+        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+        "bmm": lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).squeeze(2).squeeze(1),
+        "torch.linalg.vecdot": lambda: torch.linalg.vecdot(a, b),
+        "np.vecdot": lambda: np.vecdot(an, bn),
+        "roofline": lambda: (buf[0].copy_(a), buf[1].copy_(b)),
+    }
+    fn = fns[name]
+    if device == "cuda":
+        op = fn
+
+        def fn() -> Any:
+            r = op()
+            torch.cuda.synchronize()
+            return r
+
+    kind = {"portops": "portops", "roofline": "roofline"}.get(name, "baseline")
+    _run(benchmark, fn, shape=shape, backend="torch", device=device, kind=kind, name=name)
+
+
+@pytest.mark.parametrize("device", _torch_devices())
+@pytest.mark.parametrize("shape", SHAPES, ids=_label)
+@pytest.mark.parametrize("name", ["portops", "(a*b).sum(-1)", "bmm", "torch.linalg.vecdot"])
+def test_torch_backward(benchmark: Any, device: str, shape: tuple[int, int], name: str) -> None:
+    """Forward and backward with respect to both inputs."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(shape, generator=gen).to(device).requires_grad_()
+    b = torch.randn(shape, generator=gen).to(device).requires_grad_()
+    forward: dict[str, Callable[[], Any]] = {
+        "portops": lambda: portops.vecdot(a, b),
+        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+        "bmm": lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)),
+        "torch.linalg.vecdot": lambda: torch.linalg.vecdot(a, b),
+    }
+
+    def fn() -> Any:
+        grads = torch.autograd.grad(forward[name]().sum(), (a, b))
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return grads
+
+    kind = "portops" if name == "portops" else "baseline"
+    _run(
+        benchmark,
+        fn,
+        shape=shape,
+        backend="torch",
+        device=device,
+        kind=kind,
+        name=f"{name} fwd+bwd",
+        suffix=" fwd+bwd",
+    )
+
+
+# -- CuPy -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=_label)
+@pytest.mark.parametrize("name", ["portops", "(a*b).sum(-1)", "cupy.einsum", "roofline"])
+def test_cupy(benchmark: Any, shape: tuple[int, int], name: str) -> None:
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # installed without a usable GPU
+        pytest.skip(f"cupy has no CUDA device ({exc})")
+    rng = cupy.random.default_rng(0)
+    a = rng.standard_normal(shape, dtype=cupy.float32)
+    b = rng.standard_normal(shape, dtype=cupy.float32)
+    buf = cupy.empty((2, *shape), cupy.float32)
+    fns: dict[str, Callable[[], Any]] = {
+        "portops": lambda: portops.vecdot(a, b),
+        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+        "cupy.einsum": lambda: cupy.einsum("ij,ij->i", a, b),
+        "roofline": lambda: (buf[0].__setitem__(Ellipsis, a), buf[1].__setitem__(Ellipsis, b)),
+    }
+
+    def fn() -> Any:
+        r = fns[name]()
+        cupy.cuda.Device().synchronize()
+        return r
+
+    kind = {"portops": "portops", "roofline": "roofline"}.get(name, "baseline")
+    _run(benchmark, fn, shape=shape, backend="cupy", device="cuda", kind=kind, name=name)

@@ -1,0 +1,181 @@
+"""The batched inner product: one dot product per vector along an axis.
+
+Validation happens here, once; implementations receive a :class:`VecdotArgs` whose
+axis is negative (counted from the end of the broadcast shape), whose contracted
+lengths agree and whose other dimensions broadcast.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, NamedTuple
+
+from . import _dispatch
+from ._arrays import NUMPY, TORCH, inspect_arrays, library_of, namespace_of
+
+__all__ = ["VecdotArgs", "vecdot"]
+
+
+class VecdotArgs(NamedTuple):
+    """Normalised arguments shared by every vecdot implementation.
+
+    ``axis`` is negative and valid for both ``x1`` and ``x2``; it indexes the
+    broadcast shape as well, since it counts from the end.
+    """
+
+    x1: Any
+    x2: Any
+    axis: int
+    keepdims: bool
+    xp: Any
+
+
+_torch_bool: Any = None  # torch.bool, looked up once a tensor has been seen
+
+
+def _check_numeric(library: str, xp: Any, x: Any, name: str) -> None:
+    dtype = x.dtype
+    if library == NUMPY:
+        ok = dtype.kind in "iufc"
+    elif library == TORCH:
+        global _torch_bool
+        if _torch_bool is None:
+            import torch  # already imported: x is a tensor
+
+            _torch_bool = torch.bool
+        ok = dtype is not _torch_bool
+    else:
+        ok = bool(xp.isdtype(dtype, "numeric"))
+    if not ok:
+        raise TypeError(f"{name} must have a numeric dtype, got {dtype}")
+
+
+def _normalize_axis(axis: Any, n1: int, n2: int) -> int:
+    if isinstance(axis, bool):
+        raise TypeError("axis must be an integer, got bool")
+    try:
+        ax = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"axis must be an integer, got {type(axis).__name__}") from None
+    if ax >= 0:
+        if n1 != n2:
+            raise ValueError(
+                f"axis={axis} is ambiguous when x1 and x2 have different numbers of dimensions "
+                f"({n1} and {n2}); pass a negative axis (counted from the last dimension)"
+            )
+        ax -= n1
+    if not -min(n1, n2) <= ax <= -1:
+        raise ValueError(
+            f"axis={axis} is out of range for x1 and x2 with {n1} and {n2} dimensions; "
+            f"it must be in [{-min(n1, n2)}, -1] (or [0, {n1}) when both have {n1})"
+        )
+    return ax
+
+
+def _known(n: Any) -> bool:
+    return isinstance(n, int)  # dask arrays of unknown size have nan (or None) lengths
+
+
+def _check_shapes(s1: tuple[Any, ...], s2: tuple[Any, ...], axis: int, axis_arg: Any) -> None:
+    k1, k2 = s1[axis], s2[axis]
+    if k1 != k2 and _known(k1) and _known(k2):
+        raise ValueError(
+            f"x1 and x2 must have the same length along axis {axis_arg}, got {k1} and {k2} "
+            f"(shapes {s1} and {s2})"
+        )
+    for i in range(-1, -min(len(s1), len(s2)) - 1, -1):
+        a, b = s1[i], s2[i]
+        if a != b and a != 1 and b != 1 and _known(a) and _known(b):
+            raise ValueError(f"x1 of shape {s1} and x2 of shape {s2} do not broadcast")
+
+
+def _inspect(x1: Any, x2: Any) -> tuple[str, str, Any]:
+    """(library, device kind, namespace), with a shortcut for NumPy and torch CPU pairs."""
+    library = library_of(x1)
+    if type(x2) is type(x1):
+        if library == NUMPY:
+            return library, "cpu", namespace_of(x1)
+        if library == TORCH:
+            if x1.is_cpu and x2.is_cpu:  # cheaper than comparing torch.device objects
+                return library, "cpu", namespace_of(x1)
+            device = x1.device
+            if device == x2.device:
+                return library, device.type, namespace_of(x1)
+    lib = inspect_arrays(("x1", "x2"), (x1, x2))
+    return lib.library, lib.device, lib.xp
+
+
+def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> _dispatch.Call:
+    if x2 is None:
+        raise TypeError("x2 must be an array, got None")
+    library, device, xp = _inspect(x1, x2)
+    s1, s2 = tuple(x1.shape), tuple(x2.shape)
+    n1, n2 = len(s1), len(s2)
+    if n1 == 0 or n2 == 0:
+        raise ValueError(
+            f"x1 and x2 must have at least one dimension, got {n1} and {n2} dimensions"
+        )
+    _check_numeric(library, xp, x1, "x1")
+    _check_numeric(library, xp, x2, "x2")
+    ax = -1 if type(axis) is int and axis == -1 else _normalize_axis(axis, n1, n2)
+    if s1 != s2:
+        _check_shapes(s1, s2, ax, axis)
+    args = VecdotArgs(x1, x2, ax, bool(keepdims), xp)
+    return _dispatch.Call(library, device, (args,))
+
+
+_dispatch.define_operation("vecdot", _prepare)
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
+    """Dot product of the vectors along `axis`: ``sum(conj(x1) * x2, axis=axis)``.
+
+    Follows the array API standard's ``vecdot``: the dimensions other than `axis`
+    broadcast, and the first argument is conjugated for complex inputs.
+
+    Parameters
+    ----------
+    x1, x2 : array
+        Arrays of one library (NumPy, CuPy, PyTorch, JAX, Dask, array-api-strict, ...)
+        on one device, with numeric dtypes; not modified. Their lengths along `axis`
+        must be equal (the contracted axis does not broadcast), and their other
+        dimensions must broadcast.
+    axis : int, optional
+        The contracted axis, counted from the last dimension when negative (default
+        ``-1``); it must exist in both arrays. A non-negative axis is accepted only
+        when `x1` and `x2` have the same number of dimensions.
+    keepdims : bool, optional
+        Keep the contracted axis with length 1 in the result.
+
+    Returns
+    -------
+    array
+        The broadcast shape of `x1` and `x2` without `axis` (or with length 1 there);
+        dtype ``result_type(x1, x2)``; same library and device as the inputs.
+        Half-precision inputs are multiplied and summed in float32; integer results
+        wrap around like the inputs' dtype. PyTorch results carry gradients with
+        respect to both inputs.
+
+    Raises
+    ------
+    TypeError
+        If `x1` or `x2` is not an array, they come from two libraries, a dtype is not
+        numeric (for example bool), or `axis` is not an integer.
+    ValueError
+        If `axis` is out of range or ambiguous, the lengths along `axis` differ, the
+        other dimensions do not broadcast, an input is 0-d, or the arrays are on two
+        devices.
+
+    See Also
+    --------
+    portops.explain : which implementation runs for given arguments, and why.
+
+    Examples
+    --------
+    >>> import numpy as np, portops
+    >>> portops.vecdot(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 1.0]))
+    array([3., 7.])
+    >>> portops.vecdot(np.array([1j, 2]), np.array([1j, 1]))  # conj(x1) . x2
+    array(3.+0.j)
+    """
+    return _dispatch.invoke("vecdot", x1, x2, axis=axis, keepdims=keepdims)
