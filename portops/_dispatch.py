@@ -161,11 +161,13 @@ _load_backend._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def _candidates_for(op: str, library: str, device: str) -> tuple[Implementation, ...]:
+    # Load first: registering clears the cache, which must not happen after a read
+    # (torch.compile guards on what it read). A set lookup once loaded.
+    _load_backend(library)
     key = (op, library, device)
     found = _candidates.get(key)
     if found is not None:
         return found
-    _load_backend(library)
     generation = _generation[0]
     impls = [
         i

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import operator
-import threading
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -48,8 +47,6 @@ class _Entry(NamedTuple):
     names: dict[int, str]
 
 
-_lock = threading.Lock()
-_cache: dict[Any, _Entry] = {}
 _fast_types: dict[type, tuple[str, Any]] = {}
 _CACHE_MAX = 4096
 _OPERAND_NAMES = tuple(f"operand {k}" for k in range(64))
@@ -149,8 +146,7 @@ def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
             return ArrayArgs(TORCH, dev.type, xp)
     lib = inspect_arrays(_operand_names(len(ops)), ops)
     if lib.library in (NUMPY, TORCH) and kind not in _fast_types:
-        with _lock:
-            _fast_types[kind] = (lib.library, lib.xp)
+        _fast_types[kind] = (lib.library, lib.xp)  # one dict store: atomic, no lock needed
     return lib
 
 
@@ -173,18 +169,11 @@ def _lookup(
     layouts = tuple(_layout(library, a) for a in ops)
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)
     limit = _check_memory_limit(memory_limit)
-    key: Any = (library, key_subs, shapes, dtypes, layouts, opt_key, limit)
+    plan_args = (lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit)
     try:
-        entry = _cache.get(key)
+        entry = _cached_plan(*plan_args)
     except TypeError:  # an unhashable sublist element: plan without caching
-        entry, key = None, None
-    if entry is None:
-        entry = _plan(lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit)
-        if key is not None:
-            with _lock:
-                if len(_cache) >= _CACHE_MAX:
-                    _cache.clear()
-                _cache[key] = entry
+        entry = _plan(*plan_args)
     args = EinsumArgs(entry.plan, ops, entry.dtype, lib.xp, entry.plan_for, entry.subscripts)
     return _dispatch.Call(library, lib.device, (args,)), entry
 
@@ -215,6 +204,12 @@ def _plan(
         return _chunk_plan(tuple(sorted(chunks.items())))
 
     return _Entry(plan, dtype, plan_for, _equation_string(eq, names), names)
+
+
+# An lru_cache rather than a dict: torch.compile traces through the wrapper without
+# guarding on the cache's contents (guards over a dict of thousands of plans made each
+# compilation take tens of seconds). It is thread-safe and bounded.
+_cached_plan = lru_cache(maxsize=_CACHE_MAX)(_plan)
 
 
 def _equation_string(eq: Equation, names: dict[int, str]) -> str:
