@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ... import _buffers as buffers
 from ... import _dispatch
 from ..._generic import shift_sum as generic
 from ...shift_sum import ShiftSumArgs, accumulation_dtype
@@ -253,7 +254,7 @@ def forward(a: ShiftSumArgs) -> np.ndarray:
     lay = _layout(x, a)
     out_dtype = _result_dtype(a)
     acc = np.dtype(accumulation_dtype(np, out_dtype))
-    y = np.empty((*lay.outer, lay.width + lay.grow, lay.inner), dtype=acc)
+    y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
         if lay.x.size:
             _forward_into(y, lay, a.offsets, acc)
@@ -323,7 +324,7 @@ def adjoint(a: ShiftSumArgs, y: np.ndarray | None = None) -> np.ndarray:
     x_shape[a.channel_axis] = len(a.offsets)
     x_shape[a.axis] = width
     dtype = np.dtype(y.dtype) if a.mask is None else np.result_type(y, a.mask)
-    out = np.empty(x_shape, dtype=dtype)
+    out = buffers.empty(x_shape, dtype)
     if out.size == 0:
         return out
     if out.size <= _SMALL_ELEMENTS:

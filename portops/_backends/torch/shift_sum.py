@@ -10,25 +10,24 @@ Kernels: the forward is a loop of in-place slice-adds into a small, cache-reside
 ``y`` (``addcmul_`` fuses the mask, no full-size temporary); ATen parallelises each
 add over the cores. The adjoint writes each window of ``y`` straight into the result
 with a single strided copy (or multiply) when the offsets are evenly spaced, using
-``unfold``'s zero-copy view of all windows. Large CPU results are allocated through
-NumPy, which asks the kernel for transparent huge pages: the first touch of a fresh
-117 MB tensor otherwise costs more page faults than the copy itself.
+``unfold``'s zero-copy view of all windows. Large CPU results come from
+:mod:`portops._buffers` (reused, huge-page backed): the first touch of a fresh 117 MB
+tensor otherwise costs the kernel's page zeroing on top of the copy.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import numpy as np
 import torch
 
+from ... import _buffers as buffers
 from ... import _dispatch
 from ..._generic import shift_sum as generic
 from ...shift_sum import ShiftSumArgs
 
 _HALF = (torch.float16, torch.bfloat16)
-# Results at least this large on the CPU are allocated through NumPy (huge pages).
-_NUMPY_ALLOC_MIN_BYTES = 1 << 22
 
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -40,12 +39,11 @@ def _result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``torch.empty``, backed by huge-page NumPy memory for large CPU tensors."""
+    """``torch.empty``; large CPU results come from portops' reused buffers."""
     if device.type == "cpu" and dtype not in _HALF and dtype != torch.bool:
-        nbytes = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-        if nbytes >= _NUMPY_ALLOC_MIN_BYTES:
-            np_dtype = torch.empty((), dtype=dtype).numpy().dtype
-            return torch.from_numpy(np.empty(shape, dtype=np_dtype))
+        np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+        if math.prod(shape) * np_dtype.itemsize >= buffers.MIN_BYTES:
+            return torch.from_numpy(buffers.empty(shape, np_dtype))
     return torch.empty(shape, dtype=dtype, device=device)
 
 
