@@ -39,13 +39,6 @@ def cupy():
     return importlib.import_module("cupy")
 
 
-SMALL = [
-    ((2, 3, 4, 5), 2, -1, -3, (4, 5)),
-    ((3, 4, 2), [0, 2, 1], -1, 0, (3, 1, 2)),
-    ((2, 4, 3, 2), 1, -2, -1, (2, 4, 3, 1)),
-]
-
-
 # --------------------------------------------------------------------------- torch CUDA
 
 
@@ -54,33 +47,10 @@ def test_torch_cuda_uses_the_gather_kernel(torch):
     assert "-> torch_cuda_gather" in portops.explain("shift_sum", x, 2)
 
 
-@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), SMALL)
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), ref.GRADIENT_CASES)
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
 def test_torch_cuda_gradcheck(torch, shape, step, axis, cax, mask_shape, dtype):
-    dt = getattr(torch, dtype)
-    kw = {"axis": axis, "channel_axis": cax}
-    channels = shape[cax]
-    opts = {"dtype": dt, "device": "cuda", "requires_grad": True}
-    x = torch.randn(shape, **opts)
-    mask = torch.randn(mask_shape, **opts)
-    y = torch.randn(ref.forward(np.zeros(shape), step, **kw).shape, **opts)
-
-    def fwd(x, m):
-        return portops.shift_sum(x, step, **kw, mask=m)
-
-    def adj(y, m):
-        return portops.shift_sum_adjoint(y, step, channels=channels, **kw, mask=m)
-
-    def pinv(y, m):
-        return portops.shift_sum_pinv(y, step, channels=channels, **kw, mask=m)
-
-    assert torch.autograd.gradcheck(fwd, (x, mask))
-    assert torch.autograd.gradcheck(adj, (y, mask))
-    assert torch.autograd.gradgradcheck(fwd, (x, mask))
-    m_pos = (mask.detach().abs() + 0.5).requires_grad_()
-    assert torch.autograd.gradcheck(pinv, (y, m_pos))  # composed ops (mask grad)
-    m_const = m_pos.detach()
-    assert torch.autograd.gradcheck(lambda t: pinv(t, m_const), (y,))  # fused op
+    ref.check_gradients(torch, shape, step, axis, cax, mask_shape, dtype, "cuda")
 
 
 @pytest.mark.parametrize("backend_name", ["aot_eager", "inductor"])
