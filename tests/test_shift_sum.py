@@ -254,3 +254,42 @@ def test_property_forward_and_adjoint(backend, p):
 
 def test_tolerance_helper_is_strict_for_float64():
     assert tolerance(np.float64)["rtol"] <= 1e-10
+
+
+# Above the small-array threshold, so the blocked (and threaded) NumPy kernels run.
+LARGE = [
+    pytest.param((3, 6, 40, 70), 2, -1, -3, None, id="plain"),
+    pytest.param((3, 6, 40, 70), 3, -1, -3, (40, 70), id="mask2d"),
+    pytest.param((3, 6, 40, 70), -1, -1, -3, (6, 40, 70), id="mask3d-negative"),
+    pytest.param((2, 5, 30, 20), 7, -1, -3, (2, 5, 30, 1), id="grow-exceeds-width"),
+    pytest.param((2, 5, 30, 40), [0, 9, 3, 4, 1], -1, -3, (30, 40), id="irregular"),
+    pytest.param((4, 50, 30, 6), 1, -3, -1, (50, 30, 1), id="channels-last-shift-H"),
+    pytest.param((6, 60, 40), 2, -1, 0, None, id="no-batch"),
+    pytest.param((4, 8, 100, 120), 2, -1, -3, (100, 120), id="threaded"),
+]
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), LARGE)
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+def test_blocked_numpy_kernels_on_large_arrays(shape, step, axis, cax, mask_shape, strided):
+    """The blocked kernels against the generic path on arrays past the small-array cutoff."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if strided:  # a non-contiguous view with the same shape
+        x = np.ascontiguousarray(np.swapaxes(x, 0, -1)).swapaxes(0, -1)
+    mask = None if mask_shape is None else rng.random(mask_shape).astype(np.float32)
+    kw = {"axis": axis, "channel_axis": cax, "mask": mask}
+    channels = shape[cax]
+    with portops.prefer(shift_sum="generic"):
+        want = portops.shift_sum(x, step, **kw)
+    with portops.prefer(shift_sum="numpy_blocked"):
+        got = portops.shift_sum(x, step, **kw)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    y = rng.standard_normal(want.shape).astype(np.float32)
+    for op in ("shift_sum_adjoint", "shift_sum_pinv"):
+        fn = getattr(portops, op)
+        with portops.prefer(**{op: "generic"}):
+            want_t = fn(y, step, channels=channels, **kw)
+        with portops.prefer(**{op: "numpy_blocked"}):
+            got_t = fn(y, step, channels=channels, **kw)
+        np.testing.assert_allclose(got_t, want_t, rtol=1e-5, atol=1e-5)
