@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._backends.torch.shift_sum import result_dtype, x_shape, y_shape
 from ._geometry import Geometry, contiguous_strides, geometry, linear_step
 
 __all__ = ["adjoint", "forward", "pinv"]
@@ -254,10 +255,6 @@ def _grid(total: int) -> tuple[int]:
     return (triton.cdiv(total, _BLOCK),)
 
 
-def _result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
-    return a.dtype if mask is None else torch.result_type(a, mask)
-
-
 def _geometry(
     big_shape: list[int],
     big: tuple[int, ...],
@@ -277,11 +274,8 @@ def forward(
     x: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
     """``y`` (channel axis kept with size 1) by one launch of the forward kernel."""
-    out_dtype = _result_dtype(x, mask)
-    shape = list(x.shape)
-    shape[axis] += max(offsets)
-    shape[channel_axis] = 1
-    y = torch.empty(shape, dtype=out_dtype, device=x.device)
+    shape = y_shape(list(x.shape), offsets, axis, channel_axis)
+    y = torch.empty(shape, dtype=result_dtype(x, mask), device=x.device)
     if y.numel() == 0:
         return y
     if x.numel() == 0:
@@ -300,7 +294,7 @@ def forward(
         *g.size, *g.big, g.big_c, *g.mask, g.mask_c,
         g.channels, g.out_width, step, base, y.numel(),
         HAS_MASK=mask is not None, HAS_TABLE=has_table, X_COMPLEX=x_complex,
-        M_COMPLEX=m_complex, ACC=_acc(out_dtype), LARGE=g.large, BLOCK=_BLOCK,
+        M_COMPLEX=m_complex, ACC=_acc(y.dtype), LARGE=g.large, BLOCK=_BLOCK,
     )  # fmt: skip
     return y
 
@@ -334,19 +328,12 @@ def _adjoint_into(
     )  # fmt: skip
 
 
-def _x_shape(y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int) -> list[int]:
-    shape = list(y.shape)
-    shape[axis] -= max(offsets)
-    shape[channel_axis] = len(offsets)
-    return shape
-
-
 def adjoint(
     y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
     """``conj(mask) * window_c(y)`` by one launch of the adjoint kernel."""
-    shape = _x_shape(y, offsets, axis, channel_axis)
-    out = torch.empty(shape, dtype=_result_dtype(y, mask), device=y.device)
+    shape = x_shape(list(y.shape), offsets, axis, channel_axis)
+    out = torch.empty(shape, dtype=result_dtype(y, mask), device=y.device)
     if out.numel():
         _adjoint_into(out, y, offsets, axis, channel_axis, mask, False)
     return out
@@ -356,8 +343,8 @@ def pinv(
     y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
     """``A^H (y / Phi)``: one launch without a mask, two with one."""
-    shape = _x_shape(y, offsets, axis, channel_axis)
-    out_dtype = _result_dtype(y, mask)
+    shape = x_shape(list(y.shape), offsets, axis, channel_axis)
+    out_dtype = result_dtype(y, mask)
     out = torch.empty(shape, dtype=out_dtype, device=y.device)
     if out.numel() == 0:
         return out

@@ -199,26 +199,19 @@ def _prepare_transposed(
             )
     else:
         y = xp.expand_dims(y, axis=cax)
-    y_width = y.shape[ax]
-    width = y_width - offsets_max(offsets)
-    if width < 0:
+    y_width, grow = y.shape[ax], max(offsets)
+    if y_width < grow:
         raise ValueError(
             f"y is too narrow: its axis {axis} has length {y_width}, but {n_channels} "
-            f"channels with offsets up to {offsets_max(offsets)} need at least "
-            f"{offsets_max(offsets)}"
+            f"channels with offsets up to {grow} need at least {grow}"
         )
     x_shape = list(y.shape)
     x_shape[cax] = n_channels
-    x_shape[ax] = width
+    x_shape[ax] = y_width - grow
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype)
     return _dispatch.Call(
         lib.library, lib.device, (ShiftSumArgs(y, offsets, ax, cax, m, bool(keepdims), xp),)
     )
-
-
-def offsets_max(offsets: tuple[int, ...]) -> int:
-    """Largest offset, i.e. how much the shifted axis grows."""
-    return max(offsets)
 
 
 def _prepare_pinv(y: Any, step: Any, **kwargs: Any) -> _dispatch.Call:

@@ -213,12 +213,6 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
     _run(units, work, xv.size)
 
 
-def _result_dtype(a: ShiftSumArgs) -> np.dtype:
-    if a.mask is None:
-        return np.dtype(a.array.dtype)
-    return np.result_type(a.array, a.mask)
-
-
 def _y_shape(a: ShiftSumArgs, x_shape: tuple[int, ...]) -> tuple[int, ...]:
     shape = list(x_shape)
     shape[a.axis] += max(a.offsets)
@@ -248,11 +242,11 @@ def forward(a: ShiftSumArgs) -> np.ndarray:
     """Blocked, threaded shift-and-sum with the mask multiplied block by block."""
     x = np.asarray(a.array)
     if x.size <= _SMALL_ELEMENTS:
-        out_dtype = _result_dtype(a)
+        out_dtype = np.dtype(generic.result_dtype(a))
         y = _forward_small(x, a, np.dtype(accumulation_dtype(np, out_dtype)))
         return y.astype(out_dtype, copy=False).reshape(_y_shape(a, x.shape))
     lay = _layout(x, a)
-    out_dtype = _result_dtype(a)
+    out_dtype = np.dtype(generic.result_dtype(a))
     acc = np.dtype(accumulation_dtype(np, out_dtype))
     y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
@@ -316,14 +310,14 @@ def _adjoint_small(out: np.ndarray, y: np.ndarray, a: ShiftSumArgs) -> np.ndarra
     return out
 
 
-def adjoint(a: ShiftSumArgs, y: np.ndarray | None = None) -> np.ndarray:
+def adjoint(a: ShiftSumArgs) -> np.ndarray:
     """Each channel's window of ``y`` copied (times the mask) straight into the result."""
-    y = np.asarray(a.array if y is None else y)
+    y = np.asarray(a.array)
     width = y.shape[a.axis] - max(a.offsets)
     x_shape = list(y.shape)
     x_shape[a.channel_axis] = len(a.offsets)
     x_shape[a.axis] = width
-    dtype = np.dtype(y.dtype) if a.mask is None else np.result_type(y, a.mask)
+    dtype = np.dtype(generic.result_dtype(a))
     out = buffers.empty(x_shape, dtype)
     if out.size == 0:
         return out
@@ -351,7 +345,7 @@ def pinv(a: ShiftSumArgs) -> np.ndarray:
 def add_at(a: ShiftSumArgs) -> np.ndarray:
     """``np.add.at`` scatter of every element to its shifted position (alternative)."""
     x = np.asarray(a.array)
-    dtype = _result_dtype(a)
+    dtype = np.dtype(generic.result_dtype(a))
     z = x if a.mask is None else x * a.mask
     zc = np.moveaxis(z.astype(accumulation_dtype(np, dtype), copy=False), a.channel_axis, 0)
     k = a.axis - (a.axis > a.channel_axis)

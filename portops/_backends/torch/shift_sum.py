@@ -34,7 +34,8 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in _HALF else dtype
 
 
-def _result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
+def result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
+    """``result_type(a, mask)``."""
     return a.dtype if mask is None else torch.result_type(a, mask)
 
 
@@ -47,14 +48,16 @@ def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.T
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def _y_shape(x_shape: list[int], offsets: list[int], axis: int, channel_axis: int) -> list[int]:
+def y_shape(x_shape: list[int], offsets: list[int], axis: int, channel_axis: int) -> list[int]:
+    """Shape of the forward's result, channel axis kept with size 1."""
     shape = list(x_shape)
     shape[axis] += max(offsets)
     shape[channel_axis] = 1
     return shape
 
 
-def _x_shape(y_shape: list[int], offsets: list[int], axis: int, channel_axis: int) -> list[int]:
+def x_shape(y_shape: list[int], offsets: list[int], axis: int, channel_axis: int) -> list[int]:
+    """Shape of the adjoint's result from ``y``'s (channel axis of size 1)."""
     shape = list(y_shape)
     shape[axis] -= max(offsets)
     shape[channel_axis] = len(offsets)
@@ -64,12 +67,10 @@ def _x_shape(y_shape: list[int], offsets: list[int], axis: int, channel_axis: in
 def _forward_kernel(
     x: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    out_dtype = _result_dtype(x, mask)
+    out_dtype = result_dtype(x, mask)
     acc = _acc_dtype(out_dtype)
     width = x.shape[axis]
-    y = torch.zeros(
-        _y_shape(list(x.shape), offsets, axis, channel_axis), dtype=acc, device=x.device
-    )
+    y = torch.zeros(y_shape(list(x.shape), offsets, axis, channel_axis), dtype=acc, device=x.device)
     if mask is not None and mask.dtype != acc:
         mask = mask.to(acc)
     one_mask = mask is None or mask.shape[channel_axis] == 1
@@ -98,8 +99,8 @@ def _even_step(offsets: list[int]) -> int | None:
 def _adjoint_kernel(
     y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    out_dtype = _result_dtype(y, mask)
-    shape = _x_shape(list(y.shape), offsets, axis, channel_axis)
+    out_dtype = result_dtype(y, mask)
+    shape = x_shape(list(y.shape), offsets, axis, channel_axis)
     out = empty(shape, out_dtype, y.device)
     if out.numel() == 0:
         return out
@@ -147,8 +148,8 @@ def shift_sum_op(
 def _(
     x: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    shape = _y_shape(list(x.shape), offsets, axis, channel_axis)
-    return x.new_empty(shape, dtype=_result_dtype(x, mask))
+    shape = y_shape(list(x.shape), offsets, axis, channel_axis)
+    return x.new_empty(shape, dtype=result_dtype(x, mask))
 
 
 @torch.library.custom_op("portops::shift_sum_adjoint", mutates_args=())
@@ -167,8 +168,8 @@ def shift_sum_adjoint_op(
 def _(
     y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    shape = _x_shape(list(y.shape), offsets, axis, channel_axis)
-    return y.new_empty(shape, dtype=_result_dtype(y, mask))
+    shape = x_shape(list(y.shape), offsets, axis, channel_axis)
+    return y.new_empty(shape, dtype=result_dtype(y, mask))
 
 
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:

@@ -111,10 +111,8 @@ def _pinv_cuda(
 def _(
     y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    shape = list(y.shape)
-    shape[axis] -= max(offsets)
-    shape[channel_axis] = len(offsets)
-    return y.new_empty(shape, dtype=y.dtype if mask is None else torch.result_type(y, mask))
+    shape = ops.x_shape(list(y.shape), offsets, axis, channel_axis)
+    return y.new_empty(shape, dtype=ops.result_dtype(y, mask))
 
 
 def _pinv_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
