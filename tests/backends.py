@@ -151,6 +151,20 @@ def requested_backends() -> tuple[list[str], bool]:
     return list(dict.fromkeys(names)), True
 
 
+def require(name: str) -> Backend:
+    """The backend `name`; skips when unavailable, fails when it was requested explicitly."""
+    import pytest
+
+    backend = Backend(name)
+    reason = backend.unavailable_reason()
+    if reason is not None:
+        names, explicit = requested_backends()
+        if explicit and name in names:
+            pytest.fail(f"backend {name} was requested but is unavailable: {reason}")
+        pytest.skip(f"backend {name} unavailable: {reason}")
+    return backend
+
+
 def tolerance(dtype: Any) -> dict[str, float]:
     """rtol/atol by dtype (results are compared in float64)."""
     name = np.dtype(dtype).name if not hasattr(dtype, "is_floating_point") else str(dtype)

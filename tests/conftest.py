@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from backends import Backend, requested_backends
+from backends import Backend, requested_backends, require
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -14,11 +14,4 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> Backend:
-    b = Backend(request.param)
-    reason = b.unavailable_reason()
-    if reason is not None:
-        _, explicit = requested_backends()
-        if explicit:
-            pytest.fail(f"backend {b.name} was requested but is unavailable: {reason}")
-        pytest.skip(f"backend {b.name} unavailable: {reason}")
-    return b
+    return require(request.param)

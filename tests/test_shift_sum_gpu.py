@@ -11,31 +11,20 @@ import importlib
 import numpy as np
 import pytest
 import shift_sum_reference as ref
-from backends import Backend, requested_backends
+from backends import require
 
 import portops
 
 
-def _need(name: str) -> Backend:
-    b = Backend(name)
-    reason = b.unavailable_reason()
-    if reason is not None:
-        names, explicit = requested_backends()
-        if explicit and name in names:
-            pytest.fail(f"backend {name} was requested but is unavailable: {reason}")
-        pytest.skip(f"backend {name} unavailable: {reason}")
-    return b
-
-
 @pytest.fixture
 def torch():
-    _need("torch_cuda")
+    require("torch_cuda")
     return importlib.import_module("torch")
 
 
 @pytest.fixture
 def cupy():
-    _need("cupy")
+    require("cupy")
     return importlib.import_module("cupy")
 
 
