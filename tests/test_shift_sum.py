@@ -293,3 +293,49 @@ def test_blocked_numpy_kernels_on_large_arrays(shape, step, axis, cax, mask_shap
         with portops.prefer(**{op: "numpy_blocked"}):
             got_t = fn(y, step, channels=channels, **kw)
         np.testing.assert_allclose(got_t, want_t, rtol=1e-5, atol=1e-5)
+
+
+# The blocked NumPy kernels on every case above, however small: units of one outer row,
+# of a few rows, and of everything, so each unit boundary and the accumulator's
+# wrapped columns are checked against the plain-loop reference.
+EXTRA_BLOCKED_CASES = [
+    pytest.param((2, 5, 3, 4), [0, 3, 3, 0, 5], -1, -3, (5, 3, 4), id="repeated-offsets"),
+    pytest.param((2, 3, 4, 6, 5), 4, -2, -4, (4, 6, 1), id="grow-exceeds-width-inner"),
+    pytest.param((2, 4, 3, 2), [0, 7, 2, 12], -1, -3, (3, 2), id="gaps-wider-than-width"),
+    pytest.param((3, 2, 4, 3, 7), -3, -1, 1, (2, 4, 1, 7), id="split-outer-dims"),
+]
+
+
+@pytest.mark.parametrize(
+    ("shape", "step", "axis", "cax", "mask_shape"), CASES + EXTRA_BLOCKED_CASES
+)
+@pytest.mark.parametrize("block", [1, 40, 1 << 20])
+def test_blocked_numpy_kernels_on_every_case(
+    monkeypatch, shape, step, axis, cax, mask_shape, block
+):
+    from portops._backends.numpy import shift_sum as kernels
+
+    monkeypatch.setattr(kernels, "_SMALL_ELEMENTS", 0)
+    monkeypatch.setattr(kernels, "_THREADED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", block)
+    monkeypatch.setattr(kernels, "_FORWARD_BLOCK", block)
+    channels = shape[cax]
+    for dtype in (np.int64, np.float32):
+        # Integers: exact sums, with nothing left over from wrapped columns.
+        x = _make(None, shape, dtype) * (1000003 if dtype == np.int64 else 1)
+        mask = None if mask_shape is None else _make(None, mask_shape, dtype, seed=1)
+        kw = {**_kwargs(axis, cax), "mask": mask}
+        with portops.prefer(shift_sum="numpy_blocked"):
+            got = portops.shift_sum(x, step, **kw)
+        y = _make(None, got.shape, dtype, seed=2)
+        with portops.prefer(shift_sum_adjoint="numpy_blocked"):
+            got_t = portops.shift_sum_adjoint(y, step, channels=channels, **kw)
+        assert got.dtype == got_t.dtype == dtype
+        want = ref.forward(x, step, **kw)
+        want_t = ref.adjoint(y, step, channels=channels, **kw)
+        if dtype == np.int64:
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got_t, want_t)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(got_t, want_t, rtol=1e-6, atol=0)

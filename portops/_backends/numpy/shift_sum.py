@@ -1,18 +1,21 @@
-"""NumPy shift_sum family: cache-blocked, spread over threads, masks fused.
+"""NumPy shift_sum family: blocked, spread over threads, masks applied per block.
 
 The forward operator is memory-bound, and a slice-add into a window of ``y`` is a
 *strided* operation (rows of ``W`` elements at a stride of ``W + max(o)``) that NumPy
-runs about 3x slower than a contiguous one. So each block of rows is processed as:
+runs several times slower than a contiguous one. So each block of rows is summed
+into a flat accumulator whose rows have x's length ``W``: channel ``c`` is one
+contiguous add at flat offset ``o_c``, and ``x`` is read once, in long runs.
 
-1. copy (or multiply by the mask) channel ``c`` into a per-thread scratch whose rows
-   have the output's length, the padding columns kept at zero;
-2. add that scratch to the flat output block at the flat offset ``o_c * inner``: one
-   contiguous add, because the zero padding lands exactly on the columns that
-   channel ``c`` does not reach.
+Element ``(r, j)`` of ``y`` lands at flat position ``r * W + j``, which it shares
+with ``(r - 1, j + W)``, ``(r + 1, j - W)``, ...: a channel's last ``o_c`` columns
+wrap into the next row. Sharing elements get their channels from disjoint offset
+ranges (``(j - W, j]`` for ``(r, j)``), and channels go in ascending offset, so once
+all channels of offset ``<= o`` are in, the columns ``[o, next offset)`` of ``y`` are
+complete: they are copied out and zeroed before the next channel wraps into them.
+Nothing is ever subtracted, so the sums are as exact as a slice-add loop's.
 
-Blocks are sized to stay in the L2 cache while all channels are added, so ``x`` is
-read once and ``y`` written once. NumPy releases the GIL inside ufuncs, so a thread
-pool spreads blocks over the cores.
+NumPy releases the GIL inside ufuncs, so a thread pool spreads blocks over the cores;
+blocks are large because every NumPy call hands the GIL over twice.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from itertools import groupby
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -31,8 +35,10 @@ from ... import _dispatch
 from ..._generic import shift_sum as generic
 from ...shift_sum import ShiftSumArgs, accumulation_dtype
 
-# Elements of output per block: fits a 1-2 MiB L2 with the scratch beside it.
+# Elements of output per block of the adjoint: fits a 1-2 MiB L2.
 _BLOCK_ELEMENTS = 1 << 17
+# ... and of the forward: larger, as each block pays a copy-out per distinct offset.
+_FORWARD_BLOCK = 1 << 20
 # Below this many input elements, threads cost more than they save.
 _THREADED_MIN_ELEMENTS = 1 << 18
 # Below this many, setting up blocks costs more than the arithmetic: plain slice-adds.
@@ -116,101 +122,144 @@ def _layout(x: np.ndarray, a: ShiftSumArgs) -> Layout:
     return Layout(xv, mv, outer, xv.shape[-2], max(a.offsets), xv.shape[-1])
 
 
-def _blocks(outer: tuple[int, ...], row_elements: int) -> list[tuple[tuple[int, ...], slice]]:
-    """Work units: an index into all outer dims but the last, and a range of the last."""
+def _blocks(
+    outer: tuple[int, ...], row_elements: int, target: int = _BLOCK_ELEMENTS
+) -> list[tuple[tuple[int, ...], slice]]:
+    """Work units of about `target` elements, given the elements per outer row.
+
+    A unit is an index into the leading outer dims and a range of the next one; it
+    covers every dim after that range. Ranges are of even length, and their count a
+    multiple of the worker count where the dim allows, so the threads finish together.
+    """
     if not outer:
         return [((), slice(None))]
-    rows = max(1, _BLOCK_ELEMENTS // max(1, row_elements))
-    last = outer[-1]
+    split = len(outer) - 1
+    while split > 0 and math.prod(outer[split:]) * row_elements <= target:
+        split -= 1
+    below = math.prod(outer[split + 1 :]) * row_elements
+    last = outer[split]
+    count = -(-last // max(1, target // max(1, below)))
+    if split == 0:
+        workers = worker_count()
+        count = min(last, -(-count // workers) * workers)
+    step = -(-last // count)
     return [
-        (prefix, slice(r, min(r + rows, last)))
-        for prefix in np.ndindex(*outer[:-1])
-        for r in range(0, last, rows)
+        (prefix, slice(r, min(r + step, last)))
+        for prefix in np.ndindex(*outer[:split])
+        for r in range(0, last, step)
     ]
 
 
-def _run(units: list[Any], work: Callable[[list[Any]], None], elements: int) -> None:
-    """Run `work` over `units`, in contiguous shares over the thread pool when large."""
+def _run(units: list[Any], work: Callable[[Iterable[Any]], None], elements: int) -> None:
+    """Run `work` over `units`, spread over this thread and the pool when large.
+
+    Each thread takes the next unit when it is free, so a core that is busy elsewhere
+    (a noisy host, another library's threads) delays only its own units.
+    """
     n = worker_count()
     if elements < _THREADED_MIN_ELEMENTS or n == 1 or len(units) == 1:
         work(units)
         return
-    share = -(-len(units) // n)
-    parts = [units[i : i + share] for i in range(0, len(units), share)]
-    list(_thread_pool().map(work, parts))
+    queue = iter(units)
+    lock = threading.Lock()
+
+    def take() -> Iterator[Any]:
+        while True:
+            with lock:
+                unit = next(queue, None)
+            if unit is None:
+                return
+            yield unit
+
+    helpers = [_thread_pool().submit(work, take()) for _ in range(min(n, len(units)) - 1)]
+    try:
+        work(take())
+    finally:
+        wait(helpers)  # no helper may still write once this returns or raises
+    for helper in helpers:
+        helper.result()
 
 
-def _scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype, zero_from: int) -> np.ndarray:
-    """Per-thread buffer of `shape`; columns ``[zero_from:]`` of axis 1 stay zero.
-
-    Callers only ever write columns ``[:zero_from]``, so the buffer is reused as is.
-    """
-    key = (shape, dtype, zero_from)
+def _scratch(slot: str, size: int, dtype: np.dtype) -> np.ndarray:
+    """A per-thread flat buffer of `size` elements, reused from call to call."""
     cached = getattr(_local, slot, None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    buf = np.zeros(shape, dtype=dtype)
-    setattr(_local, slot, (key, buf))
-    return buf
+    if cached is None or cached.dtype != dtype or cached.size < size:
+        cached = np.empty(size, dtype=dtype)
+        setattr(_local, slot, cached)
+    return cached[:size]
 
 
 def _sub(a: np.ndarray, prefix: tuple[int, ...], rows: slice, lead: int) -> np.ndarray:
     """Block of `a` (laid out as ``(lead..., *outer, ...)``) for one work unit.
 
-    Outer dims of size 1 in `a` (a broadcast mask) are indexed at 0.
+    Outer dims of size 1 in `a` (a broadcast mask) are indexed at 0 or kept whole.
     """
     idx: list[Any] = [slice(None)] * lead
     outer_dims = a.shape[lead : a.ndim - 2]
     for i, p in zip(prefix, outer_dims, strict=False):
         idx.append(0 if p == 1 else i)
-    if outer_dims:
-        idx.append(slice(None) if outer_dims[-1] == 1 else rows)
+    if len(outer_dims) > len(prefix):
+        idx.append(slice(None) if outer_dims[len(prefix)] == 1 else rows)
     return a[tuple(idx)]
+
+
+def _flat_if_contiguous(a: np.ndarray) -> np.ndarray:
+    """`a` as one flat run when its elements are contiguous: the fastest ufunc loop."""
+    return a.reshape(-1) if a.flags.c_contiguous else a
+
+
+def _as_words(a: np.ndarray) -> np.ndarray:
+    """`a` (rows of a few contiguous elements) with each row as one machine word.
+
+    NumPy then loops over the rows in one inner loop instead of one per row; a copy
+    of these views moves the same bytes.
+    """
+    nbytes = a.shape[-1] * a.itemsize
+    if a.strides[-1] == a.itemsize and nbytes in (2, 4, 8):
+        return a.view(f"u{nbytes}")
+    return a
 
 
 def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.dtype) -> None:
     """Fill ``y`` (``(*outer, W + grow, inner)``, contiguous, dtype `acc`)."""
     xv, mv, outer, width, grow, inner = lay
-    out_w = width + grow
-    # The channel with the smallest offset initialises each block (no zero-fill pass).
+    row, out_row = width * inner, (width + grow) * inner
+    # Channels by flat offset, ascending (the smallest is 0).
     order = sorted(range(len(offsets)), key=lambda c: offsets[c])
-    units = _blocks(outer, out_w * inner)
-    max_rows = max(len(range(*r.indices(outer[-1]))) for _, r in units) if outer else 1
+    groups = [(o * inner, list(cs)) for o, cs in groupby(order, key=lambda c: offsets[c])]
 
-    def work(units: list[tuple[tuple[int, ...], slice]]) -> None:
+    def work(units: Iterable[tuple[tuple[int, ...], slice]]) -> None:
         for prefix, rows in units:
-            yb = y[prefix][rows] if outer else y
-            yf = yb.reshape(-1)
-            n = yf.shape[0]
-            shape = (max_rows, out_w, inner)
-            scratch = _scratch("scratch", shape, acc, width)[: yb.shape[0]]
-            body = scratch[:, :width] if outer else scratch[0, :width]
-            sf = scratch.reshape(-1)
             xu = _sub(xv, prefix, rows, 1)
             mu = None if mv is None else _sub(mv, prefix, rows, 1)
-            shared_mask = None
-            if mu is not None and mu.shape[0] == 1:
-                # One mask for every channel: pad it like the scratch once per block, so
-                # each channel costs a contiguous multiply instead of a strided one.
-                padded = _scratch("mask", shape, acc, width)[: yb.shape[0]]
-                np.copyto(padded[:, :width] if outer else padded[0, :width], mu[0])
-                shared_mask = padded.reshape(-1)
-            for i, c in enumerate(order):
-                if mu is None or shared_mask is not None:
-                    np.copyto(body, xu[c], casting="unsafe")
-                    if shared_mask is not None:
-                        np.multiply(sf, shared_mask, out=sf)
-                else:
-                    np.multiply(xu[c], mu[c], out=body, casting="unsafe")
-                shift = offsets[c] * inner
-                if i == 0:
-                    yf[:shift] = 0
-                    np.copyto(yf[shift:], sf[: n - shift])
-                else:
-                    dst = yf[shift:]
-                    np.add(dst, sf[: n - shift], out=dst)
+            yr = y[prefix][rows].reshape(-1, out_row)
+            n = yr.shape[0] * row
+            flat = _scratch("accumulator", n + grow * inner, acc)
+            for i, (start, channels) in enumerate(groups):
+                for c in channels:
+                    if mu is None:
+                        xc = _flat_if_contiguous(xu[c])
+                    else:
+                        xc = _scratch("product", n, acc).reshape(xu.shape[1:])
+                        m = mu[c if mu.shape[0] > 1 else 0]
+                        np.multiply(xu[c], m, out=xc, casting="unsafe")
+                        xc = xc.reshape(-1)
+                    dst = flat[start : start + n].reshape(xc.shape)
+                    if c == order[0]:  # the first channel initialises the block
+                        np.copyto(dst, xc, casting="unsafe")
+                        flat[n:] = 0
+                    else:
+                        np.add(dst, xc, out=dst, casting="unsafe")
+                # Every output column in [start, stop) now holds all its channels.
+                following = groups[i + 1][0] if i + 1 < len(groups) else None
+                stop = start + row if following is None else min(following, start + row)
+                done = flat[start : start + n].reshape(-1, row)[:, : stop - start]
+                np.copyto(_as_words(yr[:, start:stop]), _as_words(done))
+                if following is not None:
+                    done.fill(0)  # the next channels wrap into these columns
+                    yr[:, stop:following] = 0  # no channel reaches these (grow > W)
 
-    _run(units, work, xv.size)
+    _run(_blocks(outer, out_row, _FORWARD_BLOCK), work, xv.size)
 
 
 def _y_shape(a: ShiftSumArgs, x_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -269,7 +318,7 @@ def _adjoint_into(
     _, mv, outer, width, _, inner = lay
     mask = None if mv is None else (np.conj(mv) if conj else mv)
 
-    def work(units: list[tuple[tuple[int, ...], slice]]) -> None:
+    def work(units: Iterable[tuple[tuple[int, ...], slice]]) -> None:
         for prefix, rows in units:
             yb = y[prefix][rows] if outer else y
             mb = None if mask is None else _sub(mask, prefix, rows, 1)
