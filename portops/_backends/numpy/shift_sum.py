@@ -33,7 +33,7 @@ import numpy as np
 from ... import _buffers as buffers
 from ... import _dispatch
 from ..._generic import shift_sum as generic
-from ...shift_sum import ShiftSumArgs, accumulation_dtype
+from ...shift_sum import ShiftSumArgs
 
 # Elements of output per block of the adjoint: fits a 1-2 MiB L2.
 _BLOCK_ELEMENTS = 1 << 17
@@ -47,6 +47,11 @@ _SMALL_ELEMENTS = 1 << 12
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _local = threading.local()
+
+
+def _accumulation(dtype: np.dtype) -> np.dtype:
+    """float16 sums in float32 (``accumulation_dtype`` for NumPy, without isdtype)."""
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
 
 
 def worker_count() -> int:
@@ -272,18 +277,22 @@ def _y_shape(a: ShiftSumArgs, x_shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _forward_small(x: np.ndarray, a: ShiftSumArgs, dtype: np.dtype) -> np.ndarray:
-    """Slice-add loop on the channels-first view: least overhead for tiny arrays."""
-    xv = np.moveaxis(x, a.channel_axis, 0)
-    mv = None if a.mask is None else np.moveaxis(a.mask, a.channel_axis, 0)
-    k = a.axis - (a.axis > a.channel_axis)
-    shape = list(xv.shape[1:])
-    width = shape[k]
-    shape[k] += max(a.offsets)
+    """Slice-add loop, channel axis kept (size 1): least overhead for tiny arrays."""
+    ax, cax, mask = a.axis, a.channel_axis, a.mask
+    shape = list(x.shape)
+    width = shape[ax]
+    shape[ax] += max(a.offsets)
+    shape[cax] = 1
     y = np.zeros(shape, dtype=dtype)
-    lead = (slice(None),) * k
+    src: list[Any] = [slice(None)] * x.ndim
+    dst: list[Any] = [slice(None)] * x.ndim
     for c, o in enumerate(a.offsets):
-        z = xv[c] if mv is None else xv[c] * mv[c if mv.shape[0] > 1 else 0]
-        y[(*lead, slice(o, o + width))] += z
+        src[cax] = slice(c, c + 1)
+        dst[ax] = slice(o, o + width)
+        z = x[tuple(src)]
+        if mask is not None:
+            z = z * (mask[tuple(src)] if mask.shape[cax] > 1 else mask)
+        y[tuple(dst)] += z
     return y
 
 
@@ -292,11 +301,11 @@ def forward(a: ShiftSumArgs) -> np.ndarray:
     x = np.asarray(a.array)
     if x.size <= _SMALL_ELEMENTS:
         out_dtype = np.dtype(generic.result_dtype(a))
-        y = _forward_small(x, a, np.dtype(accumulation_dtype(np, out_dtype)))
+        y = _forward_small(x, a, np.dtype(_accumulation(out_dtype)))
         return y.astype(out_dtype, copy=False).reshape(_y_shape(a, x.shape))
     lay = _layout(x, a)
     out_dtype = np.dtype(generic.result_dtype(a))
-    acc = np.dtype(accumulation_dtype(np, out_dtype))
+    acc = np.dtype(_accumulation(out_dtype))
     y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
         if lay.x.size:
@@ -396,7 +405,7 @@ def add_at(a: ShiftSumArgs) -> np.ndarray:
     x = np.asarray(a.array)
     dtype = np.dtype(generic.result_dtype(a))
     z = x if a.mask is None else x * a.mask
-    zc = np.moveaxis(z.astype(accumulation_dtype(np, dtype), copy=False), a.channel_axis, 0)
+    zc = np.moveaxis(z.astype(_accumulation(dtype), copy=False), a.channel_axis, 0)
     k = a.axis - (a.axis > a.channel_axis)
     y_shape = list(zc.shape[1:])
     y_shape[k] += max(a.offsets)
