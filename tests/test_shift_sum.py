@@ -319,6 +319,7 @@ def test_blocked_numpy_kernels_on_every_case(
     monkeypatch.setattr(kernels, "_THREADED_MIN_ELEMENTS", 0)
     monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", block)
     monkeypatch.setattr(kernels, "_FORWARD_BLOCK", block)
+    monkeypatch.setattr(kernels, "_GATHER_BLOCK", block)
     channels = shape[cax]
     for dtype in (np.int64, np.float32):
         # Integers: exact sums, with nothing left over from wrapped columns.

@@ -39,6 +39,8 @@ from ...shift_sum import ShiftSumArgs
 _BLOCK_ELEMENTS = 1 << 17
 # ... and of the forward: larger, as each block pays a copy-out per distinct offset.
 _FORWARD_BLOCK = 1 << 20
+# ... and of x per forward block when its rows are strided: L3-sized.
+_GATHER_BLOCK = 1 << 21
 # Below this many input elements, threads cost more than they save.
 _THREADED_MIN_ELEMENTS = 1 << 18
 # Below this many, setting up blocks costs more than the arithmetic: plain slice-adds.
@@ -233,6 +235,11 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
     order = sorted(range(len(offsets)), key=lambda c: offsets[c])
     groups = [(o * inner, list(cs)) for o, cs in groupby(order, key=lambda c: offsets[c])]
 
+    # Rows of x (W * inner elements) contiguous: each channel is added straight from x.
+    # Otherwise (channels-last data, say) each channel is first copied into a contiguous
+    # scratch, and blocks are small enough for x's block to stay in the cache.
+    direct = _rows_contiguous(xv)
+
     def work(units: Iterable[tuple[tuple[int, ...], slice]]) -> None:
         for prefix, rows in units:
             xu = _sub(xv, prefix, rows, 1)
@@ -242,12 +249,15 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
             flat = _scratch("accumulator", n + grow * inner, acc)
             for i, (start, channels) in enumerate(groups):
                 for c in channels:
-                    if mu is None:
+                    if direct and mu is None:
                         xc = _flat_if_contiguous(xu[c])
-                    else:
-                        xc = _scratch("product", n, acc).reshape(xu.shape[1:])
-                        m = mu[c if mu.shape[0] > 1 else 0]
-                        np.multiply(xu[c], m, out=xc, casting="unsafe")
+                    else:  # the channel (times the mask) into a contiguous scratch
+                        xc = _scratch("channel", n, acc).reshape(xu.shape[1:])
+                        if mu is None:
+                            np.copyto(xc, xu[c], casting="unsafe")
+                        else:
+                            m = mu[c if mu.shape[0] > 1 else 0]
+                            np.multiply(xu[c], m, out=xc, casting="unsafe")
                         xc = xc.reshape(-1)
                     dst = flat[start : start + n].reshape(xc.shape)
                     if c == order[0]:  # the first channel initialises the block
@@ -264,7 +274,18 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
                     done.fill(0)  # the next channels wrap into these columns
                     yr[:, stop:following] = 0  # no channel reaches these (grow > W)
 
-    _run(_blocks(outer, out_row, _FORWARD_BLOCK), work, xv.size)
+    if direct:
+        units = _blocks(outer, out_row, _FORWARD_BLOCK)
+    else:  # sized by the block of x, which every channel's copy reads
+        units = _blocks(outer, len(offsets) * row, _GATHER_BLOCK)
+    _run(units, work, xv.size)
+
+
+def _rows_contiguous(xv: np.ndarray) -> bool:
+    """Whether each row ``xv[c, ..., :, :]`` (the last two dims) is one contiguous run."""
+    width, inner = xv.shape[-2:]
+    item = xv.itemsize
+    return (inner == 1 or xv.strides[-1] == item) and (width == 1 or xv.strides[-2] == inner * item)
 
 
 def _y_shape(a: ShiftSumArgs, x_shape: tuple[int, ...]) -> tuple[int, ...]:
