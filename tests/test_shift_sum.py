@@ -340,3 +340,26 @@ def test_blocked_numpy_kernels_on_every_case(
         else:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(got_t, want_t, rtol=1e-6, atol=0)
+
+
+def test_blocked_numpy_kernels_from_many_threads(monkeypatch):
+    """Concurrent calls share the thread pool: each gets its own, complete result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from portops._backends.numpy import shift_sum as kernels
+
+    monkeypatch.setattr(kernels, "_THREADED_MIN_ELEMENTS", 0)
+    monkeypatch.setattr(kernels, "_FORWARD_BLOCK", 200)
+    monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", 200)
+    rng = np.random.default_rng(5)
+    xs = [rng.integers(-9, 10, size=(3, 4, 20, 30 + i)) for i in range(6)]
+    masks = [None, rng.integers(0, 2, size=(20, 30 + 1)), None, None, None, None]
+    want = [ref.forward(x, 2, mask=m) for x, m in zip(xs, masks, strict=True)]
+
+    def run(i: int) -> bool:
+        return all(
+            np.array_equal(portops.shift_sum(xs[i], 2, mask=masks[i]), want[i]) for _ in range(5)
+        )
+
+    with ThreadPoolExecutor(6) as pool:
+        assert all(pool.map(run, range(6)))

@@ -182,8 +182,10 @@ def _run(units: list[Any], work: Callable[[Iterable[Any]], None], elements: int)
     try:
         work(take())
     finally:
-        wait(helpers)  # no helper may still write once this returns or raises
-    for helper in helpers:
+        # A helper still queued behind another call's work has nothing left to do.
+        started = [helper for helper in helpers if not helper.cancel()]
+        wait(started)  # no helper may still write once this returns or raises
+    for helper in started:
         helper.result()
 
 
