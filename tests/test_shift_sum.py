@@ -256,7 +256,17 @@ def test_tolerance_helper_is_strict_for_float64():
     assert tolerance(np.float64)["rtol"] <= 1e-10
 
 
-# Above the small-array threshold, so the blocked (and threaded) NumPy kernels run.
+@pytest.fixture
+def blocked_kernels(monkeypatch):
+    """The NumPy kernels with every size threshold at 0: blocked and threaded always."""
+    from portops._backends.numpy import shift_sum as kernels
+
+    for name in ("_SMALL_FORWARD", "_SMALL_ADJOINT", "_THREADED_FORWARD", "_THREADED_ADJOINT"):
+        monkeypatch.setattr(kernels, name, 0)
+    return kernels
+
+
+# Arrays of a few blocks, run through the blocked and threaded NumPy kernels.
 LARGE = [
     pytest.param((3, 6, 40, 70), 2, -1, -3, None, id="plain"),
     pytest.param((3, 6, 40, 70), 3, -1, -3, (40, 70), id="mask2d"),
@@ -271,7 +281,9 @@ LARGE = [
 
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), LARGE)
 @pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
-def test_blocked_numpy_kernels_on_large_arrays(shape, step, axis, cax, mask_shape, strided):
+def test_blocked_numpy_kernels_on_large_arrays(
+    blocked_kernels, shape, step, axis, cax, mask_shape, strided
+):
     """The blocked kernels against the generic path on arrays past the small-array cutoff."""
     rng = np.random.default_rng(8)
     x = rng.standard_normal(shape).astype(np.float32)
@@ -311,12 +323,9 @@ EXTRA_BLOCKED_CASES = [
 )
 @pytest.mark.parametrize("block", [1, 40, 1 << 20])
 def test_blocked_numpy_kernels_on_every_case(
-    monkeypatch, shape, step, axis, cax, mask_shape, block
+    monkeypatch, blocked_kernels, shape, step, axis, cax, mask_shape, block
 ):
-    from portops._backends.numpy import shift_sum as kernels
-
-    monkeypatch.setattr(kernels, "_SMALL_ELEMENTS", 0)
-    monkeypatch.setattr(kernels, "_THREADED_MIN_ELEMENTS", 0)
+    kernels = blocked_kernels
     monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", block)
     monkeypatch.setattr(kernels, "_FORWARD_BLOCK", block)
     monkeypatch.setattr(kernels, "_GATHER_BLOCK", block)
@@ -342,15 +351,12 @@ def test_blocked_numpy_kernels_on_every_case(
             np.testing.assert_allclose(got_t, want_t, rtol=1e-6, atol=0)
 
 
-def test_blocked_numpy_kernels_from_many_threads(monkeypatch):
+def test_blocked_numpy_kernels_from_many_threads(monkeypatch, blocked_kernels):
     """Concurrent calls share the thread pool: each gets its own, complete result."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from portops._backends.numpy import shift_sum as kernels
-
-    monkeypatch.setattr(kernels, "_THREADED_MIN_ELEMENTS", 0)
-    monkeypatch.setattr(kernels, "_FORWARD_BLOCK", 200)
-    monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", 200)
+    monkeypatch.setattr(blocked_kernels, "_FORWARD_BLOCK", 200)
+    monkeypatch.setattr(blocked_kernels, "_BLOCK_ELEMENTS", 200)
     rng = np.random.default_rng(5)
     xs = [rng.integers(-9, 10, size=(3, 4, 20, 30 + i)) for i in range(6)]
     masks = [None, rng.integers(0, 2, size=(20, 30 + 1)), None, None, None, None]

@@ -41,10 +41,14 @@ _BLOCK_ELEMENTS = 1 << 17
 _FORWARD_BLOCK = 1 << 20
 # ... and of x per forward block when its rows are strided: L3-sized.
 _GATHER_BLOCK = 1 << 21
-# Below this many input elements, threads cost more than they save.
-_THREADED_MIN_ELEMENTS = 1 << 18
-# Below this many, setting up blocks costs more than the arithmetic: plain slice-adds.
-_SMALL_ELEMENTS = 1 << 12
+# Sizes (elements of x) where the approach changes, measured on a 2-core AMD EPYC:
+# below _SMALL_*, a plain slice-add (window-copy) loop costs less than setting up
+# blocks; below _THREADED_*, the GIL hand-overs of a second thread cost more than it
+# saves (about 5 µs each on a busy virtual machine, two per NumPy call).
+_SMALL_FORWARD = 1 << 20
+_THREADED_FORWARD = 1 << 23
+_SMALL_ADJOINT = 1 << 22
+_THREADED_ADJOINT = 1 << 22
 
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -157,14 +161,14 @@ def _blocks(
     ]
 
 
-def _run(units: list[Any], work: Callable[[Iterable[Any]], None], elements: int) -> None:
-    """Run `work` over `units`, spread over this thread and the pool when large.
+def _run(units: list[Any], work: Callable[[Iterable[Any]], None], threaded: bool) -> None:
+    """Run `work` over `units`, spread over this thread and the pool if `threaded`.
 
     Each thread takes the next unit when it is free, so a core that is busy elsewhere
     (a noisy host, another library's threads) delays only its own units.
     """
     n = worker_count()
-    if elements < _THREADED_MIN_ELEMENTS or n == 1 or len(units) == 1:
+    if not threaded or n == 1 or len(units) == 1:
         work(units)
         return
     queue = iter(units)
@@ -280,7 +284,7 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
         units = _blocks(outer, out_row, _FORWARD_BLOCK)
     else:  # sized by the block of x, which every channel's copy reads
         units = _blocks(outer, len(offsets) * row, _GATHER_BLOCK)
-    _run(units, work, xv.size)
+    _run(units, work, xv.size >= _THREADED_FORWARD)
 
 
 def _rows_contiguous(xv: np.ndarray) -> bool:
@@ -322,7 +326,7 @@ def _forward_small(x: np.ndarray, a: ShiftSumArgs, dtype: np.dtype) -> np.ndarra
 def forward(a: ShiftSumArgs) -> np.ndarray:
     """Blocked, threaded shift-and-sum with the mask multiplied block by block."""
     x = np.asarray(a.array)
-    if x.size <= _SMALL_ELEMENTS:
+    if x.size <= _SMALL_FORWARD:
         out_dtype = np.dtype(generic.result_dtype(a))
         y = _forward_small(x, a, np.dtype(_accumulation(out_dtype)))
         return y.astype(out_dtype, copy=False).reshape(_y_shape(a, x.shape))
@@ -364,7 +368,7 @@ def _adjoint_into(
                         window, mb[c if mb.shape[0] > 1 else 0], out=ob[c], casting="unsafe"
                     )
 
-    _run(_blocks(outer, (width + lay.grow) * inner), work, out.size)
+    _run(_blocks(outer, (width + lay.grow) * inner), work, out.size >= _THREADED_ADJOINT)
 
 
 def _canonical_y(y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
@@ -402,7 +406,7 @@ def adjoint(a: ShiftSumArgs) -> np.ndarray:
     out = buffers.empty(x_shape, dtype)
     if out.size == 0:
         return out
-    if out.size <= _SMALL_ELEMENTS:
+    if out.size <= _SMALL_ADJOINT:
         return _adjoint_small(out, y, a)
     # Only the layout's shapes and mask view are used: read them from a stride-0 stand-in
     # for `out`, which reshapes as a view whatever the axes (out is not written yet).
