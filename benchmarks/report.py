@@ -3,7 +3,10 @@
 Reads the JSON written by ``pytest benchmarks --benchmark-json=FILE`` and prints, per
 operation, one table: for each benchmark group (``"<op> <case> <backend> <device>"``) the
 median time of every entry, its ratio to the group's roofline, and the speedup of the
-portops default over every other entry (``other median / default median``). A PNG chart
+portops default over every other entry (``other median / default median``). An entry
+whose ``extra_info`` holds ``paired_roofline`` (seconds: the median of a roofline copy
+timed just before each of its rounds) is divided by that instead, so a machine whose
+speed drifts during a run moves both sides of the ratio alike. A PNG chart
 shows the same ratios, and ``--compare OLD.json`` sets the run against a saved earlier one.
 
 Each benchmark describes itself in ``extra_info``: ``op``, ``kind`` (``"portops"``,
@@ -120,6 +123,8 @@ class Entry:
     median: float
     rounds: int = 0
     default: bool = False
+    # Median of the roofline copy timed just before each of this entry's rounds.
+    paired_roofline: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -158,7 +163,12 @@ def entry_from_json(bench: dict[str, Any]) -> Entry:
         median=float(bench["stats"]["median"]),
         rounds=int(bench["stats"].get("rounds", 0)),
         default=bool(extra.get("default", False)),
+        paired_roofline=_positive(extra.get("paired_roofline")),
     )
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def run_from_json(data: dict[str, Any], status: dict[str, Any] | None = None) -> Run:
@@ -276,6 +286,9 @@ def summarise_group(group: str, entries: Sequence[Entry]) -> GroupTable:
         notes.append(f"{group}: unknown kind(s) {', '.join(unknown)}")
 
     def ratio(e: Entry) -> float | None:
+        # A copy timed between the entry's own rounds saw the machine as the entry did.
+        if e.paired_roofline is not None and e.kind != "roofline":
+            return _safe_div(e.median, e.paired_roofline)
         return _safe_div(e.median, roofline.median) if roofline is not None else None
 
     def speedup(e: Entry) -> float | None:

@@ -142,6 +142,19 @@ def test_several_rooflines_use_the_fastest() -> None:
     assert any("2 roofline entries" in n for n in t.notes)
 
 
+def test_paired_roofline_divides_its_own_entry() -> None:
+    """A copy timed between an entry's rounds replaces the group's for that entry."""
+    data = [bench(NP, "copy", "roofline", 2.0), bench(NP, "loop", "baseline", 6.0)]
+    data.append(bench(NP, "portops", "portops", 3.0, paired_roofline=1.5))
+    data.append(bench(NP, "odd", "baseline", 4.0, paired_roofline=0))  # ignored: not > 0
+    t = report.summarise_group(NP, [report.entry_from_json(b) for b in data])
+    assert row(t, "portops").roofline_ratio == pytest.approx(2.0)
+    assert row(t, "loop").roofline_ratio == pytest.approx(3.0)
+    assert row(t, "odd").roofline_ratio == pytest.approx(2.0)
+    assert row(t, "copy").roofline_ratio == pytest.approx(1.0)
+    assert row(t, "loop").speedup == pytest.approx(2.0)  # speedups stay median / median
+
+
 def test_group_without_portops_entry() -> None:
     data = [bench(NP, "copy", "roofline", 1.0), bench(NP, "loop", "baseline", 3.0)]
     t = report.summarise_group(NP, [report.entry_from_json(b) for b in data])
