@@ -59,26 +59,30 @@ def _run(
         return
     copies: list[float] = []
     benchmark.pedantic(
-        fn, setup=_timed_copy(roofs, copies), rounds=rounds, iterations=1, warmup_rounds=1
+        fn, setup=_timed_copy(roofs, copies, fn), rounds=rounds, iterations=1, warmup_rounds=1
     )
     benchmark.extra_info["paired_roofline"] = statistics.median(copies[-rounds:])
 
 
-def _timed_copy(roofs: dict[str, Callable[[], Any]], times: list[float]) -> Callable[[], None]:
+def _timed_copy(
+    roofs: dict[str, Callable[[], Any]], times: list[float], fn: Callable[[], Any]
+) -> Callable[[], None]:
     """A setup that times every roofline copy before a round and keeps the fastest.
 
-    ``Tensor.copy_`` goes first: its OpenMP threads spin for a moment after it, and
-    the single-threaded ``np.copyto`` that follows outlasts that.
+    It then calls `fn` once, untimed, so the round starts as back-to-back rounds do:
+    after the copies, torch's OpenMP threads would still be spinning, and after a
+    single-threaded copy the second core would be idle (on a virtual machine an idle
+    core takes milliseconds to wake), either of which would slow the round.
     """
-    ordered = sorted(roofs.items(), key=lambda item: item[0] != "roofline Tensor.copy_")
 
     def setup() -> None:
         best = math.inf
-        for _, copy in ordered:
+        for copy in roofs.values():
             t0 = time.perf_counter()
             copy()
             best = min(best, time.perf_counter() - t0)
         times.append(best)
+        fn()
 
     return setup
 
