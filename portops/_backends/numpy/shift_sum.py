@@ -1,4 +1,4 @@
-"""NumPy shift_sum family: blocked, spread over threads, masks applied per block.
+"""NumPy shift_sum family: blocked, spread over threads, masks fused per channel.
 
 The forward operator is memory-bound, and a slice-add into a window of ``y`` is a
 *strided* operation (rows of ``W`` elements at a stride of ``W + max(o)``) that NumPy
@@ -15,7 +15,8 @@ complete: they are copied out and zeroed before the next channel wraps into them
 Nothing is ever subtracted, so the sums are as exact as a slice-add loop's.
 
 NumPy releases the GIL inside ufuncs, so a thread pool spreads blocks over the cores;
-blocks are large because every NumPy call hands the GIL over twice.
+blocks are large because every NumPy call hands the GIL over twice. Small arrays skip
+all this for a plain slice-add loop (window copies for the adjoint).
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ _BLOCK_ELEMENTS = 1 << 17
 _FORWARD_BLOCK = 1 << 20
 # ... and of x per forward block when its rows are strided: L3-sized.
 _GATHER_BLOCK = 1 << 21
-# Sizes (elements of x) where the approach changes, measured on a 2-core AMD EPYC:
-# below _SMALL_*, a plain slice-add (window-copy) loop costs less than setting up
-# blocks; below _THREADED_*, the GIL hand-overs of a second thread cost more than it
-# saves (about 5 µs each on a busy virtual machine, two per NumPy call).
+# Sizes (elements of x) where the approach changes, measured on a 2-core AMD EPYC
+# virtual machine: below _SMALL_*, a plain slice-add (window-copy) loop costs less than
+# setting up blocks; below _THREADED_*, a second thread's GIL hand-overs (two per NumPy
+# call, microseconds each there) cost more than it saves.
 _SMALL_FORWARD = 1 << 20
 _THREADED_FORWARD = 1 << 23
 _SMALL_ADJOINT = 1 << 22
