@@ -394,6 +394,8 @@ def shift_sum_pinv(
 
 def accumulation_dtype(xp: Any, dtype: Any) -> Any:
     """float32 for half-precision floats, else `dtype` itself."""
+    if xp is np:  # NumPy's kernels, without isdtype's cost (float16 is its only half)
+        return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
     if is_floating(xp, dtype) and not xp.isdtype(dtype, "complex floating"):
         if xp.finfo(dtype).bits < 32:
             return xp.float32

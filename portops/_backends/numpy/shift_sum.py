@@ -34,7 +34,7 @@ import numpy as np
 from ... import _buffers as buffers
 from ... import _dispatch
 from ..._generic import shift_sum as generic
-from ...shift_sum import ShiftSumArgs
+from ...shift_sum import ShiftSumArgs, accumulation_dtype
 
 # Elements of output per block of the adjoint: fits a 1-2 MiB L2.
 _BLOCK_ELEMENTS = 1 << 17
@@ -54,11 +54,6 @@ _THREADED_ADJOINT = 1 << 22
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _local = threading.local()
-
-
-def _accumulation(dtype: np.dtype) -> np.dtype:
-    """float16 sums in float32 (``accumulation_dtype`` for NumPy, without isdtype)."""
-    return np.dtype(np.float32) if dtype == np.float16 else dtype
 
 
 def worker_count() -> int:
@@ -325,15 +320,14 @@ def _forward_small(x: np.ndarray, a: ShiftSumArgs, dtype: np.dtype) -> np.ndarra
 
 
 def forward(a: ShiftSumArgs) -> np.ndarray:
-    """Blocked, threaded shift-and-sum with the mask multiplied block by block."""
+    """Shift-and-sum: a slice-add loop for small arrays, else the blocked kernel."""
     x = np.asarray(a.array)
+    out_dtype = np.dtype(generic.result_dtype(a))
+    acc = accumulation_dtype(np, out_dtype)
     if x.size <= _SMALL_FORWARD:
-        out_dtype = np.dtype(generic.result_dtype(a))
-        y = _forward_small(x, a, np.dtype(_accumulation(out_dtype)))
+        y = _forward_small(x, a, acc)
         return y.astype(out_dtype, copy=False).reshape(_y_shape(a, x.shape))
     lay = _layout(x, a)
-    out_dtype = np.dtype(generic.result_dtype(a))
-    acc = np.dtype(_accumulation(out_dtype))
     y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
         if lay.x.size:
@@ -435,7 +429,7 @@ def add_at(a: ShiftSumArgs) -> np.ndarray:
     x = np.asarray(a.array)
     dtype = np.dtype(generic.result_dtype(a))
     z = x if a.mask is None else x * a.mask
-    zc = np.moveaxis(z.astype(_accumulation(dtype), copy=False), a.channel_axis, 0)
+    zc = np.moveaxis(z.astype(accumulation_dtype(np, dtype), copy=False), a.channel_axis, 0)
     k = a.axis - (a.axis > a.channel_axis)
     y_shape = list(zc.shape[1:])
     y_shape[k] += max(a.offsets)
