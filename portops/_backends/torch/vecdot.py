@@ -105,18 +105,8 @@ def _half_blocks(
 def forward_cpu(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -> torch.Tensor:
     """vecdot of CPU tensors without autograd (the body of the custom op)."""
     d1, d2 = x1.dtype, x2.dtype
-    if (
-        d1 is d2
-        and axis == -1
-        and not keepdims
-        and d1 in _VIA_NUMPY
-        and x1.shape == x2.shape
-        and x1.dim() > 1  # 1-d inputs give a NumPy scalar
-        and x1.shape[-1] >= SHORT
-        and x1.stride(-1) == 1
-        and x2.stride(-1) == 1
-    ):  # the common case, straight to the gufunc (what vecdot_numpy would choose)
-        return torch.from_numpy(np.vecdot(_numpy_view(x1), _numpy_view(x2)))
+    if d1 is d2 and d1 in _VIA_NUMPY and x1.shape[axis] >= SHORT:  # the common case first
+        return torch.from_numpy(vecdot_numpy(_numpy_view(x1), _numpy_view(x2), axis, keepdims))
     dtype = d1 if d1 is d2 else torch.promote_types(d1, d2)
     # torch's multithreaded product and sum wins for many short vectors; NumPy's
     # fused kernels for long vectors and for small inputs (less call overhead).
