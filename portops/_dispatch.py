@@ -18,12 +18,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.util import find_spec
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from ._plans import PlanCache
 
 __all__ = [
     "Call",
@@ -32,6 +35,7 @@ __all__ = [
     "explain",
     "implementations",
     "invoke",
+    "invoke_planned",
     "prefer",
     "register",
     "select",
@@ -58,6 +62,9 @@ class Implementation:
     priority: int
     applies: Callable[..., str | None] | None  # returns why it does not apply, or None
     summary: str
+    # Turns the normalised arguments of a first call into a plan for later calls with
+    # the same signature (see portops._plans), or returns None when it cannot.
+    planner: Callable[..., Any] | None = None
 
     def where(self) -> str:
         libs = "any library" if self.libraries is None else "/".join(sorted(self.libraries))
@@ -109,11 +116,14 @@ def register(
     priority: int = 0,
     applies: Callable[..., str | None] | None = None,
     summary: str = "",
+    planner: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering an implementation of `op` under `name`.
 
     `applies` receives the normalised arguments and returns ``None`` when the
-    implementation can run them, or a short reason why not.
+    implementation can run them, or a short reason why not. `planner` receives them
+    too and returns a plan (a function of the call's raw arrays) for later calls with
+    the same signature, or None.
     """
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -126,6 +136,7 @@ def register(
             priority=priority,
             applies=applies,
             summary=summary or (func.__doc__ or "").strip().split("\n")[0],
+            planner=planner,
         )
         with _lock:
             impls = [i for i in _registry.setdefault(op, []) if i.name != name]
@@ -150,7 +161,8 @@ def _load_backend(library: str) -> None:
     if library in _BACKEND_PACKAGES and find_spec(name) is not None:
         package = importlib.import_module(name)
         for info in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package.__name__}.{info.name}")
+            if not info.name.startswith("_"):  # private helpers are imported on demand
+                importlib.import_module(f"{package.__name__}.{info.name}")
     _loaded_backends.add(library)
 
 
@@ -205,6 +217,15 @@ def select(op: str, call: Call) -> Implementation:
     raise LookupError(f"no implementation of {op} applies to {call.library} arrays")
 
 
+def preferences_active() -> bool:
+    """True inside a :func:`prefer` block (plans are then neither used nor kept)."""
+    return _preferred.get() is not None
+
+
+# Read eagerly while torch.compile traces, like _preferred_name below.
+preferences_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
 def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
     impls = {i.name: i for i in _registry[op]}
     if name not in impls:
@@ -228,6 +249,28 @@ def invoke(op: str, *args: Any, **kwargs: Any) -> Any:
     """Validate public arguments of `op`, select an implementation and run it."""
     call = _operations[op].prepare(*args, **kwargs)
     return select(op, call).func(*call.args)
+
+
+def invoke_planned(
+    op: str,
+    plans: PlanCache,
+    key: Hashable | None,
+    arrays: tuple[Any, ...],
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """:func:`invoke`, keeping the implementation's plan under `key` when it has one.
+
+    `arrays` are the raw array arguments a plan is called with.
+    """
+    call = _operations[op].prepare(*args, **kwargs)
+    impl = select(op, call)
+    if key is not None and impl.planner is not None and _preferred.get() is None:
+        plan = impl.planner(*call.args)
+        if plan is not None:
+            plans.put(key, plan)
+            return plan(*arrays)
+    return impl.func(*call.args)
 
 
 def _load_installed_backends() -> None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _dispatch
 from ._arrays import inspect_arrays, is_floating, normalize_axis
+from ._plans import PlanCache, signature
 
 __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
 
@@ -228,6 +229,11 @@ _dispatch.define_operation("shift_sum", _prepare_forward)
 _dispatch.define_operation("shift_sum_adjoint", _prepare_transposed)
 _dispatch.define_operation("shift_sum_pinv", _prepare_pinv)
 
+# Plans of repeated calls (portops._plans): a plan takes (array, mask), the raw arguments.
+FORWARD_PLANS = PlanCache()
+ADJOINT_PLANS = PlanCache()
+PINV_PLANS = PlanCache()
+
 
 def shift_sum(
     x: Any,
@@ -286,8 +292,24 @@ def shift_sum(
     >>> portops.shift_sum(x, 1, channel_axis=0)
     array([1, 3, 6, 5, 3])
     """
-    return _dispatch.invoke(
-        "shift_sum", x, step, axis=axis, channel_axis=channel_axis, mask=mask, keepdims=keepdims
+    key = None
+    if not _dispatch.preferences_active():
+        key = signature(x, mask, step, axis, channel_axis, keepdims)
+        if key is not None:
+            plan = FORWARD_PLANS.get(key)
+            if plan is not None:
+                return plan(x, mask)
+    return _dispatch.invoke_planned(
+        "shift_sum",
+        FORWARD_PLANS,
+        key,
+        (x, mask),
+        x,
+        step,
+        axis=axis,
+        channel_axis=channel_axis,
+        mask=mask,
+        keepdims=keepdims,
     )
 
 
@@ -333,8 +355,18 @@ def shift_sum_adjoint(
     TypeError, ValueError
         As for :func:`shift_sum`; also when `y` is too narrow for the channels.
     """
-    return _dispatch.invoke(
+    key = None
+    if not _dispatch.preferences_active():
+        key = signature(y, mask, step, axis, channel_axis, keepdims, channels)
+        if key is not None:
+            plan = ADJOINT_PLANS.get(key)
+            if plan is not None:
+                return plan(y, mask)
+    return _dispatch.invoke_planned(
         "shift_sum_adjoint",
+        ADJOINT_PLANS,
+        key,
+        (y, mask),
         y,
         step,
         channels=channels,
@@ -380,8 +412,18 @@ def shift_sum_pinv(
     TypeError, ValueError
         As for :func:`shift_sum_adjoint`; also for an integer `y`.
     """
-    return _dispatch.invoke(
+    key = None
+    if not _dispatch.preferences_active():
+        key = signature(y, mask, step, axis, channel_axis, keepdims, channels)
+        if key is not None:
+            plan = PINV_PLANS.get(key)
+            if plan is not None:
+                return plan(y, mask)
+    return _dispatch.invoke_planned(
         "shift_sum_pinv",
+        PINV_PLANS,
+        key,
+        (y, mask),
         y,
         step,
         channels=channels,

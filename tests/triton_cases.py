@@ -30,7 +30,7 @@ def kernels() -> ModuleType:
     # The variable must be set before triton is imported (its own helpers are jitted).
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("run through test_triton_interpret.py (TRITON_INTERPRET=1)")
-    from portops import _triton_shift_sum
+    from portops._backends.torch import _triton_shift_sum
 
     return _triton_shift_sum
 
@@ -61,12 +61,15 @@ def _check(got: Any, want: np.ndarray, dtype: Any) -> None:
     ("dtype", "mask_dtype"),
     [("float64", "float64"), ("complex128", "complex128"), ("float64", "complex128")],
 )
-def test_forward_adjoint_pinv(kernels, shape, step, axis, cax, mask_shape, dtype, mask_dtype):
+@pytest.mark.parametrize("general", [False, True], ids=["row", "general"])
+def test_forward_adjoint_pinv(
+    kernels, shape, step, axis, cax, mask_shape, dtype, mask_dtype, general
+):
     kw = {"axis": axis, "channel_axis": cax}
     x = _rand(shape, dtype, 0)
     mask = None if mask_shape is None else _rand(mask_shape, mask_dtype, 1)
     a = _prepare_forward(_t(x), step, **kw, mask=_t(mask)).args[0]
-    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general=general)
     want = ref.forward(x, step, **kw, mask=mask, keepdims=True)
     _check(got, want, want.dtype)
 
@@ -74,14 +77,14 @@ def test_forward_adjoint_pinv(kernels, shape, step, axis, cax, mask_shape, dtype
     a = _prepare_transposed(
         _t(y), step, channels=shape[cax], **kw, mask=_t(mask), keepdims=True
     ).args[0]
-    got = kernels.adjoint(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    got = kernels.adjoint(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general=general)
     want_adj = ref.adjoint(y, step, channels=shape[cax], **kw, mask=mask, keepdims=True)
     _check(got, want_adj, want_adj.dtype)
 
     if mask is not None:  # the reference pinv: A^H (y / Phi) with the dense matrix
         mask = (np.abs(mask) > 0.3) * mask  # zeros in Phi are handled
         a = a._replace(mask=torch.from_numpy(mask).reshape(a.mask.shape))
-    got = kernels.pinv(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    got = kernels.pinv(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general=general)
     dense = ref.dense_matrix(shape, step, **kw, mask=mask)
     want_pinv = (np.linalg.pinv(dense) @ y.reshape(-1)).reshape(shape)
     _check(got, want_pinv, np.complex128 if np.iscomplexobj(got.numpy()) else np.float64)
@@ -99,13 +102,14 @@ def test_forward_adjoint_pinv(kernels, shape, step, axis, cax, mask_shape, dtype
         ("int64", "int64"),
     ],
 )
-def test_dtypes(kernels, dtype, mask_dtype):
+@pytest.mark.parametrize("general", [False, True], ids=["row", "general"])
+def test_dtypes(kernels, dtype, mask_dtype, general):
     shape, step = (2, 5, 4, 6), 2
     x = torch.from_numpy(_rand(shape, "float64" if dtype == "bfloat16" else dtype, 0))
     x = x.to(torch.bfloat16) if dtype == "bfloat16" else x
     mask = None if mask_dtype is None else torch.from_numpy(_rand((4, 6), mask_dtype, 1))
     a = _prepare_forward(x, step, mask=mask).args[0]
-    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general=general)
     want_dtype = x.dtype if mask is None else torch.result_type(x, mask)
     assert got.dtype == want_dtype
     xn = x.float().numpy() if dtype == "bfloat16" else x.numpy()

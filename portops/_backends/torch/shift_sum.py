@@ -18,6 +18,7 @@ tensor otherwise costs the kernel's page zeroing on top of the copy.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -217,35 +218,178 @@ shift_sum_op.register_autograd(_forward_backward, setup_context=_setup)
 shift_sum_adjoint_op.register_autograd(_adjoint_backward, setup_context=_setup)
 
 
-def _eager_without_grad(a: ShiftSumArgs) -> bool:
-    """True for CPU calls that neither autograd nor torch.compile needs the op for.
+# ----------------------------------------------------------------------------- eager calls
+# Outside torch.compile the custom ops' Python dispatch (tens of microseconds) buys
+# nothing: calls run the kernels directly, through an autograd.Function when a gradient
+# is needed. Its backward calls the public operations, which plan their own calls, so
+# gradients of any order flow and a training loop's backward pays one lookup.
 
-    Going through a custom op costs tens of microseconds of Python; plain eager CPU
-    calls without gradients run the kernel directly. Other devices always go through
-    the op, which routes them to their own registered kernels.
-    """
-    if a.array.device.type != "cpu" or torch.compiler.is_compiling():
-        return False
+Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
+
+
+class _Linear(torch.autograd.Function):
+    """``A(m * x)`` (forward) or ``conj(m) * A^H y`` (adjoint) by a planned kernel."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        a: torch.Tensor,
+        mask: torch.Tensor | None,
+        run: Run,
+        adjoint: bool,
+        params: tuple[list[int], int, int],
+    ) -> torch.Tensor:
+        ctx.adjoint, ctx.params = adjoint, params
+        ctx.dtypes = (a.dtype, None if mask is None else mask.dtype)
+        ctx.save_for_backward(a if mask is not None else None, mask)
+        return run(a, mask)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        from ...shift_sum import shift_sum, shift_sum_adjoint
+
+        a, mask = ctx.saved_tensors
+        offsets, axis, cax = ctx.params
+        a_dtype, mask_dtype = ctx.dtypes
+        kw = dict(axis=axis, channel_axis=cax, keepdims=True)
+        grad_a = grad_mask = None
+        if ctx.needs_input_grad[0]:
+            if ctx.adjoint:  # grad_y = A(m * g)
+                grad_a = shift_sum(grad, offsets, mask=mask, **kw)
+            else:  # grad_x = conj(m) * A^H g
+                grad_a = shift_sum_adjoint(grad, offsets, mask=mask, **kw)
+            grad_a = grad_a.to(a_dtype)
+        if mask is not None and ctx.needs_input_grad[1]:
+            if ctx.adjoint:  # grad_m = conj(g) * A^H y
+                u = shift_sum_adjoint(a, offsets, **kw)
+                grad_mask = _reduce_to(grad.conj() * u, mask.shape, mask_dtype)
+            else:  # grad_m = conj(x) * A^H g
+                u = shift_sum_adjoint(grad, offsets, **kw)
+                grad_mask = _reduce_to(u * a.conj(), mask.shape, mask_dtype)
+        return grad_a, grad_mask, None, None, None
+
+
+def needs_grad(a: ShiftSumArgs) -> bool:
+    """Whether autograd must record this call."""
     if not torch.is_grad_enabled():
-        return True
-    return not (a.array.requires_grad or (a.mask is not None and a.mask.requires_grad))
+        return False
+    return a.array.requires_grad or (a.mask is not None and a.mask.requires_grad)
+
+
+def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[..., tuple[Any, Any]]:
+    """Turn a call's raw (array, mask) into the normalised pair `a` was made from.
+
+    `expand`: the array is a ``y`` whose channel axis must be inserted. The mask is
+    reshaped to the array's number of dimensions and cast from bool, as validation did.
+    """
+    cax = a.channel_axis
+    mask = a.mask
+    shape = None if mask is None else tuple(mask.shape)
+    dtype = None if mask is None else mask.dtype
+
+    def normalize(arr: torch.Tensor, m: torch.Tensor | None) -> tuple[Any, Any]:
+        if expand:
+            arr = arr.unsqueeze(cax)
+        if m is not None:
+            if m.dtype != dtype:
+                m = m.to(dtype)
+            if m.shape != shape:
+                m = m.reshape(shape)
+        return arr, m
+
+    return normalize
+
+
+def plan_linear(
+    a: ShiftSumArgs, run: Run, *, adjoint: bool, squeeze: bool, raw: bool = True
+) -> Run:
+    """The plan of a forward or adjoint call: normalise, run `run` (or autograd), reshape.
+
+    `raw`: the plan is called with the public call's arrays (else normalised ones).
+    """
+    normalize = _normalizer(a, expand=raw and adjoint and not a.keepdims)
+    cax = a.channel_axis
+    squeeze = squeeze and not a.keepdims
+    if needs_grad(a):
+        params = (list(a.offsets), a.axis, cax)
+
+        def with_grad(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+            arr, m = normalize(arr, m)
+            out = _Linear.apply(arr, m, run, adjoint, params)
+            return out.squeeze(cax) if squeeze else out
+
+        return with_grad
+
+    def plain(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        arr, m = normalize(arr, m)
+        out = run(arr, m)
+        return out.squeeze(cax) if squeeze else out
+
+    return plain
+
+
+def _cpu_forward(a: ShiftSumArgs) -> Run:
+    offsets, axis, cax = list(a.offsets), a.axis, a.channel_axis
+    return lambda x, mask: _forward_kernel(x, offsets, axis, cax, mask)
+
+
+def _cpu_adjoint(a: ShiftSumArgs) -> Run:
+    offsets, axis, cax = list(a.offsets), a.axis, a.channel_axis
+    return lambda y, mask: _adjoint_kernel(y, offsets, axis, cax, mask)
+
+
+def _compiling() -> bool:
+    return bool(torch.compiler.is_compiling())
 
 
 def forward(a: ShiftSumArgs) -> torch.Tensor:
-    """Slice-add loop in a custom op (mask fused with ``addcmul_``), differentiable."""
-    op = _forward_kernel if _eager_without_grad(a) else shift_sum_op
-    y = op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
-    return y if a.keepdims else y.squeeze(a.channel_axis)
+    """Slice-add loop (mask fused with ``addcmul_``), differentiable; a custom op when
+    compiled."""
+    if _compiling():
+        y = shift_sum_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+        return y if a.keepdims else y.squeeze(a.channel_axis)
+    return plan_forward(a, raw=False)(a.array, a.mask)
 
 
 def adjoint(a: ShiftSumArgs) -> torch.Tensor:
     """One strided copy (or multiply) of all windows into the result, differentiable."""
-    op = _adjoint_kernel if _eager_without_grad(a) else shift_sum_adjoint_op
-    return op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    if _compiling():
+        return shift_sum_adjoint_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+    return plan_adjoint(a, raw=False)(a.array, a.mask)
+
+
+def plan_forward(a: ShiftSumArgs, raw: bool = True) -> Run:
+    """Plan of a forward call on CPU tensors."""
+    return plan_linear(a, _cpu_forward(a), adjoint=False, squeeze=True, raw=raw)
+
+
+def plan_adjoint(a: ShiftSumArgs, raw: bool = True) -> Run:
+    """Plan of an adjoint call on CPU tensors."""
+    return plan_linear(a, _cpu_adjoint(a), adjoint=True, squeeze=False, raw=raw)
+
+
+def plan_pinv(a: ShiftSumArgs) -> Run:
+    """Plan of a pseudo-inverse call on CPU tensors: the composition, normalised once."""
+    normalize = _normalizer(a, expand=not a.keepdims)
+
+    def run(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        y, m = normalize(y, m)
+        return pinv(a._replace(array=y, mask=m))
+
+    return run
+
+
+def _planned(plan: Callable[[ShiftSumArgs], Run]) -> Callable[[ShiftSumArgs], Run | None]:
+    """A planner for raw calls: `plan` built from normalised args, raw inputs later."""
+
+    def planner(a: ShiftSumArgs) -> Run | None:
+        return None if _compiling() else plan(a)
+
+    return planner
 
 
 def pinv(a: ShiftSumArgs) -> torch.Tensor:
-    """``A^H (y / Phi)`` from the two custom ops; differentiable in ``y`` and ``mask``."""
+    """``A^H (y / Phi)`` from the two differentiable operators."""
     return generic.pinv(a, forward, adjoint)
 
 
@@ -279,7 +423,8 @@ _dispatch.register(
     libraries=["torch"],
     devices=["cpu"],  # CUDA tensors: shift_sum_cuda.py
     priority=10,
-    summary="custom op: slice-adds into a cache-resident y, mask fused (addcmul_)",
+    summary="slice-adds into a cache-resident y, mask fused (addcmul_); autograd; custom op",
+    planner=_planned(plan_forward),
 )(forward)
 _dispatch.register(
     "shift_sum",
@@ -294,7 +439,8 @@ _dispatch.register(
     libraries=["torch"],
     devices=["cpu"],
     priority=10,
-    summary="custom op: one strided copy of all windows (unfold), mask fused",
+    summary="one strided copy of all windows (unfold), mask fused; autograd; custom op",
+    planner=_planned(plan_adjoint),
 )(adjoint)
 _dispatch.register(
     "shift_sum_pinv",
@@ -302,5 +448,6 @@ _dispatch.register(
     libraries=["torch"],
     devices=["cpu"],
     priority=10,
-    summary="Phi by the forward op, then the adjoint op of y / Phi",
+    summary="Phi by the forward, then the adjoint of y / Phi; autograd",
+    planner=_planned(plan_pinv),
 )(pinv)

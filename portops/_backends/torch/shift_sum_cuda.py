@@ -1,24 +1,24 @@
-"""PyTorch CUDA kernels of the shift_sum family, registered on the same custom ops.
+"""PyTorch CUDA kernels of the shift_sum family (Triton), planned once per signature.
 
-``portops::shift_sum`` and ``portops::shift_sum_adjoint`` get a CUDA kernel (Triton,
-see :mod:`portops._triton_shift_sum`): one launch each, a gather with the mask fused.
-Their fake implementations and autograd formulas are those of ``shift_sum.py``, so
-gradients (x and mask) and ``torch.compile(fullgraph=True)`` work unchanged.
+Eager calls run a plan (see :mod:`portops._plans`): the Triton kernel with its grid and
+arguments fixed, launched directly — through an ``autograd.Function`` when a gradient is
+needed, whose backward calls the public operations (planned as well). Under
+``torch.compile`` the same kernels are registered on the ``portops::`` custom ops, whose
+fake implementations and autograd formulas live in ``shift_sum.py``.
 
-The pseudo-inverse gets its own op, ``portops::shift_sum_pinv``, so that CUDA runs it
-in two launches (one without a mask) instead of five; its autograd formula covers ``y``
-(the op is linear in ``y``). When the mask itself needs a gradient the dispatcher uses
-the composition of the two differentiable ops instead.
+The pseudo-inverse is two launches with a mask (``1 / Phi`` over the mask's own extent,
+then the adjoint scaled by it) and one without (``1 / Phi`` then depends on the
+signature alone and is computed with the plan). It has its own op,
+``portops::shift_sum_pinv``, for ``torch.compile``.
 
 Triton is imported on the first CUDA call only. Without Triton (or for a layout the
-kernels do not cover) the CUDA kernels fall back to the CPU path's ATen code, which
-runs on CUDA too. The seed's slice-add loop and ``scatter_add_`` stay registered as
-alternatives (``portops.prefer``).
+kernels do not cover) the CPU path's ATen code runs, which works on CUDA too. The seed's
+slice-add loop and ``scatter_add_`` stay registered as alternatives (``portops.prefer``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import cache
 from typing import Any
 
@@ -27,58 +27,212 @@ import torch
 from ... import _dispatch
 from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
+from ..._plans import PlanCache
 from ...shift_sum import ShiftSumArgs
 from . import shift_sum as ops
 
-Kernel = Callable[[torch.Tensor, list[int], int, int, torch.Tensor | None], torch.Tensor]
+Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
 @cache
 def _triton() -> Any:
     """The Triton kernels module, or None when Triton is not installed."""
     try:
-        from ... import _triton_shift_sum
+        from . import _triton_shift_sum
     except ImportError:
         return None
     return _triton_shift_sum
 
 
-def _run(
-    name: str,
-    fallback: Kernel,
-    a: torch.Tensor,
-    offsets: list[int],
-    axis: int,
-    channel_axis: int,
-    mask: torch.Tensor | None,
-) -> torch.Tensor:
+def _aten(kernel: Callable[..., torch.Tensor], a: ShiftSumArgs) -> Run:
+    offsets, axis, cax = list(a.offsets), a.axis, a.channel_axis
+    return lambda arr, mask: kernel(arr, offsets, axis, cax, mask)
+
+
+def _composed_pinv(a: ShiftSumArgs) -> Run:
+    return lambda y, mask: ops.pinv(a._replace(array=y, mask=mask))
+
+
+_FALLBACK = {
+    "forward": lambda a: _aten(ops._forward_kernel, a),
+    "adjoint": lambda a: _aten(ops._adjoint_kernel, a),
+    "pinv": _composed_pinv,
+}
+
+
+def kernel_plan(name: str, a: ShiftSumArgs) -> Run:
+    """The CUDA kernel of `name` for tensors laid out like `a`'s (normalised arrays).
+
+    A strided input whose dims do not merge into the kernels' six is planned for its
+    contiguous copy; a layout the kernels do not cover falls back to ATen.
+    """
     kernels = _triton()
     if kernels is not None:
-        # A strided input whose dims do not merge into the kernels' six is retried
-        # contiguous; a mask broadcast in more ways than they cover falls back.
-        for arr in (a, a.contiguous()):
-            try:
-                result: torch.Tensor = getattr(kernels, name)(
-                    arr, offsets, axis, channel_axis, mask
-                )
-                return result
-            except NotImplementedError:
-                continue
-    return fallback(a, offsets, axis, channel_axis, mask)
+        planner = getattr(kernels, f"plan_{name}")
+        offsets = tuple(a.offsets)
+        try:
+            return planner(a.array, offsets, a.axis, a.channel_axis, a.mask)  # type: ignore[no-any-return]
+        except NotImplementedError:
+            pass
+        try:
+            run = planner(a.array.contiguous(), offsets, a.axis, a.channel_axis, a.mask)
+        except NotImplementedError:
+            pass
+        else:
+            return lambda arr, mask: run(arr.contiguous(), mask)  # type: ignore[no-any-return]
+    return _FALLBACK[name](a)  # type: ignore[no-any-return]
 
 
-@ops.shift_sum_op.register_kernel("cuda")
-def _forward_cuda(
-    x: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
+# ----------------------------------------------------------------------------- eager plans
+
+
+def plan_forward(a: ShiftSumArgs, raw: bool = True) -> Run:
+    """Plan of a forward call on CUDA tensors."""
+    return ops.plan_linear(a, kernel_plan("forward", a), adjoint=False, squeeze=True, raw=raw)
+
+
+def plan_adjoint(a: ShiftSumArgs, raw: bool = True) -> Run:
+    """Plan of an adjoint call on CUDA tensors."""
+    return ops.plan_linear(a, kernel_plan("adjoint", a), adjoint=True, squeeze=False, raw=raw)
+
+
+class _Pinv(torch.autograd.Function):
+    """The fused pseudo-inverse, differentiable in ``y`` (it is linear in ``y``)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, y: torch.Tensor, mask: torch.Tensor | None, run: Run, params: tuple[Any, ...]
+    ) -> torch.Tensor:
+        ctx.params, ctx.y_dtype = params, y.dtype
+        ctx.save_for_backward(mask)
+        return run(y, mask)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        (mask,) = ctx.saved_tensors
+        offsets, axis, cax = ctx.params
+        return _pinv_adjoint(grad, mask, offsets, axis, cax).to(ctx.y_dtype), None, None, None
+
+
+def _pinv_adjoint(
+    grad: torch.Tensor, mask: torch.Tensor | None, offsets: list[int], axis: int, cax: int
 ) -> torch.Tensor:
-    return _run("forward", ops._forward_kernel, x, offsets, axis, channel_axis, mask)
+    """``D A_m(grad)`` with ``D = diag(1 / Phi)``: the adjoint of ``pinv = A_m^H D``."""
+    from ...shift_sum import shift_sum
+
+    u = shift_sum(grad, offsets, axis=axis, channel_axis=cax, mask=mask, keepdims=True)
+    xp = namespace_of(u)
+
+    def forward_public(b: ShiftSumArgs) -> torch.Tensor:
+        return shift_sum(b.array, list(b.offsets), axis=axis, channel_axis=cax, keepdims=True)
+
+    a = ShiftSumArgs(u, tuple(offsets), axis, cax, mask, True, xp)
+    return generic.divide_where_positive(xp, u, generic.overlap(a, forward_public))
 
 
-@ops.shift_sum_adjoint_op.register_kernel("cuda")
-def _adjoint_cuda(
-    y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
-) -> torch.Tensor:
-    return _run("adjoint", ops._adjoint_kernel, y, offsets, axis, channel_axis, mask)
+def plan_pinv(a: ShiftSumArgs, raw: bool = True) -> Run:
+    """Plan of a pseudo-inverse call on CUDA tensors.
+
+    When the mask itself needs a gradient, the composition of the two differentiable
+    operators runs instead of the fused kernels.
+    """
+    mask = a.mask
+    if mask is not None and mask.requires_grad and torch.is_grad_enabled():
+        normalize = ops._normalizer(a, expand=raw and not a.keepdims)
+
+        def composed(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+            y, m = normalize(y, m)
+            return ops.pinv(a._replace(array=y, mask=m))
+
+        return composed
+    run = kernel_plan("pinv", a)
+    normalize = ops._normalizer(a, expand=raw and not a.keepdims)
+    if ops.needs_grad(a):
+        params = (list(a.offsets), a.axis, a.channel_axis)
+
+        def with_grad(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+            y, m = normalize(y, m)
+            return _Pinv.apply(y, m, run, params)  # type: ignore[no-any-return]
+
+        return with_grad
+
+    def plain(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        y, m = normalize(y, m)
+        return run(y, m)
+
+    return plain
+
+
+def _eager(plan: Callable[..., Run]) -> Callable[[ShiftSumArgs], torch.Tensor]:
+    def implementation(a: ShiftSumArgs) -> torch.Tensor:
+        return plan(a, raw=False)(a.array, a.mask)
+
+    return implementation
+
+
+def _planner(plan: Callable[..., Run]) -> Callable[[ShiftSumArgs], Run | None]:
+    def planner(a: ShiftSumArgs) -> Run | None:
+        return None if ops._compiling() else plan(a)
+
+    return planner
+
+
+def forward(a: ShiftSumArgs) -> torch.Tensor:
+    """Triton row (or general) gather kernel, one launch, mask fused; autograd."""
+    if ops._compiling():
+        return ops.forward(a)
+    return plan_forward(a, raw=False)(a.array, a.mask)
+
+
+def adjoint(a: ShiftSumArgs) -> torch.Tensor:
+    """Triton row (or general) kernel writing every channel's window, mask fused."""
+    if ops._compiling():
+        return ops.adjoint(a)
+    return plan_adjoint(a, raw=False)(a.array, a.mask)
+
+
+def pinv(a: ShiftSumArgs) -> torch.Tensor:
+    """Fused ``A^H (y / Phi)``: one launch without a mask, two with one."""
+    if ops._compiling():
+        mask = a.mask
+        if mask is not None and mask.requires_grad:
+            return ops.pinv(a)
+        return shift_sum_pinv_op(a.array, list(a.offsets), a.axis, a.channel_axis, mask)
+    return plan_pinv(a, raw=False)(a.array, a.mask)
+
+
+# ----------------------------------------------------------------------------- custom ops
+# torch.compile calls the ops; their CUDA kernels keep one plan per tensor layout.
+
+_op_plans = PlanCache(64)
+
+
+def _op_key(name: str, a: torch.Tensor, m: torch.Tensor | None, args: tuple[Any, ...]) -> Hashable:
+    def sig(t: torch.Tensor | None) -> Hashable:
+        if t is None:
+            return None
+        return (t.dtype, t.shape, t.stride(), t.get_device(), t.is_conj())
+
+    return (name, sig(a), sig(m), tuple(args[0]), args[1], args[2])
+
+
+def _op_kernel(name: str) -> Callable[..., torch.Tensor]:
+    def kernel(
+        a: torch.Tensor, offsets: list[int], axis: int, cax: int, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        key = _op_key(name, a, mask, (offsets, axis, cax))
+        run = _op_plans.get(key)
+        if run is None:
+            args = ShiftSumArgs(a, tuple(offsets), axis, cax, mask, True, namespace_of(a))
+            run = kernel_plan(name, args)
+            _op_plans.put(key, run)
+        return run(a, mask)
+
+    return kernel
+
+
+ops.shift_sum_op.register_kernel("cuda")(_op_kernel("forward"))
+ops.shift_sum_adjoint_op.register_kernel("cuda")(_op_kernel("adjoint"))
 
 
 def _pinv_composed(
@@ -100,11 +254,7 @@ def shift_sum_pinv_op(
     return _pinv_composed(y, offsets, axis, channel_axis, mask)
 
 
-@shift_sum_pinv_op.register_kernel("cuda")
-def _pinv_cuda(
-    y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
-) -> torch.Tensor:
-    return _run("pinv", _pinv_composed, y, offsets, axis, channel_axis, mask)
+shift_sum_pinv_op.register_kernel("cuda")(_op_kernel("pinv"))
 
 
 @shift_sum_pinv_op.register_fake
@@ -141,14 +291,6 @@ def _pinv_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
 shift_sum_pinv_op.register_autograd(_pinv_backward, setup_context=_pinv_setup)
 
 
-def pinv(a: ShiftSumArgs) -> torch.Tensor:
-    """The fused pinv op (two launches), or the composed ops when the mask needs a gradient."""
-    mask = a.mask
-    if mask is not None and mask.requires_grad and torch.is_grad_enabled():
-        return ops.pinv(a)
-    return shift_sum_pinv_op(a.array, list(a.offsets), a.axis, a.channel_axis, mask)
-
-
 def slice_add_loop(a: ShiftSumArgs) -> torch.Tensor:
     """One slice-add per channel (the seed's method), differentiable by autograd."""
     y = ops._forward_kernel(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
@@ -161,8 +303,9 @@ _dispatch.register(
     libraries=["torch"],
     devices=["cuda"],
     priority=20,
-    summary="custom op, Triton gather kernel: one launch, no atomics, mask fused",
-)(ops.forward)
+    summary="Triton row gather kernel: one launch, no atomics, mask fused; planned",
+    planner=_planner(plan_forward),
+)(forward)
 _dispatch.register(
     "shift_sum",
     "torch_slice_add_loop",
@@ -177,13 +320,15 @@ _dispatch.register(
     libraries=["torch"],
     devices=["cuda"],
     priority=20,
-    summary="custom op, Triton gather kernel: one launch, mask fused",
-)(ops.adjoint)
+    summary="Triton row kernel: each program writes a block of every channel; planned",
+    planner=_planner(plan_adjoint),
+)(adjoint)
 _dispatch.register(
     "shift_sum_pinv",
     "torch_cuda_gather",
     libraries=["torch"],
     devices=["cuda"],
     priority=20,
-    summary="custom op, Triton: y / Phi gathered from |mask|^2, then the adjoint",
+    summary="Triton: 1 / Phi over the mask's extent, then the adjoint scaled by it",
+    planner=_planner(plan_pinv),
 )(pinv)

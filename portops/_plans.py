@@ -1,0 +1,174 @@
+"""Per-signature call plans: validate and choose once, then only launch.
+
+Everything a call's cost depends on apart from the array *values* — library, shapes,
+strides, dtypes, device, step or offsets, axes, mask layout, gradient mode — forms its
+*signature*. The first call with a signature runs the full path (validation, dispatch)
+and the chosen implementation's *planner* turns the normalised arguments into a *plan*:
+a function of the raw arrays that does only the per-call work (allocate the result,
+launch the kernel). Later calls with the same signature look the plan up and run it.
+
+Plans live in a bounded cache per operation (``PORTOPS_PLAN_CACHE`` entries each,
+default 512, 0 turns plans off); when it is full the oldest plan is dropped. Only
+NumPy arrays, torch tensors and CuPy arrays get plans: other libraries (JAX traces,
+Dask graphs) pay their dispatch once per trace or graph anyway.
+
+Signatures are built without importing any library: the functions that read them are
+chosen by the array's exact type.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from ._arrays import CUPY, NUMPY, TORCH, library_of
+
+__all__ = ["PlanCache", "plan_cache_size", "signature"]
+
+Plan = Callable[..., Any]
+
+
+def _env_size(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a non-negative integer, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {raw!r}")
+    return value
+
+
+_MAX_PLANS = _env_size("PORTOPS_PLAN_CACHE", 512)
+
+
+def plan_cache_size() -> int:
+    """Plans kept per operation (``PORTOPS_PLAN_CACHE``; 0: no plans)."""
+    return _MAX_PLANS
+
+
+class PlanCache:
+    """A bounded map from signature to plan; reads take no lock."""
+
+    def __init__(self, maxsize: int | None = None) -> None:
+        self.maxsize = _MAX_PLANS if maxsize is None else maxsize
+        self._plans: dict[Hashable, Plan] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Plan | None:
+        return self._plans.get(key)
+
+    def put(self, key: Hashable, plan: Plan) -> None:
+        if self.maxsize <= 0:
+            return
+        with self._lock:
+            while len(self._plans) >= self.maxsize:
+                del self._plans[next(iter(self._plans))]  # the oldest
+            self._plans[key] = plan
+
+    def clear(self) -> None:
+        with self._lock:
+            self._plans.clear()
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+# ----------------------------------------------------------------------------- signatures
+
+_grad_enabled: Callable[[], bool] | None = None
+_compiling: Callable[[], bool] | None = None
+
+
+def _torch_hooks() -> tuple[Callable[[], bool], Callable[[], bool]]:
+    global _grad_enabled, _compiling
+    if _grad_enabled is None or _compiling is None:
+        import torch  # already imported: a tensor was passed
+
+        _grad_enabled = torch.is_grad_enabled
+        _compiling = torch.compiler.is_compiling
+    return _grad_enabled, _compiling
+
+
+def _numpy_array(a: Any) -> Hashable:
+    return (a.dtype, a.shape, a.strides)
+
+
+def _torch_array(a: Any) -> Hashable:
+    return (a.dtype, a.shape, a.stride(), a.get_device(), a.requires_grad, a.is_conj())
+
+
+def _cupy_array(a: Any) -> Hashable:
+    return (a.dtype, a.shape, a.strides, a.data.device_id)
+
+
+_READERS = {NUMPY: _numpy_array, TORCH: _torch_array, CUPY: _cupy_array}
+_reader_by_type: dict[type, Callable[[Any], Hashable] | None] = {}
+
+
+def _reader(t: type, a: Any) -> Callable[[Any], Hashable] | None:
+    try:
+        return _reader_by_type[t]
+    except KeyError:
+        pass
+    lib = library_of(a)
+    reader = _READERS.get(lib) if lib is not None else None
+    if lib == NUMPY and t.__module__ != "numpy":  # subclasses (masked arrays, ...)
+        reader = None
+    _reader_by_type[t] = reader
+    return reader
+
+
+def _scalar_key(v: Any) -> Hashable | None:
+    """`v` itself when it is a plain int, a tuple of the ints of a list/tuple, else None.
+
+    ``True == 1`` in a dict key, so bools are refused here (validation rejects them).
+    """
+    if type(v) is int:
+        return v
+    if type(v) in (list, tuple):
+        for item in v:
+            if type(item) is not int:
+                return None
+        return ("seq", *v)
+    return None
+
+
+def signature(
+    a: Any, mask: Any, step: Any, axis: Any, channel_axis: Any, keepdims: Any, extra: Any = None
+) -> Hashable | None:
+    """The signature of a shift_sum-family call, or None when it gets no plan.
+
+    `extra` is an optional int argument of the call (``channels``) or None.
+
+    None for other libraries, torch.compile tracing, unusual argument types (the
+    full path validates them) and arrays of two types.
+    """
+    if _MAX_PLANS <= 0:
+        return None
+    t = type(a)
+    reader = _reader(t, a)
+    if reader is None:
+        return None
+    if type(axis) is not int or type(channel_axis) is not int or type(keepdims) is not bool:
+        return None
+    step_key = _scalar_key(step)
+    if step_key is None or (extra is not None and type(extra) is not int):
+        return None
+    grad = False
+    if reader is _torch_array:
+        grad_enabled, compiling = _torch_hooks()
+        if compiling():
+            return None
+        grad = grad_enabled()
+    if mask is None:
+        mask_key: Hashable = None
+    else:
+        if type(mask) is not t:
+            return None
+        mask_key = reader(mask)
+    return (t, reader(a), mask_key, step_key, axis, channel_axis, keepdims, extra, grad)
