@@ -37,7 +37,6 @@ from .shift_sum import result_dtype, x_shape, y_shape
 __all__ = ["plan_adjoint", "plan_forward", "plan_pinv"]
 
 
-
 @triton.jit
 def _coords(idx, s0, s1, s2, width, s4, s5):
     """Linear index -> coordinates over (O0, O1, O2, W, I0, I1), `width` for W."""
@@ -662,15 +661,17 @@ def _row_pinv(
     device = y.device
     phi_dtype = _phi_dtype(dtype)
     # 1 / Phi as (O0', O1', O2', out columns): size 1 on the outer dims the mask broadcasts.
-    outer = [n if (mask is not None and st != 0) else 1 for n, st in zip(g.size[:3], r.mask)]
-    q_strides = (outer[1] * outer[2] * r.out_width, outer[2] * r.out_width, r.out_width)
-    q_strides = tuple(0 if n == 1 else s for n, s in zip(outer, q_strides))
+    outer = [
+        n if (mask is not None and st != 0) else 1 for n, st in zip(g.size[:3], r.mask, strict=True)
+    ]
+    dense = (outer[1] * outer[2] * r.out_width, outer[2] * r.out_width, r.out_width)
+    q_strides = tuple(0 if n == 1 else s for n, s in zip(outer, dense, strict=True))
     block = row_block(r.out_width)
     phi_grid = (outer[0] * outer[1] * outer[2], triton.cdiv(r.out_width, block), 1)
     if phi_grid[1] > _MAX_GRID_Y:
         return None
     table, step, base, has_table = _table(offsets, device, r.inner)
-    mask_rows = tuple(st if n > 1 else 0 for n, st in zip(outer, r.mask))
+    mask_rows = tuple(st if n > 1 else 0 for n, st in zip(outer, r.mask, strict=True))
     phi_launch = Launcher(
         _inverse_phi_rows,
         phi_grid,
@@ -695,6 +696,7 @@ def _row_pinv(
         return run_unmasked
 
     def run(y: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        assert mask is not None
         inverse_phi = torch.empty(q_shape, dtype=phi_dtype, device=device)
         phi_launch(mask, inverse_phi, table)
         return adjoint(y, mask, inverse_phi)
@@ -760,7 +762,7 @@ def _general_adjoint_launch(
     step_out = 2 if out_dtype.is_complex else 1
     out_strides = tuple(s * step_out for s in contiguous_strides(out_shape))
     g = _geometry(out_shape, out_strides, ys, ms, axis, cax, y.shape[axis])
-    table, step, base, has_table = _table(offsets, y.device)
+    _, step, base, has_table = _table(offsets, y.device)
     channel_fast = contiguous_strides(out_shape)[cax] == 1
     numel = math.prod(out_shape)
     return Launcher(

@@ -293,7 +293,7 @@ def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[..., tuple[Any, Any]]
         if m is not None:
             if m.dtype != dtype:
                 m = m.to(dtype)
-            if m.shape != shape:
+            if m.shape != shape and shape is not None:
                 m = m.reshape(shape)
         return arr, m
 

@@ -71,7 +71,7 @@ def kernel_plan(name: str, a: ShiftSumArgs) -> Run:
         planner = getattr(kernels, f"plan_{name}")
         offsets = tuple(a.offsets)
         try:
-            return planner(a.array, offsets, a.axis, a.channel_axis, a.mask)  # type: ignore[no-any-return]
+            return planner(a.array, offsets, a.axis, a.channel_axis, a.mask)
         except NotImplementedError:
             pass
         try:
@@ -79,8 +79,8 @@ def kernel_plan(name: str, a: ShiftSumArgs) -> Run:
         except NotImplementedError:
             pass
         else:
-            return lambda arr, mask: run(arr.contiguous(), mask)  # type: ignore[no-any-return]
-    return _FALLBACK[name](a)  # type: ignore[no-any-return]
+            return lambda arr, mask: run(arr.contiguous(), mask)
+    return _FALLBACK[name](a)
 
 
 # ----------------------------------------------------------------------------- eager plans
@@ -152,7 +152,7 @@ def plan_pinv(a: ShiftSumArgs, raw: bool = True) -> Run:
 
         def with_grad(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
             y, m = normalize(y, m)
-            return _Pinv.apply(y, m, run, params)  # type: ignore[no-any-return]
+            return _Pinv.apply(y, m, run, params)
 
         return with_grad
 
