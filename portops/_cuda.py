@@ -60,6 +60,14 @@ def shift_sum_instances() -> list[str]:
         for large in (False, True):
             names.append(kernel_name("shift_sum_forward", (dt, dt, acc, dt), large))
             names.append(kernel_name("shift_sum_adjoint", (dt, dt, acc, dt), large))
+    for dt in CTYPES:
+        acc = "float32" if dt == "float16" else dt
+        for large in (False, True):
+            names.append(kernel_name("shift_sum_forward_rows", (dt, dt, acc, dt), large))
+            rows = (dt, dt, real_of(acc), acc, dt)
+            names.append(kernel_name("shift_sum_adjoint_rows", rows, large))
+            if "int" not in dt:
+                names.append(kernel_name("shift_sum_inverse_phi_rows", (dt, real_of(dt)), large))
     for x, m, out in [
         ("float16", "float32", "float32"),
         ("float32", "complex64", "complex64"),

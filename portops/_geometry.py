@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["Geometry", "contiguous_strides", "geometry", "linear_step"]
+__all__ = ["Geometry", "RowView", "contiguous_strides", "geometry", "linear_step", "row_view"]
 
 OUTER_SLOTS = 3
 INNER_SLOTS = 2
@@ -164,3 +164,76 @@ def linear_step(offsets: tuple[int, ...]) -> tuple[int, int] | None:
     if all(o == c * step + base for c, o in enumerate(offsets)):
         return step, base
     return None
+
+
+# Channels the row kernels loop over (Triton unrolls the loop, so it is bounded).
+MAX_ROW_CHANNELS = 128
+
+
+class RowView(NamedTuple):
+    """The row kernels' view of a layout: outer rows, contiguous columns.
+
+    Columns merge the shifted axis with the inner axes (``inner`` of them per position)
+    in both arrays; channel ``c`` is shifted by ``o_c * inner`` columns.
+    """
+
+    rows: int
+    s1: int
+    s2: int
+    inner: int
+    width: int  # columns of the big array
+    out_width: int  # columns of the small array
+    big: tuple[int, int, int]
+    small: tuple[int, int, int]
+    mask: tuple[int, int, int]
+    big_c: int
+    mask_c: int
+    mask_j: int  # the mask's stride per column
+    large: bool
+
+
+def row_view(g: Geometry, has_mask: bool) -> RowView | None:
+    """`g` as rows and contiguous columns, or None when the row kernels do not cover it.
+
+    They cover layouts whose shifted axis and the axes after it are contiguous (merged
+    into at most one inner dim) in the big and the small array, and whose mask is one
+    linear run along the columns; the channel axis then lies before the shifted axis.
+    """
+    inner = g.size[4]
+    if g.size[5] != 1 or g.channels > MAX_ROW_CHANNELS:
+        return None
+    for strides in (g.big, g.small):
+        if strides[3] != inner or (inner > 1 and strides[4] != 1):
+            return None
+    if has_mask and inner > 1 and g.mask[3] != inner * g.mask[4]:
+        return None
+    return RowView(
+        rows=g.size[0] * g.size[1] * g.size[2],
+        s1=g.size[1],
+        s2=g.size[2],
+        inner=inner,
+        width=g.size[3] * inner,
+        out_width=g.out_width * inner,
+        big=(g.big[0], g.big[1], g.big[2]),
+        small=(g.small[0], g.small[1], g.small[2]),
+        mask=(g.mask[0], g.mask[1], g.mask[2]),
+        big_c=g.big_c,
+        mask_c=g.mask_c,
+        mask_j=g.mask[3] if inner == 1 else g.mask[4],
+        large=g.large,
+    )
+
+
+def inverse_phi_rows(
+    r: RowView, has_mask: bool
+) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Outer sizes and strides of ``1 / Phi`` for the pseudo-inverse.
+
+    ``1 / Phi`` has the small array's columns and the mask's outer extent: size 1 (and
+    stride 0) on the outer dims the mask broadcasts, and on all of them without a mask.
+    """
+    sizes = (r.rows // (r.s1 * r.s2) if r.s1 * r.s2 else 0, r.s1, r.s2)
+    outer = tuple(n if (has_mask and st != 0) else 1 for n, st in zip(sizes, r.mask, strict=True))
+    dense = (outer[1] * outer[2] * r.out_width, outer[2] * r.out_width, r.out_width)
+    strides = tuple(0 if n == 1 else s for n, s in zip(outer, dense, strict=True))
+    return outer, strides  # type: ignore[return-value]

@@ -25,7 +25,7 @@ from typing import Any
 
 from ._arrays import CUPY, NUMPY, TORCH, library_of
 
-__all__ = ["PlanCache", "plan_cache_size", "signature"]
+__all__ = ["PlanCache", "pair_signature", "plan_cache_size", "signature"]
 
 Plan = Callable[..., Any]
 
@@ -172,3 +172,22 @@ def signature(
             return None
         mask_key = reader(mask)
     return (t, reader(a), mask_key, step_key, axis, channel_axis, keepdims, extra, grad)
+
+
+def pair_signature(a: Any, b: Any, axis: Any, keepdims: Any) -> Hashable | None:
+    """The signature of a call on two arrays of one type (vecdot), or None."""
+    if _MAX_PLANS <= 0:
+        return None
+    t = type(a)
+    reader = _reader(t, a)
+    if reader is None or type(b) is not t:
+        return None
+    if type(axis) is not int or type(keepdims) is not bool:
+        return None
+    grad = False
+    if reader is _torch_array:
+        grad_enabled, compiling = _torch_hooks()
+        if compiling():
+            return None
+        grad = grad_enabled()
+    return (t, reader(a), reader(b), axis, keepdims, grad)

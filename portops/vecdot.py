@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from . import _dispatch
 from ._arrays import NUMPY, TORCH, inspect_arrays, library_of, namespace_of
+from ._plans import PlanCache, pair_signature
 
 __all__ = ["VecdotArgs", "vecdot"]
 
@@ -126,6 +127,9 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
 
 _dispatch.define_operation("vecdot", _prepare)
 
+# Plans of repeated calls (portops._plans): a plan takes the raw (x1, x2).
+PLANS = PlanCache()
+
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
     """Dot product of the vectors along `axis`: ``sum(conj(x1) * x2, axis=axis)``.
@@ -178,4 +182,13 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> An
     >>> portops.vecdot(np.array([1j, 2]), np.array([1j, 1]))  # conj(x1) . x2
     array(3.+0.j)
     """
-    return _dispatch.invoke("vecdot", x1, x2, axis=axis, keepdims=keepdims)
+    key = None
+    if not _dispatch.preferences_active():
+        key = pair_signature(x1, x2, axis, keepdims)
+        if key is not None:
+            plan = PLANS.get(key)
+            if plan is not None:
+                return plan(x1, x2)
+    return _dispatch.invoke_planned(
+        "vecdot", PLANS, key, (x1, x2), x1, x2, axis=axis, keepdims=keepdims
+    )

@@ -246,4 +246,107 @@ __global__ void shift_sum_pinv_divide(const TY* __restrict__ y, const TM* __rest
   }
 }
 
+// ---------------------------------------------------------------------------- row kernels
+// For the common layouts (the channel axis before the shifted one; the shifted axis and
+// the axes after it contiguous) columns j index the shifted axis merged with the inner
+// axes (W * I in the big array, W' * I in the small one) and channel c is shifted by
+// o_c * I columns; rows index the outer dims O0, O1, O2. One block per (row, block of
+// columns): the index arithmetic is done once per thread, and every channel's loads and
+// stores are contiguous runs. Laid out like the NumPy record of the CuPy backend.
+template <typename I>
+struct Rows {
+  I s1, s2;       // sizes of O1 and O2 (O0 follows from the grid)
+  I big[3];       // outer strides of the big array (x, or the adjoint's result)
+  I mask[3];      // ... of the mask (0 where it broadcasts)
+  I small[3];     // ... of the small array (y)
+  I scale[3];     // ... of the pseudo-inverse's 1 / Phi (0 where it broadcasts)
+  I big_c, mask_c, mask_j;  // channel strides, and the mask's column stride
+  I width, out_width;       // columns of the big and of the small array
+  I step, base;             // o_c * I = c * step + base when no table is given
+  I channels;
+};
+
+template <typename I>
+__device__ __forceinline__ I row_offset(const Rows<I>& r, const I (&k)[3], const I (&s)[3]) {
+  return k[0] * s[0] + k[1] * s[1] + k[2] * s[2];
+}
+
+template <typename I>
+__device__ __forceinline__ void row_coords(const Rows<I>& r, I row, I (&k)[3]) {
+  k[2] = row % r.s2;
+  row /= r.s2;
+  k[1] = row % r.s1;
+  k[0] = row / r.s1;
+}
+
+template <typename I>
+__device__ __forceinline__ I row_shift(const long long* table, const Rows<I>& r, I c) {
+  return table != nullptr ? static_cast<I>(table[c]) : c * r.step + r.base;
+}
+
+// y[row, j] = sum_c (mask * x)[row, c, j - o_c].
+template <typename TX, typename TM, typename A, typename TO, typename I>
+__global__ void shift_sum_forward_rows(const TX* __restrict__ x, const TM* __restrict__ mask,
+                                       TO* __restrict__ y, const long long* __restrict__ table,
+                                       Rows<I> r) {
+  const I j = static_cast<I>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (j >= r.out_width) return;
+  I k[3];
+  row_coords(r, static_cast<I>(blockIdx.x), k);
+  const TX* xb = x + row_offset(r, k, r.big);
+  const TM* mb = mask == nullptr ? nullptr : mask + row_offset(r, k, r.mask);
+  A acc = zero<A>();
+#pragma unroll 4
+  for (I c = 0; c < r.channels; ++c) {
+    const I src = j - row_shift(table, r, c);
+    if (src < 0 || src >= r.width) continue;
+    A v = Cast<A>::from(load(xb + c * r.big_c + src));
+    if (mb != nullptr) v = v * Cast<A>::from(load(mb + c * r.mask_c + src * r.mask_j));
+    acc = acc + v;
+  }
+  y[row_offset(r, k, r.small) + j] = Cast<TO>::from(acc);
+}
+
+// x[row, c, j] = conj(mask)[row, c, j] * y[row, j + o_c] (times scale[row, j + o_c]).
+template <typename TY, typename TM, typename R, typename A, typename TO, typename I>
+__global__ void shift_sum_adjoint_rows(const TY* __restrict__ y, const TM* __restrict__ mask,
+                                       const R* __restrict__ scale, TO* __restrict__ x,
+                                       const long long* __restrict__ table, Rows<I> r) {
+  const I j = static_cast<I>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (j >= r.width) return;
+  I k[3];
+  row_coords(r, static_cast<I>(blockIdx.x), k);
+  const TY* yb = y + row_offset(r, k, r.small);
+  const R* qb = scale == nullptr ? nullptr : scale + row_offset(r, k, r.scale);
+  const TM* mb = mask == nullptr ? nullptr : mask + row_offset(r, k, r.mask) + j * r.mask_j;
+  TO* xb = x + row_offset(r, k, r.big) + j;
+#pragma unroll 4
+  for (I c = 0; c < r.channels; ++c) {
+    const I pos = j + row_shift(table, r, c);
+    A v = Cast<A>::from(load(yb + pos));
+    if (qb != nullptr) v = v * Cast<A>::from(load(qb + pos));
+    if (mb != nullptr) v = v * Cast<A>::from(conj(load(mb + c * r.mask_c)));
+    xb[c * r.big_c] = Cast<TO>::from(v);
+  }
+}
+
+// q[row, j] = 1 / Phi (0 where Phi == 0), Phi = sum_c |mask[row, c, j - o_c]|^2, or the
+// number of channels reaching column j without a mask. Rows over the mask's extent.
+template <typename TM, typename R, typename I>
+__global__ void shift_sum_inverse_phi_rows(const TM* __restrict__ mask, R* __restrict__ q,
+                                           const long long* __restrict__ table, Rows<I> r) {
+  const I j = static_cast<I>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (j >= r.out_width) return;
+  I k[3];
+  row_coords(r, static_cast<I>(blockIdx.x), k);
+  const TM* mb = mask == nullptr ? nullptr : mask + row_offset(r, k, r.mask);
+  R phi = Cast<R>::from(0);
+  for (I c = 0; c < r.channels; ++c) {
+    const I src = j - row_shift(table, r, c);
+    if (src < 0 || src >= r.width) continue;
+    phi = phi + (mb == nullptr ? Cast<R>::from(1) : abs2<R>(load(mb + c * r.mask_c + src * r.mask_j)));
+  }
+  q[row_offset(r, k, r.scale) + j] = phi > Cast<R>::from(0) ? Cast<R>::from(1) / phi : Cast<R>::from(0);
+}
+
 }  // namespace portops

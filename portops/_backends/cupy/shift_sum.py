@@ -14,6 +14,7 @@ the binaries on disk); launches go to CuPy's current stream.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import Any
 
@@ -23,7 +24,15 @@ import numpy as np
 from ... import _dispatch
 from ..._cuda import kernel_name, kernel_source, real_of
 from ..._generic import shift_sum as generic
-from ..._geometry import Geometry, contiguous_strides, geometry, linear_step
+from ..._geometry import (
+    Geometry,
+    RowView,
+    contiguous_strides,
+    geometry,
+    inverse_phi_rows,
+    linear_step,
+    row_view,
+)
 from ...shift_sum import ShiftSumArgs
 
 _BLOCK = 256
@@ -135,7 +144,7 @@ def _plain(a: Any) -> Any:
     return a if _strides(a) is not None else cupy.ascontiguousarray(a)
 
 
-def forward(a: ShiftSumArgs) -> Any:
+def forward_general(a: ShiftSumArgs) -> Any:
     """CUDA gather kernel: one thread per output element, mask fused, one launch."""
     x, offsets, ax, cax, mask = _plain(a.array), a.offsets, a.axis, a.channel_axis, a.mask
     mask = None if mask is None else _plain(mask)
@@ -206,7 +215,7 @@ def _adjoint_into(
     return True
 
 
-def adjoint(a: ShiftSumArgs) -> Any:
+def adjoint_general(a: ShiftSumArgs) -> Any:
     """CUDA gather kernel: one thread per element of the result, mask fused, one launch."""
     y = _plain(a.array)
     mask = None if a.mask is None else _plain(a.mask)
@@ -218,7 +227,7 @@ def adjoint(a: ShiftSumArgs) -> Any:
     return out
 
 
-def pinv(a: ShiftSumArgs) -> Any:
+def pinv_general(a: ShiftSumArgs) -> Any:
     """``A^H (y / Phi)``: two launches (one without a mask), Phi never stored."""
     y = _plain(a.array)
     mask = None if a.mask is None else _plain(a.mask)
@@ -255,24 +264,244 @@ def pinv(a: ShiftSumArgs) -> Any:
     return out
 
 
+# ----------------------------------------------------------------------------- plans
+# A plan keeps, per call signature, the compiled function, its grid and its argument
+# record; a repeated call allocates its result and launches. The row kernels cover the
+# common layouts (see portops._geometry.row_view), the general kernels the rest.
+
+_ROW_BLOCK = 256
+_MAX_GRID_Y = 65535
+_ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base", "channels")
+
+Run = Callable[[Any, Any], Any]
+
+
+@cache
+def _rows_record_dtype(large: bool) -> np.dtype:
+    """NumPy twin of ``Rows<I>`` in shift_sum.cu (every field of type I)."""
+    it = np.int64 if large else np.int32
+    fields: list[tuple[Any, ...]] = [("s1", it), ("s2", it)]
+    fields += [(f, it, (3,)) for f in ("big", "mask", "small", "scale")]
+    fields += [(f, it) for f in _ROW_SCALARS]
+    return np.dtype(fields, align=True)
+
+
+def _rows_record(
+    r: RowView,
+    offsets: tuple[int, ...],
+    *,
+    s1: int | None = None,
+    s2: int | None = None,
+    mask: tuple[int, ...] | None = None,
+    scale: tuple[int, ...] = (0, 0, 0),
+) -> np.void:
+    rec = np.zeros((), dtype=_rows_record_dtype(r.large))
+    rec["s1"] = r.s1 if s1 is None else s1
+    rec["s2"] = r.s2 if s2 is None else s2
+    rec["big"], rec["small"], rec["scale"] = r.big, r.small, scale
+    rec["mask"] = r.mask if mask is None else mask
+    rec["big_c"], rec["mask_c"], rec["mask_j"] = r.big_c, r.mask_c, r.mask_j
+    rec["width"], rec["out_width"] = r.width, r.out_width
+    step, base = linear_step(offsets) or (0, 0)
+    rec["step"], rec["base"], rec["channels"] = step * r.inner, base * r.inner, len(offsets)
+    return rec[()]  # type: ignore[return-value]
+
+
+def _row_table(offsets: tuple[int, ...], inner: int, device_id: int) -> Any:
+    if linear_step(offsets) is not None:
+        return _NULL
+    return _table(tuple(o * inner for o in offsets), device_id)
+
+
+def _launcher(kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int) -> Any:
+    return _function(kernel_name(kernel, dtypes, large), device_id)
+
+
+def _on_device(device_id: int, run: Run) -> Run:
+    """`run` on `device_id` (its arrays' device), entering it only when it is not current."""
+
+    def run_there(a: Any, mask: Any) -> Any:
+        if cupy.cuda.runtime.getDevice() == device_id:
+            return run(a, mask)
+        with cupy.cuda.Device(device_id):
+            return run(a, mask)
+
+    return run_there
+
+
+def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[[Any, Any], tuple[Any, Any]]:
+    """Raw (array, mask) of a call -> the normalised pair `a` was made from."""
+    mask = a.mask
+    m_shape = None if mask is None else tuple(mask.shape)
+    m_dtype = None if mask is None else mask.dtype
+    cax = a.channel_axis
+
+    def normalize(arr: Any, m: Any) -> tuple[Any, Any]:
+        if expand:
+            arr = cupy.expand_dims(arr, cax)
+        if m is not None:
+            if m.dtype != m_dtype:
+                m = m.astype(m_dtype)
+            if m.shape != m_shape:
+                m = m.reshape(m_shape)
+        return arr, m
+
+    return normalize
+
+
+def _row_forward(a: ShiftSumArgs) -> Run | None:
+    x, mask, offsets = a.array, a.mask, a.offsets
+    if _strides(x) is None or (mask is not None and _strides(mask) is None):
+        return None
+    out_dtype = np.dtype(x.dtype) if mask is None else cupy.result_type(x, mask)
+    shape = list(x.shape)
+    shape[a.axis] += max(offsets)
+    shape[a.channel_axis] = 1
+    if math.prod(shape) == 0 or x.size == 0:
+        return None
+    g = geometry(tuple(x.shape), _known_strides(x), contiguous_strides(shape),
+                 None if mask is None else _mask_strides(mask), a.axis, a.channel_axis,
+                 shape[a.axis])  # fmt: skip
+    r = None if g is None else row_view(g, mask is not None)
+    if r is None or math.ceil(r.out_width / _ROW_BLOCK) > _MAX_GRID_Y:
+        return None
+    device_id = x.device.id
+    dtypes = (_name(x.dtype), _name(x.dtype if mask is None else mask.dtype),
+              _name(_acc(out_dtype)), _name(out_dtype))  # fmt: skip
+    fn = _launcher("shift_sum_forward_rows", dtypes, r.large, device_id)
+    table = _row_table(offsets, r.inner, device_id)
+    rec = _rows_record(r, offsets)
+    grid = (r.rows, math.ceil(r.out_width / _ROW_BLOCK))
+    block = (_ROW_BLOCK,)
+
+    def run(x: Any, mask: Any) -> Any:
+        y = cupy.empty(shape, dtype=out_dtype)
+        fn(grid, block, (x, _NULL if mask is None else mask, y, table, rec))
+        return y
+
+    return run
+
+
+def _row_adjoint(a: ShiftSumArgs, scaled: bool = False) -> Callable[..., Any] | None:
+    y, mask, offsets = a.array, a.mask, a.offsets
+    if _strides(y) is None or (mask is not None and _strides(mask) is None):
+        return None
+    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
+    shape = _x_shape(y, a)
+    if math.prod(shape) == 0:
+        return None
+    g = geometry(tuple(shape), contiguous_strides(shape), _known_strides(y),
+                 None if mask is None else _mask_strides(mask), a.axis, a.channel_axis,
+                 y.shape[a.axis])  # fmt: skip
+    r = None if g is None else row_view(g, mask is not None)
+    if r is None or math.ceil(r.width / _ROW_BLOCK) > _MAX_GRID_Y:
+        return None
+    device_id = y.device.id
+    acc = _acc(out_dtype)
+    real = real_of(_name(acc))
+    dtypes = (_name(y.dtype), _name(y.dtype if mask is None else mask.dtype), real,
+              _name(acc), _name(out_dtype))  # fmt: skip
+    fn = _launcher("shift_sum_adjoint_rows", dtypes, r.large, device_id)
+    table = _row_table(offsets, r.inner, device_id)
+    outer, q_strides = inverse_phi_rows(r, mask is not None)
+    rec = _rows_record(r, offsets, scale=q_strides if scaled else (0, 0, 0))
+    grid = (r.rows, math.ceil(r.width / _ROW_BLOCK))
+    block = (_ROW_BLOCK,)
+
+    def run(y: Any, mask: Any, scale: Any = _NULL) -> Any:
+        out = cupy.empty(shape, dtype=out_dtype)
+        fn(grid, block, (y, _NULL if mask is None else mask, scale, out, table, rec))
+        return out
+
+    if not scaled:
+        return run
+    # The pseudo-inverse: 1 / Phi over the mask's outer extent, then the scaled adjoint.
+    phi_dtype = np.dtype(real)
+    q_shape = (*outer, r.out_width)
+    mask_rows = tuple(st if n > 1 else 0 for n, st in zip(outer, r.mask, strict=True))
+    m_dtype = _name(y.dtype if mask is None else mask.dtype)
+    phi_fn = _launcher("shift_sum_inverse_phi_rows", (m_dtype, real), r.large, device_id)
+    phi_rec = _rows_record(r, offsets, s1=outer[1], s2=outer[2], mask=mask_rows,
+                           scale=q_strides)  # fmt: skip
+    phi_grid = (outer[0] * outer[1] * outer[2], math.ceil(r.out_width / _ROW_BLOCK))
+    if mask is None:
+        inverse_count = cupy.empty(q_shape, dtype=phi_dtype)
+        phi_fn(phi_grid, block, (_NULL, inverse_count, table, phi_rec))
+        return lambda y, mask: run(y, None, inverse_count)
+
+    def pinv(y: Any, mask: Any) -> Any:
+        inverse_phi = cupy.empty(q_shape, dtype=phi_dtype)
+        phi_fn(phi_grid, block, (mask, inverse_phi, table, phi_rec))
+        return run(y, mask, inverse_phi)
+
+    return pinv
+
+
+def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
+    return lambda arr, mask: impl(a._replace(array=arr, mask=mask))
+
+
+def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
+    """The plan of a call: normalise the raw arrays, run the row kernel or the general one."""
+    if kind == "forward":
+        core = _row_forward(a) or _general(forward_general, a)
+    elif kind == "adjoint":
+        core = _row_adjoint(a) or _general(adjoint_general, a)
+    else:
+        core = _row_adjoint(a, scaled=True) or _general(pinv_general, a)
+    core = _on_device(a.array.device.id, core)
+    normalize = _normalizer(a, expand=raw and kind != "forward" and not a.keepdims)
+    squeeze = kind == "forward" and not a.keepdims
+    cax = a.channel_axis
+
+    def run(arr: Any, mask: Any) -> Any:
+        arr, mask = normalize(arr, mask)
+        out = core(arr, mask)
+        return cupy.squeeze(out, axis=cax) if squeeze else out
+
+    return run
+
+
+def _planner(kind: str) -> Callable[[ShiftSumArgs], Run]:
+    return lambda a: _plan(kind, a, raw=True)
+
+
+def forward(a: ShiftSumArgs) -> Any:
+    """CUDA gather kernel (row kernel for common layouts): one launch, mask fused."""
+    return _plan("forward", a, raw=False)(a.array, a.mask)
+
+
+def adjoint(a: ShiftSumArgs) -> Any:
+    """CUDA kernel writing every channel's window, mask fused, one launch."""
+    return _plan("adjoint", a, raw=False)(a.array, a.mask)
+
+
+def pinv(a: ShiftSumArgs) -> Any:
+    """``A^H (y / Phi)``: 1 / Phi over the mask's extent, then the scaled adjoint."""
+    return _plan("pinv", a, raw=False)(a.array, a.mask)
+
+
 _dispatch.register(
     "shift_sum",
     "cupy_gather",
     libraries=["cupy"],
     priority=10,
-    summary="CUDA gather kernel (RawModule): one launch, no atomics, mask fused",
+    summary="CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned",
+    planner=_planner("forward"),
 )(forward)
 _dispatch.register(
     "shift_sum_adjoint",
     "cupy_gather",
     libraries=["cupy"],
     priority=10,
-    summary="CUDA gather kernel (RawModule): one launch, mask fused",
+    summary="CUDA row kernel (RawModule): one launch, mask fused; planned",
+    planner=_planner("adjoint"),
 )(adjoint)
 _dispatch.register(
     "shift_sum_pinv",
     "cupy_gather",
     libraries=["cupy"],
     priority=10,
-    summary="CUDA kernels: y / Phi with Phi gathered from |mask|^2, then the adjoint",
+    summary="CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned",
+    planner=_planner("pinv"),
 )(pinv)

@@ -1,18 +1,28 @@
 """vecdot on CuPy: one fused reduction kernel, no product temporary.
 
-``cupy.ReductionKernel`` broadcasts the inputs, multiplies in the map step and sums
-in registers, so each input is read once. Half precision is multiplied and summed in
-float32; complex inputs conjugate the first argument.
+Real and integer inputs whose batch dimensions (after broadcasting) merge into rows go
+to the raw kernels of ``portops/_kernels/vecdot.cu`` (a thread per short row, a block
+per long one), planned once per call signature: a repeated call allocates its result
+and launches, which costs a fraction of a ``ReductionKernel`` call's host time. Other
+cases (complex inputs, layouts that do not merge) use ``cupy.ReductionKernel``, which
+broadcasts the inputs, multiplies in the map step and sums in registers. Half precision
+is multiplied and summed in float32; complex inputs conjugate the first argument.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import threading
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import cupy
+import numpy as np
 
 from ... import _dispatch
+from ..._cuda import CTYPES, kernel_source
 from ...vecdot import VecdotArgs
 
 _lock = threading.Lock()
@@ -63,4 +73,109 @@ def _cupy(a: VecdotArgs) -> Any:
     return _kernel(kind)(x1, x2, axis=ndim + a.axis, keepdims=a.keepdims)
 
 
-_dispatch.register("vecdot", "cupy", libraries=("cupy",), devices=("cuda",), priority=10)(_cupy)
+# ----------------------------------------------------------------------------- raw kernels
+
+_SHORT = 32  # rows shorter than this: a thread per row
+_BLOCK = 256
+_RAW = frozenset(
+    "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64".split()
+)
+_OPTIONS = ("--std=c++17",)
+
+
+@cache
+def _raw_function(name: str, device_id: int) -> Any:
+    with cupy.cuda.Device(device_id):
+        source = kernel_source("vecdot.cu")
+        module = cupy.RawModule(code=source, options=_OPTIONS, name_expressions=(name,))
+        return module.get_function(name)
+
+
+def _rows_view(x1: Any, x2: Any, axis: int) -> tuple[Any, Any, int, int] | None:
+    """Both inputs as (rows, length) views of one broadcast layout, or None.
+
+    The views start where the inputs do, so a kernel given the inputs' own pointers
+    and the views' strides reads the same elements.
+    """
+    shape = cupy.broadcast_shapes(x1.shape, x2.shape)
+    ax = len(shape) + axis
+    length = shape[ax]
+    rows = math.prod(shape) // length if length else 0
+    views = []
+    for x in (x1, x2):
+        v = _view_2d(cupy.moveaxis(cupy.broadcast_to(x, shape), ax, -1), rows, length)
+        if v is None:
+            return None
+        views.append(v)
+    return views[0], views[1], rows, length
+
+
+def _view_2d(v: Any, rows: int, length: int) -> Any:
+    """`v` as (rows, length) without a copy, or None when its batch dims do not merge."""
+    dims = [(n, s) for n, s in zip(v.shape[:-1], v.strides[:-1], strict=True) if n != 1]
+    for (_, s0), (n1, s1) in itertools.pairwise(dims):
+        if s0 != n1 * s1:
+            return None
+    row_stride = dims[-1][1] if dims else 0
+    return cupy.lib.stride_tricks.as_strided(v, (rows, length), (row_stride, v.strides[-1]))
+
+
+def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
+    """A raw-kernel plan for this call's signature, or None (ReductionKernel runs)."""
+    x1, x2 = a.x1, a.x2
+    dtype = np.dtype(cupy.result_type(x1, x2))
+    if x1.dtype != dtype or x2.dtype != dtype or dtype.name not in _RAW:
+        return None
+    view = _rows_view(x1, x2, a.axis)
+    if view is None:
+        return None
+    v1, v2, rows, length = view
+    item = dtype.itemsize
+    strides = [s // item for v in (v1, v2) for s in v.strides]
+    if any(s * item != t for s, t in zip(strides, [*v1.strides, *v2.strides], strict=True)):
+        return None
+    shape = list(cupy.broadcast_shapes(x1.shape, x2.shape))
+    if a.keepdims:
+        shape[a.axis] = 1
+    else:
+        del shape[a.axis]
+    if rows == 0 or length == 0:
+        return None
+    reach = max(
+        rows * (abs(strides[0]) + abs(strides[2])), length * (abs(strides[1]) + abs(strides[3]))
+    )
+    large = max(reach, rows, length) >= 2**31 - 2**24
+    index = np.int64 if large else np.int32
+    acc = "float" if dtype.name == "float16" else CTYPES[dtype.name]
+    kind = "vecdot_thread_rows" if length < _SHORT else "vecdot_block_rows"
+    name = f"portops::{kind}<{CTYPES[dtype.name]}, {acc}, {'long long' if large else 'int'}>"
+    device_id = x1.device.id
+    fn = _raw_function(name, device_id)
+    if kind == "vecdot_thread_rows":
+        grid, block = (math.ceil(rows / _BLOCK),), (_BLOCK,)
+    else:
+        grid, block = (rows,), (min(_BLOCK, 32 * math.ceil(length / 32)),)
+    scalars = tuple(index(v) for v in (rows, length, *strides))
+    out_shape = tuple(shape)
+
+    def run(x1: Any, x2: Any) -> Any:
+        out = cupy.empty(out_shape, dtype=dtype)
+        if cupy.cuda.runtime.getDevice() == device_id:
+            fn(grid, block, (x1, x2, out, *scalars))
+        else:
+            with cupy.cuda.Device(device_id):
+                fn(grid, block, (x1, x2, out, *scalars))
+        return out
+
+    return run
+
+
+def _raw_or_reduction(a: VecdotArgs) -> Any:
+    """Raw row kernels for real and integer inputs, else a fused ReductionKernel."""
+    run = plan(a)
+    return _cupy(a) if run is None else run(a.x1, a.x2)
+
+
+_dispatch.register(
+    "vecdot", "cupy", libraries=("cupy",), devices=("cuda",), priority=10, planner=plan
+)(_raw_or_reduction)

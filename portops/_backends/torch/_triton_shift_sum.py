@@ -31,7 +31,15 @@ import torch
 import triton
 import triton.language as tl
 
-from ..._geometry import Geometry, contiguous_strides, geometry, linear_step
+from ..._geometry import (
+    Geometry,
+    RowView,
+    contiguous_strides,
+    geometry,
+    inverse_phi_rows,
+    linear_step,
+    row_view,
+)
 from .shift_sum import result_dtype, x_shape, y_shape
 
 __all__ = ["plan_adjoint", "plan_forward", "plan_pinv"]
@@ -317,7 +325,6 @@ def _inverse_phi_rows(
 # ----------------------------------------------------------------------------- launching
 
 _BLOCK = 512  # elements per program of the general kernels
-_MAX_UNROLLED_CHANNELS = 128
 _MAX_GRID_Y = 65535
 # Column blocks the row kernels may use, and warps per block size.
 ROW_BLOCKS = (128, 256, 512, 1024)
@@ -490,38 +497,7 @@ def row_block(columns: int) -> int:
     return ROW_BLOCKS[0]
 
 
-class _Rows:
-    """The row kernels' view of one layout: rows, columns and per-array strides."""
-
-    def __init__(self, g: Geometry, has_mask: bool) -> None:
-        self.inner = g.size[4]
-        self.rows = g.size[0] * g.size[1] * g.size[2]
-        self.s1, self.s2 = g.size[1], g.size[2]
-        self.width = g.size[3] * self.inner
-        self.out_width = g.out_width * self.inner
-        self.big = g.big[:3]
-        self.small = g.small[:3]
-        self.mask = g.mask[:3]
-        self.big_c, self.mask_c = g.big_c, g.mask_c
-        m3, m4 = g.mask[3], g.mask[4]
-        self.mask_j = m3 if self.inner == 1 else m4
-        self.large = g.large
-
-
-def _rows(g: Geometry, has_mask: bool, channels: int) -> _Rows | None:
-    """The row kernels' view of `g`, or None when they do not cover it."""
-    inner = g.size[4]
-    if g.size[5] != 1 or channels > _MAX_UNROLLED_CHANNELS:
-        return None
-    for strides in (g.big, g.small):
-        if strides[3] != inner or (inner > 1 and strides[4] != 1):
-            return None
-    if has_mask and inner > 1 and g.mask[3] != inner * g.mask[4]:
-        return None  # mask columns not one linear run
-    return _Rows(g, has_mask)
-
-
-def _row_grid(r: _Rows, columns: int, block: int) -> tuple[int, int, int] | None:
+def _row_grid(r: RowView, columns: int, block: int) -> tuple[int, int, int] | None:
     blocks = triton.cdiv(columns, block)
     if blocks > _MAX_GRID_Y:
         return None
@@ -551,7 +527,7 @@ def _row_forward(
     )
     if g is None:
         return None
-    r = _rows(g, mask is not None, len(offsets))
+    r = row_view(g, mask is not None)
     if r is None:
         return None
     block = row_block(r.out_width)
@@ -599,7 +575,7 @@ def _row_adjoint(
     g = geometry(tuple(shape), xs, tuple(y.stride()), ms, axis, cax, y.shape[axis])
     if g is None:
         return None
-    r = _rows(g, mask is not None, len(offsets))
+    r = row_view(g, mask is not None)
     if r is None:
         return None
     block = row_block(r.width)
@@ -655,17 +631,12 @@ def _row_pinv(
                  y.shape[axis])  # fmt: skip
     if g is None:
         return None
-    r = _rows(g, mask is not None, len(offsets))
+    r = row_view(g, mask is not None)
     if r is None:
         return None
     device = y.device
     phi_dtype = _phi_dtype(dtype)
-    # 1 / Phi as (O0', O1', O2', out columns): size 1 on the outer dims the mask broadcasts.
-    outer = [
-        n if (mask is not None and st != 0) else 1 for n, st in zip(g.size[:3], r.mask, strict=True)
-    ]
-    dense = (outer[1] * outer[2] * r.out_width, outer[2] * r.out_width, r.out_width)
-    q_strides = tuple(0 if n == 1 else s for n, s in zip(outer, dense, strict=True))
+    outer, q_strides = inverse_phi_rows(r, mask is not None)
     block = row_block(r.out_width)
     phi_grid = (outer[0] * outer[1] * outer[2], triton.cdiv(r.out_width, block), 1)
     if phi_grid[1] > _MAX_GRID_Y:

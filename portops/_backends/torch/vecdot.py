@@ -15,8 +15,7 @@ the gradients need. Below about a million elements the Function's fixed cost
 outweighs the faster forward, so small inputs use torch's own differentiable
 product and sum.
 
-CUDA: the product and sum, accumulated in float32 for half precision, as the
-fastest idiom measured on GPUs (``bmm`` is many times slower there).
+CUDA tensors: ``vecdot_cuda.py``.
 """
 
 from __future__ import annotations
@@ -196,16 +195,6 @@ def _torch_cpu(a: VecdotArgs) -> torch.Tensor:
     return forward_cpu(x1, x2, a.axis, a.keepdims)
 
 
-def _torch_cuda(a: VecdotArgs) -> torch.Tensor:
-    """Product and sum (float32 accumulation for half); native autograd."""
-    x1, x2 = a.x1, a.x2
-    dtype = x1.dtype if x1.dtype is x2.dtype else torch.promote_types(x1.dtype, x2.dtype)
-    return _mul_sum(x1, x2, a.axis, a.keepdims, dtype)
-
-
 _dispatch.register("vecdot", "torch_cpu", libraries=("torch",), devices=("cpu",), priority=10)(
     _torch_cpu
-)
-_dispatch.register("vecdot", "torch_cuda", libraries=("torch",), devices=("cuda",), priority=10)(
-    _torch_cuda
 )

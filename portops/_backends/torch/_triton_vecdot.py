@@ -1,0 +1,104 @@
+"""Triton row reduction for vecdot on CUDA tensors: ``sum(x1 * x2)`` in one pass.
+
+The inputs are read once, in tiles of rows by a block of the contracted axis, and
+multiplied and summed in registers (float32 for half precision): no product
+temporary, one launch. When there are too few rows to fill the GPU, the contracted
+axis is split into chunks whose partial sums are added by a second, tiny reduction.
+
+Imported only when a CUDA tensor reaches torch's vecdot (or by the interpreter tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ._triton_shift_sum import Launcher
+
+__all__ = ["plan_rows"]
+
+_ACC = {torch.float16: tl.float32, torch.bfloat16: tl.float32, torch.float32: tl.float32,
+        torch.float64: tl.float64}  # fmt: skip
+TILE = 4096  # elements per program and pass
+MIN_PROGRAMS = 528  # below this many programs (4 per SM of an H100) the axis is split
+
+
+@triton.jit
+def _vecdot_rows(
+    a_ptr, b_ptr, out_ptr, rows, length, chunk, a_r, a_k, b_r, b_k,
+    ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)[:, None]
+    start = tl.program_id(1) * chunk
+    stop = tl.minimum(start + chunk, length)
+    acc = tl.zeros([BLOCK_R, BLOCK_K], dtype=ACC)
+    live = r < rows
+    for k0 in range(start, stop, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)[None, :]
+        ok = live & (k < stop)
+        a = tl.load(a_ptr + r * a_r + k * a_k, mask=ok, other=0).to(ACC)
+        b = tl.load(b_ptr + r * b_r + k * b_k, mask=ok, other=0).to(ACC)
+        acc += a * b
+    total = tl.sum(acc, axis=1)
+    rr = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    if SPLIT:
+        tl.store(out_ptr + rr * tl.num_programs(1) + tl.program_id(1), total, mask=rr < rows)
+    else:
+        tl.store(out_ptr + rr, total.to(out_ptr.dtype.element_ty), mask=rr < rows)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def plan_rows(
+    rows: int,
+    length: int,
+    strides: tuple[int, int, int, int],
+    dtype: torch.dtype,
+    device: torch.device,
+    sms: int,
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
+    """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides.
+
+    Returns a function of the two base tensors (whose data pointers the strides are
+    relative to), or None for a dtype the kernel does not take.
+    """
+    acc = _ACC.get(dtype)
+    if acc is None or rows == 0 or length == 0:
+        return None
+    block_k = min(_pow2(length), 1024)
+    block_r = max(1, min(_pow2(rows), TILE // block_k))
+    row_programs = math.ceil(rows / block_r)
+    splits = 1
+    if row_programs < MIN_PROGRAMS and length > 4 * block_k:
+        splits = min(math.ceil(MIN_PROGRAMS / row_programs), math.ceil(length / (4 * block_k)))
+    chunk = math.ceil(math.ceil(length / splits) / block_k) * block_k
+    splits = math.ceil(length / chunk)
+    if row_programs > 2**31 - 1 or splits > 65535:
+        return None
+    warps = 8 if block_r * block_k >= 4096 else 4
+    acc_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    launch = Launcher(
+        _vecdot_rows,
+        (row_programs, splits, 1),
+        (rows, length, chunk, *strides),
+        dict(ACC=acc, SPLIT=splits > 1, BLOCK_R=block_r, BLOCK_K=block_k, num_warps=warps),
+        device.index,
+    )
+
+    def run(a: Any, b: Any) -> torch.Tensor:
+        if splits == 1:
+            out = torch.empty(rows, dtype=dtype, device=device)
+            launch(a, b, out)
+            return out
+        partial = torch.empty(rows, splits, dtype=acc_dtype, device=device)
+        launch(a, b, partial)
+        return partial.sum(-1).to(dtype)
+
+    return run
