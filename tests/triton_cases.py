@@ -176,3 +176,45 @@ def test_pinv_op_default_and_gradient():
     np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-10, atol=1e-12)
     assert torch.autograd.gradcheck(lambda t: shift_sum_pinv_op(t, offsets, 3, 1, mask), (y,))
     assert torch.autograd.gradcheck(lambda t: shift_sum_pinv_op(t, offsets, 3, 1, None), (y,))
+
+
+@pytest.mark.parametrize(
+    ("s1", "s2", "axis", "planned"),
+    [
+        ((7, 5), (7, 5), -1, True),
+        ((3, 3000), (3000,), -1, True),
+        ((64, 5000), (64, 5000), -1, True),
+        ((1000, 3), (1000, 3), -1, True),
+        ((4, 1, 6), (5, 6), -1, False),  # broadcast rows that do not merge: native
+        ((6, 4), (6, 4), -2, True),  # strided contracted axis
+        ((2, 3, 4), (2, 3, 4), -2, False),  # batch dims that do not merge: native
+    ],
+)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_vecdot_rows_plan(kernels, monkeypatch, s1, s2, axis, planned, dtype):
+    """The torch CUDA vecdot's Triton plan, on CPU tensors (the interpreter)."""
+    from portops._backends.torch import vecdot_cuda
+    from portops.vecdot import VecdotArgs
+
+    monkeypatch.setattr(vecdot_cuda, "_sms", lambda device: 132)
+    x1 = torch.from_numpy(_rand(s1, dtype, 0))
+    x2 = torch.from_numpy(_rand(s2, dtype, 1))
+    a = VecdotArgs(x1, x2, axis, False, None)
+    run = vecdot_cuda.plan(a)
+    want = np.sum(x1.double().numpy() * x2.double().numpy(), axis=axis)
+    got = vecdot_cuda.native(a) if run is None else run(x1, x2)
+    assert got.dtype == x1.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got.double().numpy(), want, **tolerance(dtype))
+    assert (run is not None) == planned
+
+
+def test_vecdot_unsigned_native():
+    from portops._backends.torch import vecdot_cuda
+    from portops.vecdot import VecdotArgs
+
+    for dtype in ("uint16", "uint32", "uint64"):
+        a = np.arange(12, dtype=dtype).reshape(3, 4) * np.array(2**13, dtype=dtype)
+        got = vecdot_cuda.native(VecdotArgs(torch.from_numpy(a), torch.from_numpy(a), -1, False, None))
+        want = np.sum(a * a, axis=-1, dtype=dtype)
+        assert got.dtype == getattr(torch, dtype)
+        np.testing.assert_array_equal(got.numpy(), want)

@@ -1,0 +1,431 @@
+"""GPU timings of portops against what users write, with CUDA events and host time.
+
+``python -m benchmarks.gpu_timing [--quick] [--json PATH] [--text PATH]`` times, on the
+first CUDA device, every shift_sum-family case of the GPU acceptance list (B=16, C=28,
+256x256 and B=64, C=28, 512x512, step 2, float32), vecdot and einsum, for torch CUDA and
+CuPy where installed. For each entry: the GPU time per call (CUDA events around
+back-to-back calls, median of rounds, after warm-up), the host time per call (the
+Python time to issue the same calls), and the ratio to the *limit*: the bytes the
+operation must read and write divided by the device-to-device copy bandwidth measured
+in the same run (counted as bytes read + written per second). Every portops result is
+checked against a baseline's before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import numpy as np  # noqa: E402
+
+import portops  # noqa: E402
+
+CASES = [(16, 28, 256, 256, 2), (64, 28, 512, 512, 2)]
+QUICK_CASES = [(2, 8, 64, 64, 2)]
+TINY = (1, 4, 8, 8, 2)
+VECDOT_SHAPES = [(4096, 4096), (500, 500), (2**20, 3), (64, 65536)]
+EINSUM = [
+    ("bnid,bnjd->bnij", [(64, 8, 100, 128), (64, 8, 50, 128)]),
+    ("bind,bjnd->bnij", [(64, 100, 8, 128), (64, 50, 8, 128)]),
+    ("bind,jnd->bnij", [(64, 100, 8, 128), (50, 8, 128)]),
+]
+
+
+@dataclass
+class Entry:
+    group: str
+    name: str
+    gpu_us: float
+    host_us: float
+    limit_us: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        return None if not self.limit_us else self.gpu_us / self.limit_us
+
+
+class Timer:
+    """CUDA-event timing of back-to-back calls for one library."""
+
+    def __init__(self, library: str, calls: int, rounds: int) -> None:
+        self.library, self.calls, self.rounds = library, calls, rounds
+        if library == "torch":
+            import torch
+
+            self.sync = torch.cuda.synchronize
+            self.event = lambda: torch.cuda.Event(enable_timing=True)
+            self.elapsed = lambda a, b: a.elapsed_time(b)
+        else:
+            import cupy
+
+            self.sync = cupy.cuda.Device().synchronize
+            self.event = cupy.cuda.Event
+            self.elapsed = lambda a, b: float(cupy.cuda.get_elapsed_time(a, b))
+
+    def __call__(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        """(median GPU µs per call, median host µs per call)."""
+        for _ in range(3):
+            fn()
+        self.sync()
+        gpu, host = [], []
+        for _ in range(self.rounds):
+            start, stop = self.event(), self.event()
+            start.record()
+            t0 = time.perf_counter()
+            for _ in range(self.calls):
+                fn()
+            t1 = time.perf_counter()
+            stop.record()
+            stop.synchronize()
+            gpu.append(1e3 * self.elapsed(start, stop) / self.calls)
+            host.append(1e6 * (t1 - t0) / self.calls)
+        return statistics.median(gpu), statistics.median(host)
+
+
+def copy_bandwidth(library: str, timer: Timer) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read + written."""
+    n = 64 * 2**20  # float32 elements: 256 MiB each way
+    if library == "torch":
+        import torch
+
+        src = torch.rand(n, device="cuda")
+        dst = torch.empty_like(src)
+        gpu, _ = timer(lambda: dst.copy_(src))
+    else:
+        import cupy
+
+        src = cupy.random.random(n, dtype=cupy.float32)
+        dst = cupy.empty_like(src)
+        gpu, _ = timer(lambda: cupy.copyto(dst, src))
+    return 2 * 4 * n / (gpu * 1e-6)
+
+
+def _close(got: Any, want: Any, library: str, what: str) -> None:
+    to_np = (
+        (lambda a: a.detach().float().cpu().numpy())
+        if library == "torch"
+        else (lambda a: a.get().astype(np.float32))
+    )
+    g, w = to_np(got), to_np(want)
+    g = g.reshape(w.shape) if g.size == w.size else g
+    err = float(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-30))
+    if not err < 1e-4:
+        raise AssertionError(f"{what}: portops differs from the baseline (relative error {err})")
+
+
+# ----------------------------------------------------------------------------- shift_sum
+
+
+def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[Entry]) -> None:
+    import torch
+
+    b, c, h, w, s = case
+    wo = w + (c - 1) * s
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.rand(b, c, h, w, device="cuda", generator=g)
+    mask = torch.rand(h, w, device="cuda", generator=g)
+    y = torch.rand(b, h, wo, device="cuda", generator=g)
+    kernel = torch.zeros(1, c, 1, (c - 1) * s + 1, device="cuda")
+    for i in range(c):
+        kernel[:, c - i - 1, :, i * s] = 1
+    idx = (torch.arange(w, device="cuda") + torch.arange(c, device="cuda").view(c, 1, 1) * s
+           + torch.arange(h, device="cuda").view(1, h, 1) * wo)  # fmt: skip
+    indices = idx.view(1, c * h * w).expand(b, c * h * w)
+    xb, yb, mb = x.numel() * 4, y.numel() * 4, mask.numel() * 4
+    tag = f"B{b} C{c} {h}x{w}"
+
+    def loop(xx: Any) -> Any:
+        yy = torch.zeros(b, h, wo, device="cuda")
+        for i in range(c):
+            yy[..., i * s : i * s + w] += xx[:, i]
+        return yy
+
+    def scatter(xx: Any) -> Any:
+        yy = torch.zeros(b, h * wo, device="cuda")
+        yy.scatter_add_(1, indices, xx.reshape(b, c * h * w))
+        return yy.view(b, h, wo)
+
+    def conv(xx: Any) -> Any:
+        return torch.nn.functional.conv2d(xx, kernel, padding=(0, (c - 1) * s))[:, 0]
+
+    groups = {
+        "forward": (lambda: portops.shift_sum(x, s), xb + yb, {
+            "seed slice-add loop": lambda: loop(x),
+            "seed scatter_add_": lambda: scatter(x),
+            "seed conv2d": lambda: conv(x),
+        }),
+        "forward + mask": (lambda: portops.shift_sum(x, s, mask=mask), xb + yb + mb, {
+            "seed slice-add loop": lambda: loop(x * mask),
+            "seed scatter_add_": lambda: scatter(x * mask),
+            "seed conv2d": lambda: conv(x * mask),
+        }),
+        "adjoint": (lambda: portops.shift_sum_adjoint(y, s, channels=c), xb + yb, {
+            "stack of windows": lambda: torch.stack(
+                [y[..., i * s : i * s + w] for i in range(c)], dim=1
+            ),
+        }),
+        "adjoint + mask": (lambda: portops.shift_sum_adjoint(y, s, channels=c, mask=mask),
+                           xb + yb + mb, {
+            "stack of windows": lambda: torch.stack(
+                [y[..., i * s : i * s + w] for i in range(c)], dim=1
+            ) * mask,
+        }),
+        "pinv + mask": (lambda: portops.shift_sum_pinv(y, s, channels=c, mask=mask),
+                        xb + yb + mb, {}),
+    }  # fmt: skip
+    for op, (fn, nbytes, baselines) in groups.items():
+        group = f"torch {op} {tag}"
+        for name, base in baselines.items():
+            _close(fn(), base(), "torch", f"{group} vs {name}")
+        gpu, host = timer(fn)
+        out.append(Entry(group, "portops", gpu, host, nbytes / bw * 1e6))
+        for name, base in baselines.items():
+            gpu, host = timer(base)
+            out.append(Entry(group, name, gpu, host, nbytes / bw * 1e6))
+    # Forward + backward with a mask (gradient for x), against the forward's limit.
+    xg = x.clone().requires_grad_()
+    grad = torch.ones(b, h, wo, device="cuda")
+
+    def step(forward: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            xg.grad = None
+            forward().backward(grad)
+
+        return run
+
+    group = f"torch forward+backward + mask {tag}"
+    fwd_limit = (xb + yb + mb) / bw * 1e6
+    for name, fn in {
+        "portops": step(lambda: portops.shift_sum(xg, s, mask=mask)),
+        "seed slice-add loop": step(lambda: loop(xg * mask)),
+    }.items():
+        gpu, host = timer(fn)
+        out.append(Entry(group, name, gpu, host, fwd_limit))
+
+
+def shift_sum_cupy(case: tuple[int, ...], timer: Timer, bw: float, out: list[Entry]) -> None:
+    import cupy
+
+    b, c, h, w, s = case
+    wo = w + (c - 1) * s
+    rng = cupy.random.default_rng(0)
+    x = rng.random((b, c, h, w), dtype=cupy.float32)
+    mask = rng.random((h, w), dtype=cupy.float32)
+    y = rng.random((b, h, wo), dtype=cupy.float32)
+    xb, yb, mb = x.nbytes, y.nbytes, mask.nbytes
+    tag = f"B{b} C{c} {h}x{w}"
+
+    def loop(xx: Any) -> Any:
+        yy = cupy.zeros((b, h, wo), dtype=xx.dtype)
+        for i in range(c):
+            yy[..., i * s : i * s + w] += xx[:, i]
+        return yy
+
+    def windows() -> Any:
+        return cupy.stack([y[..., i * s : i * s + w] for i in range(c)], axis=1)
+
+    groups = {
+        "forward": (lambda: portops.shift_sum(x, s), xb + yb,
+                    {"slice-add loop": lambda: loop(x)}),
+        "forward + mask": (lambda: portops.shift_sum(x, s, mask=mask), xb + yb + mb,
+                           {"slice-add loop": lambda: loop(x * mask)}),
+        "adjoint": (lambda: portops.shift_sum_adjoint(y, s, channels=c), xb + yb,
+                    {"stack of windows": windows}),
+        "adjoint + mask": (lambda: portops.shift_sum_adjoint(y, s, channels=c, mask=mask),
+                           xb + yb + mb, {"stack of windows": lambda: windows() * mask}),
+        "pinv + mask": (lambda: portops.shift_sum_pinv(y, s, channels=c, mask=mask),
+                        xb + yb + mb, {}),
+    }  # fmt: skip
+    for op, (fn, nbytes, baselines) in groups.items():
+        group = f"cupy {op} {tag}"
+        for name, base in baselines.items():
+            _close(fn(), base(), "cupy", f"{group} vs {name}")
+        gpu, host = timer(fn)
+        out.append(Entry(group, "portops", gpu, host, nbytes / bw * 1e6))
+        for name, base in baselines.items():
+            gpu, host = timer(base)
+            out.append(Entry(group, name, gpu, host, nbytes / bw * 1e6))
+
+
+def tiny_host(library: str, timer: Timer, out: list[Entry]) -> None:
+    """Host time per call on a tiny input, where nothing but the host path costs."""
+    b, c, h, w, s = TINY
+    if library == "torch":
+        import torch
+
+        x = torch.rand(b, c, h, w, device="cuda")
+        mask = torch.rand(h, w, device="cuda")
+        elementwise = lambda: x * 2  # noqa: E731
+    else:
+        import cupy
+
+        x = cupy.random.random((b, c, h, w), dtype=cupy.float32)
+        mask = cupy.random.random((h, w), dtype=cupy.float32)
+        elementwise = lambda: x * 2  # noqa: E731
+    y = portops.shift_sum(x, s)
+    group = f"{library} host path (1,4,8,8)"
+    for name, fn in {
+        "shift_sum": lambda: portops.shift_sum(x, s),
+        "shift_sum + mask": lambda: portops.shift_sum(x, s, mask=mask),
+        "adjoint": lambda: portops.shift_sum_adjoint(y, s, channels=c),
+        "pinv": lambda: portops.shift_sum_pinv(y, s, channels=c),
+        "pinv + mask": lambda: portops.shift_sum_pinv(y, s, channels=c, mask=mask),
+        "vecdot": lambda: portops.vecdot(x, x),
+        "elementwise x * 2 (reference)": elementwise,
+    }.items():
+        gpu, host = timer(fn)
+        out.append(Entry(group, name, gpu, host))
+
+
+# ----------------------------------------------------------------------------- vecdot, einsum
+
+
+def vecdot_all(library: str, timer: Timer, bw: float, out: list[Entry]) -> None:
+    for rows, n in VECDOT_SHAPES:
+        if library == "torch":
+            import torch
+
+            a = torch.rand(rows, n, device="cuda")
+            b = torch.rand(rows, n, device="cuda")
+            natives = {
+                "torch.linalg.vecdot": lambda: torch.linalg.vecdot(a, b),
+                "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+                "bmm": lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1),
+                "torch.einsum": lambda: torch.einsum("ij,ij->i", a, b),
+            }
+        else:
+            import cupy
+
+            a = cupy.random.random((rows, n), dtype=cupy.float32)
+            b = cupy.random.random((rows, n), dtype=cupy.float32)
+            natives = {
+                "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+                "cupy.einsum": lambda: cupy.einsum("ij,ij->i", a, b),
+            }
+            if hasattr(cupy, "vecdot"):
+                natives["cupy.vecdot"] = lambda: cupy.vecdot(a, b)
+        group = f"{library} vecdot {rows}x{n}"
+        fn = lambda: portops.vecdot(a, b)  # noqa: E731
+        _close(fn(), natives["(a*b).sum(-1)"](), library, group)
+        nbytes = 2 * rows * n * 4 + rows * 4
+        gpu, host = timer(fn)
+        out.append(Entry(group, "portops", gpu, host, nbytes / bw * 1e6))
+        for name, nat in natives.items():
+            gpu, host = timer(nat)
+            out.append(Entry(group, name, gpu, host, nbytes / bw * 1e6))
+
+
+def einsum_all(library: str, timer: Timer, out: list[Entry]) -> None:
+    for eq, shapes in EINSUM:
+        if library == "torch":
+            import torch
+
+            ops = [torch.rand(*sh, device="cuda") for sh in shapes]
+            native = lambda: torch.einsum(eq, *ops)  # noqa: E731
+            name = "torch.einsum"
+        else:
+            import cupy
+
+            ops = [cupy.random.random(sh, dtype=cupy.float32) for sh in shapes]
+            native = lambda: cupy.einsum(eq, *ops)  # noqa: E731
+            name = "cupy.einsum"
+        fn = lambda: portops.einsum(eq, *ops)  # noqa: E731
+        group = f"{library} einsum {eq}"
+        _close(fn(), native(), library, group)
+        gpu, host = timer(fn)
+        out.append(Entry(group, "portops", gpu, host))
+        gpu, host = timer(native)
+        out.append(Entry(group, name, gpu, host))
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def report(entries: list[Entry], device: str, bandwidths: dict[str, float]) -> str:
+    lines = [f"GPU: {device}"]
+    for lib, bw in bandwidths.items():
+        lines.append(f"device-to-device copy ({lib}): {bw / 1e12:.2f} TB/s (read + write)")
+    lines.append("")
+    header = f"{'group':<44} {'entry':<28} {'GPU µs':>9} {'host µs':>8} {'x limit':>8} {'vs portops':>10}"
+    lines += [header, "-" * len(header)]
+    by_group: dict[str, list[Entry]] = {}
+    for e in entries:
+        by_group.setdefault(e.group, []).append(e)
+    for group, items in by_group.items():
+        mine = next((e for e in items if e.name == "portops"), None)
+        for e in items:
+            ratio = f"{e.ratio:.2f}x" if e.ratio else ""
+            rel = f"{e.gpu_us / mine.gpu_us:.2f}x" if mine and e is not mine else ""
+            lines.append(f"{group:<44} {e.name:<28} {e.gpu_us:>9.1f} {e.host_us:>8.1f} "
+                         f"{ratio:>8} {rel:>10}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one small case, few rounds")
+    parser.add_argument("--json", help="write the entries here")
+    parser.add_argument("--text", help="write the table here")
+    parser.add_argument("--only", default="shift_sum,tiny,vecdot,einsum")
+    args = parser.parse_args(argv)
+    parts = set(args.only.split(","))
+    cases = QUICK_CASES if args.quick else CASES
+    calls, rounds = (3, 3) if args.quick else (20, 15)
+    entries: list[Entry] = []
+    bandwidths: dict[str, float] = {}
+    device = "unknown"
+    for library in ("torch", "cupy"):
+        try:
+            if library == "torch":
+                import torch
+
+                if not torch.cuda.is_available():
+                    continue
+                device = torch.cuda.get_device_name()
+            else:
+                import cupy
+
+                cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # library or device missing
+            print(f"{library}: skipped ({exc})", file=sys.stderr)
+            continue
+        timer = Timer(library, calls, rounds)
+        bw = bandwidths[library] = copy_bandwidth(library, timer)
+        if "shift_sum" in parts:
+            for case in cases:
+                if library == "torch":
+                    shift_sum_torch(case, timer, bw, entries)
+                else:
+                    shift_sum_cupy(case, timer, bw, entries)
+        if "tiny" in parts:
+            tiny_host(library, Timer(library, 200, 9), entries)
+        if "vecdot" in parts:
+            vecdot_all(library, timer, bw, entries)
+        if "einsum" in parts:
+            einsum_all(library, timer, entries)
+    text = report(entries, device, bandwidths)
+    print(text)
+    if args.text:
+        with open(args.text, "w") as f:
+            f.write(text + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device, "bandwidth": bandwidths,
+                       "entries": [asdict(e) | {"ratio": e.ratio} for e in entries]}, f,
+                      indent=1)  # fmt: skip
+    return 0 if entries else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
