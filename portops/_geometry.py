@@ -20,7 +20,15 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["Geometry", "RowView", "contiguous_strides", "geometry", "linear_step", "row_view"]
+__all__ = [
+    "Geometry",
+    "RowView",
+    "contiguous_strides",
+    "geometry",
+    "linear_step",
+    "row_block",
+    "row_view",
+]
 
 OUTER_SLOTS = 3
 INNER_SLOTS = 2
@@ -237,3 +245,15 @@ def inverse_phi_rows(
     dense = (outer[1] * outer[2] * r.out_width, outer[2] * r.out_width, r.out_width)
     strides = tuple(0 if n == 1 else s for n, s in zip(outer, dense, strict=True))
     return outer, strides  # type: ignore[return-value]
+
+
+ROW_BLOCKS = (128, 256, 512, 1024)
+
+
+def row_block(columns: int) -> int:
+    """The largest block of columns that wastes at most an eighth of the padded work."""
+    for block in reversed(ROW_BLOCKS):
+        padded = -(-columns // block) * block
+        if padded - columns <= columns // 8:
+            return block
+    return ROW_BLOCKS[0]

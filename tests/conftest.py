@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import os
+
+# JAX takes 75% of a GPU's memory in every process that imports it, unless told not to;
+# with pytest-xdist's workers the rest then run out.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import pytest  # noqa: E402
 from backends import Backend, requested_backends, require
 
 

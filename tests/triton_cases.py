@@ -214,7 +214,9 @@ def test_vecdot_unsigned_native():
 
     for dtype in ("uint16", "uint32", "uint64"):
         a = np.arange(12, dtype=dtype).reshape(3, 4) * np.array(2**13, dtype=dtype)
-        got = vecdot_cuda.native(VecdotArgs(torch.from_numpy(a), torch.from_numpy(a), -1, False, None))
+        got = vecdot_cuda.native(
+            VecdotArgs(torch.from_numpy(a), torch.from_numpy(a), -1, False, None)
+        )
         want = np.sum(a * a, axis=-1, dtype=dtype)
         assert got.dtype == getattr(torch, dtype)
         np.testing.assert_array_equal(got.numpy(), want)

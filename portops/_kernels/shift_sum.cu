@@ -296,13 +296,16 @@ __global__ void shift_sum_forward_rows(const TX* __restrict__ x, const TM* __res
   const TX* xb = x + row_offset(r, k, r.big);
   const TM* mb = mask == nullptr ? nullptr : mask + row_offset(r, k, r.mask);
   A acc = zero<A>();
-#pragma unroll 4
+  // Every channel's load is issued (from a clamped, valid address) and masked after,
+  // so the loads of an unrolled group are in flight together.
+#pragma unroll 8
   for (I c = 0; c < r.channels; ++c) {
     const I src = j - row_shift(table, r, c);
-    if (src < 0 || src >= r.width) continue;
-    A v = Cast<A>::from(load(xb + c * r.big_c + src));
-    if (mb != nullptr) v = v * Cast<A>::from(load(mb + c * r.mask_c + src * r.mask_j));
-    acc = acc + v;
+    const bool ok = src >= 0 && src < r.width;
+    const I at = ok ? src : 0;
+    A v = Cast<A>::from(load(xb + c * r.big_c + at));
+    if (mb != nullptr) v = v * Cast<A>::from(load(mb + c * r.mask_c + at * r.mask_j));
+    acc = acc + (ok ? v : zero<A>());
   }
   y[row_offset(r, k, r.small) + j] = Cast<TO>::from(acc);
 }
@@ -320,7 +323,7 @@ __global__ void shift_sum_adjoint_rows(const TY* __restrict__ y, const TM* __res
   const R* qb = scale == nullptr ? nullptr : scale + row_offset(r, k, r.scale);
   const TM* mb = mask == nullptr ? nullptr : mask + row_offset(r, k, r.mask) + j * r.mask_j;
   TO* xb = x + row_offset(r, k, r.big) + j;
-#pragma unroll 4
+#pragma unroll 8
   for (I c = 0; c < r.channels; ++c) {
     const I pos = j + row_shift(table, r, c);
     A v = Cast<A>::from(load(yb + pos));

@@ -43,6 +43,7 @@ __global__ void vecdot_block_rows(const T* __restrict__ a, const T* __restrict__
   const T* pa = a + r * a_r;
   const T* pb = b + r * b_r;
   A acc = A(0);
+#pragma unroll 4
   for (I k = threadIdx.x; k < length; k += blockDim.x) {
     acc += widen<A>(pa[k * a_k]) * widen<A>(pb[k * b_k]);
   }

@@ -31,6 +31,7 @@ from ..._geometry import (
     geometry,
     inverse_phi_rows,
     linear_step,
+    row_block,
     row_view,
 )
 from ...shift_sum import ShiftSumArgs
@@ -269,7 +270,6 @@ def pinv_general(a: ShiftSumArgs) -> Any:
 # record; a repeated call allocates its result and launches. The row kernels cover the
 # common layouts (see portops._geometry.row_view), the general kernels the rest.
 
-_ROW_BLOCK = 256
 _MAX_GRID_Y = 65535
 _ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base", "channels")
 
@@ -363,7 +363,7 @@ def _row_forward(a: ShiftSumArgs) -> Run | None:
                  None if mask is None else _mask_strides(mask), a.axis, a.channel_axis,
                  shape[a.axis])  # fmt: skip
     r = None if g is None else row_view(g, mask is not None)
-    if r is None or math.ceil(r.out_width / _ROW_BLOCK) > _MAX_GRID_Y:
+    if r is None or math.ceil(r.out_width / 128) > _MAX_GRID_Y:
         return None
     device_id = x.device.id
     dtypes = (_name(x.dtype), _name(x.dtype if mask is None else mask.dtype),
@@ -371,8 +371,8 @@ def _row_forward(a: ShiftSumArgs) -> Run | None:
     fn = _launcher("shift_sum_forward_rows", dtypes, r.large, device_id)
     table = _row_table(offsets, r.inner, device_id)
     rec = _rows_record(r, offsets)
-    grid = (r.rows, math.ceil(r.out_width / _ROW_BLOCK))
-    block = (_ROW_BLOCK,)
+    threads = row_block(r.out_width)
+    grid, block = (r.rows, math.ceil(r.out_width / threads)), (threads,)
 
     def run(x: Any, mask: Any) -> Any:
         y = cupy.empty(shape, dtype=out_dtype)
@@ -394,7 +394,7 @@ def _row_adjoint(a: ShiftSumArgs, scaled: bool = False) -> Callable[..., Any] | 
                  None if mask is None else _mask_strides(mask), a.axis, a.channel_axis,
                  y.shape[a.axis])  # fmt: skip
     r = None if g is None else row_view(g, mask is not None)
-    if r is None or math.ceil(r.width / _ROW_BLOCK) > _MAX_GRID_Y:
+    if r is None or math.ceil(r.width / 128) > _MAX_GRID_Y:
         return None
     device_id = y.device.id
     acc = _acc(out_dtype)
@@ -405,8 +405,8 @@ def _row_adjoint(a: ShiftSumArgs, scaled: bool = False) -> Callable[..., Any] | 
     table = _row_table(offsets, r.inner, device_id)
     outer, q_strides = inverse_phi_rows(r, mask is not None)
     rec = _rows_record(r, offsets, scale=q_strides if scaled else (0, 0, 0))
-    grid = (r.rows, math.ceil(r.width / _ROW_BLOCK))
-    block = (_ROW_BLOCK,)
+    threads = row_block(r.width)
+    grid, block = (r.rows, math.ceil(r.width / threads)), (threads,)
 
     def run(y: Any, mask: Any, scale: Any = _NULL) -> Any:
         out = cupy.empty(shape, dtype=out_dtype)
@@ -423,22 +423,24 @@ def _row_adjoint(a: ShiftSumArgs, scaled: bool = False) -> Callable[..., Any] | 
     phi_fn = _launcher("shift_sum_inverse_phi_rows", (m_dtype, real), r.large, device_id)
     phi_rec = _rows_record(r, offsets, s1=outer[1], s2=outer[2], mask=mask_rows,
                            scale=q_strides)  # fmt: skip
-    phi_grid = (outer[0] * outer[1] * outer[2], math.ceil(r.out_width / _ROW_BLOCK))
+    phi_threads = row_block(r.out_width)
+    phi_grid = (outer[0] * outer[1] * outer[2], math.ceil(r.out_width / phi_threads))
     if mask is None:
         inverse_count = cupy.empty(q_shape, dtype=phi_dtype)
-        phi_fn(phi_grid, block, (_NULL, inverse_count, table, phi_rec))
+        phi_fn(phi_grid, (phi_threads,), (_NULL, inverse_count, table, phi_rec))
         return lambda y, mask: run(y, None, inverse_count)
 
     def pinv(y: Any, mask: Any) -> Any:
         inverse_phi = cupy.empty(q_shape, dtype=phi_dtype)
-        phi_fn(phi_grid, block, (mask, inverse_phi, table, phi_rec))
+        phi_fn(phi_grid, (phi_threads,), (mask, inverse_phi, table, phi_rec))
         return run(y, mask, inverse_phi)
 
     return pinv
 
 
 def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
-    return lambda arr, mask: impl(a._replace(array=arr, mask=mask))
+    """`impl` on a call's normalised arrays, the channel axis of its result kept."""
+    return lambda arr, mask: impl(a._replace(array=arr, mask=mask, keepdims=True))
 
 
 def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:

@@ -91,6 +91,11 @@ def _raw_function(name: str, device_id: int) -> Any:
         return module.get_function(name)
 
 
+@cache
+def _sms(device_id: int) -> int:
+    return int(cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
+
+
 def _rows_view(x1: Any, x2: Any, axis: int) -> tuple[Any, Any, int, int] | None:
     """Both inputs as (rows, length) views of one broadcast layout, or None.
 
@@ -154,7 +159,9 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     if kind == "vecdot_thread_rows":
         grid, block = (math.ceil(rows / _BLOCK),), (_BLOCK,)
     else:
-        grid, block = (rows,), (min(_BLOCK, 32 * math.ceil(length / 32)),)
+        # Few rows: wide blocks, so that enough loads are in flight to fill the GPU.
+        threads = 1024 if rows < 2 * _sms(device_id) else _BLOCK
+        grid, block = (rows,), (min(threads, 32 * math.ceil(length / 32)),)
     scalars = tuple(index(v) for v in (rows, length, *strides))
     out_shape = tuple(shape)
 

@@ -38,6 +38,7 @@ from ..._geometry import (
     geometry,
     inverse_phi_rows,
     linear_step,
+    row_block,
     row_view,
 )
 from .shift_sum import result_dtype, x_shape, y_shape
@@ -86,7 +87,7 @@ def _forward_kernel(
     s0, s1, s2, s3, s4, s5,
     x0, x1, x2, x3, x4, x5, xc,
     m0, m1, m2, m3, m4, m5, mc,
-    channels, out_width, step, base, total,
+    channels: tl.constexpr, out_width, step, base, total,
     HAS_MASK: tl.constexpr, HAS_TABLE: tl.constexpr, X_COMPLEX: tl.constexpr,
     M_COMPLEX: tl.constexpr, ACC: tl.constexpr, LARGE: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
@@ -129,7 +130,7 @@ def _adjoint_kernel(
     o0, o1, o2, o3, o4, o5, oc,
     m0, m1, m2, m3, m4, m5, mc,
     y0, y1, y2, y3, y4, y5,
-    channels, step, base, total,
+    channels: tl.constexpr, step, base, total,
     HAS_MASK: tl.constexpr, HAS_TABLE: tl.constexpr, Y_COMPLEX: tl.constexpr,
     M_COMPLEX: tl.constexpr, CHANNEL_FAST: tl.constexpr, BY_COUNT: tl.constexpr,
     ACC: tl.constexpr, LARGE: tl.constexpr, BLOCK: tl.constexpr,
@@ -182,7 +183,7 @@ def _pinv_divide_kernel(
     s0, s1, s2, s3, s4, s5,
     m0, m1, m2, m3, m4, m5, mc,
     y0, y1, y2, y3, y4, y5,
-    channels, out_width, step, base, total,
+    channels: tl.constexpr, out_width, step, base, total,
     HAS_TABLE: tl.constexpr, Y_COMPLEX: tl.constexpr, M_COMPLEX: tl.constexpr,
     ACC: tl.constexpr, LARGE: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
@@ -327,7 +328,6 @@ def _inverse_phi_rows(
 _BLOCK = 512  # elements per program of the general kernels
 _MAX_GRID_Y = 65535
 # Column blocks the row kernels may use, and warps per block size.
-ROW_BLOCKS = (128, 256, 512, 1024)
 ROW_WARPS = {64: 1, 128: 1, 256: 2, 512: 4, 1024: 4}
 _ACC = {
     torch.float16: tl.float32,
@@ -357,6 +357,9 @@ _ROW_DTYPES = frozenset(
 )
 
 
+_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
+
+
 def _hooks_idle() -> bool:
     """True when no Triton launch hook is installed (profilers install them)."""
     try:
@@ -382,7 +385,7 @@ class Launcher:
     signature) and no launch hook is installed, skipping the JIT's per-call work.
     """
 
-    __slots__ = ("compiled", "constexprs", "device", "grid", "kernel", "tail")
+    __slots__ = ("compiled", "constexprs", "device", "grid", "kernel", "n_scalars", "tail")
 
     def __init__(
         self,
@@ -395,8 +398,11 @@ class Launcher:
         self.kernel = kernel
         self.grid = grid
         self.constexprs = constexprs
-        # The launcher takes every parameter in order, constexprs included (ignored).
-        self.tail = (*scalars, *constexprs.values())
+        # The launcher takes every kernel parameter in order, constexprs included (it
+        # ignores them); launch options such as num_warps are not parameters.
+        params = [v for k, v in constexprs.items() if k not in _LAUNCH_OPTIONS]
+        self.tail = (*scalars, *params)
+        self.n_scalars = len(scalars)
         self.compiled: Any = None
         self.device = -1 if device is None else device
 
@@ -411,7 +417,7 @@ class Launcher:
                     None, None, None, *tensors, *self.tail,
                 )  # fmt: skip
                 return
-        n = len(self.tail) - len(self.constexprs)
+        n = self.n_scalars
         if self.device < 0:  # CPU tensors: Triton's interpreter (tests)
             result = self.kernel[self.grid](*tensors, *self.tail[:n], **self.constexprs)
         else:
@@ -488,15 +494,6 @@ def _geometry(
     return g
 
 
-def row_block(columns: int) -> int:
-    """The largest block of columns that wastes at most an eighth of the padded work."""
-    for block in reversed(ROW_BLOCKS):
-        padded = triton.cdiv(columns, block) * block
-        if padded - columns <= columns // 8:
-            return block
-    return ROW_BLOCKS[0]
-
-
 def _row_grid(r: RowView, columns: int, block: int) -> tuple[int, int, int] | None:
     blocks = triton.cdiv(columns, block)
     if blocks > _MAX_GRID_Y:
@@ -513,7 +510,12 @@ Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
 def _row_forward(
-    x: torch.Tensor, offsets: tuple[int, ...], axis: int, cax: int, mask: torch.Tensor | None
+    x: torch.Tensor,
+    offsets: tuple[int, ...],
+    axis: int,
+    cax: int,
+    mask: torch.Tensor | None,
+    out_shape: list[int] | None = None,
 ) -> Run | None:
     shape = y_shape(list(x.shape), list(offsets), axis, cax)
     dtype = result_dtype(x, mask)
@@ -547,8 +549,10 @@ def _row_forward(
     )  # fmt: skip
     dummy = _dummy(device)
 
+    alloc = shape if out_shape is None else out_shape
+
     def run(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        y = torch.empty(shape, dtype=dtype, device=device)
+        y = torch.empty(alloc, dtype=dtype, device=device)
         launch(x, dummy if mask is None else mask, y, table)
         return y
 
@@ -562,6 +566,7 @@ def _row_adjoint(
     cax: int,
     mask: torch.Tensor | None,
     scale: Any = None,
+    out_shape: list[int] | None = None,
 ) -> Callable[..., torch.Tensor] | None:
     """The adjoint, optionally times ``scale`` (1 / Phi, y-shaped or broadcast)."""
     shape = x_shape(list(y.shape), list(offsets), axis, cax)
@@ -598,10 +603,12 @@ def _row_adjoint(
     )  # fmt: skip
     dummy = _dummy(device)
 
+    alloc = shape if out_shape is None else out_shape
+
     def run(
         y: torch.Tensor, mask: torch.Tensor | None, scale: torch.Tensor | None = None
     ) -> torch.Tensor:
-        out = torch.empty(shape, dtype=dtype, device=device)
+        out = torch.empty(alloc, dtype=dtype, device=device)
         m = dummy if mask is None else mask
         launch(y, m, dummy if scale is None else scale, out, table)
         return out
@@ -614,7 +621,12 @@ def _phi_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def _row_pinv(
-    y: torch.Tensor, offsets: tuple[int, ...], axis: int, cax: int, mask: torch.Tensor | None
+    y: torch.Tensor,
+    offsets: tuple[int, ...],
+    axis: int,
+    cax: int,
+    mask: torch.Tensor | None,
+    out_shape: list[int] | None = None,
 ) -> Run | None:
     """``conj(mask) * window_c(y / Phi)``: 1 / Phi by a small kernel, then the adjoint.
 
@@ -652,7 +664,7 @@ def _row_pinv(
              ACC=_acc(phi_dtype), LARGE=r.large, BLOCK=block, num_warps=ROW_WARPS[block]),
         device.index,
     )  # fmt: skip
-    adjoint = _row_adjoint(y, offsets, axis, cax, mask, scale=q_strides)
+    adjoint = _row_adjoint(y, offsets, axis, cax, mask, scale=q_strides, out_shape=out_shape)
     if adjoint is None:
         return None
     q_shape = (*outer, r.out_width)
@@ -679,14 +691,20 @@ def _row_pinv(
 
 
 def _general_forward(
-    x: torch.Tensor, offsets: tuple[int, ...], axis: int, cax: int, mask: torch.Tensor | None
+    x: torch.Tensor,
+    offsets: tuple[int, ...],
+    axis: int,
+    cax: int,
+    mask: torch.Tensor | None,
+    out_shape: list[int] | None = None,
 ) -> Run:
     shape = y_shape(list(x.shape), list(offsets), axis, cax)
     dtype = result_dtype(x, mask)
     device = x.device
     numel = math.prod(shape)
+    alloc = shape if out_shape is None else out_shape
     if numel == 0 or x.numel() == 0:
-        return lambda x, mask: torch.zeros(shape, dtype=dtype, device=device)
+        return lambda x, mask: torch.zeros(alloc, dtype=dtype, device=device)
     _, xs, x_complex = _reals(x)
     ms, m_complex = None, False
     if mask is not None:
@@ -706,7 +724,7 @@ def _general_forward(
     dummy = _dummy(device)
 
     def run(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        y = torch.empty(shape, dtype=dtype, device=device)
+        y = torch.empty(alloc, dtype=dtype, device=device)
         yr = torch.view_as_real(y) if y.is_complex() else y
         mr = dummy if mask is None else _reals(mask)[0]
         launch(_reals(x)[0], mr, yr, table)
@@ -754,6 +772,7 @@ def _general_adjoint(
     cax: int,
     mask: torch.Tensor | None,
     by_count: bool = False,
+    out_shape: list[int] | None = None,
 ) -> Run:
     shape = x_shape(list(y.shape), list(offsets), axis, cax)
     dtype = result_dtype(y, mask)
@@ -768,16 +787,21 @@ def _general_adjoint(
         out = torch.empty(shape, dtype=dtype, device=device)
         mr = dummy if mask is None else _reals(mask)[0]
         launch(_reals(y)[0], mr, _reals(out)[0], table)
-        return out
+        return out if out_shape is None else out.view(out_shape)
 
     return run
 
 
 def _general_pinv(
-    y: torch.Tensor, offsets: tuple[int, ...], axis: int, cax: int, mask: torch.Tensor | None
+    y: torch.Tensor,
+    offsets: tuple[int, ...],
+    axis: int,
+    cax: int,
+    mask: torch.Tensor | None,
+    out_shape: list[int] | None = None,
 ) -> Run:
     if mask is None:
-        return _general_adjoint(y, offsets, axis, cax, None, by_count=True)
+        return _general_adjoint(y, offsets, axis, cax, None, by_count=True, out_shape=out_shape)
     shape = x_shape(list(y.shape), list(offsets), axis, cax)
     out_dtype = result_dtype(y, mask)
     device = y.device
@@ -814,7 +838,7 @@ def _general_pinv(
         divide(_reals(y)[0], mr, _reals(z)[0], table)
         out = torch.empty(shape, dtype=out_dtype, device=device)
         adjoint(_reals(z)[0], mr, _reals(out)[0], table)
-        return out
+        return out if out_shape is None else out.view(out_shape)
 
     return run
 
@@ -827,38 +851,58 @@ def _checked(
     axis: int,
     cax: int,
     mask: torch.Tensor | None,
+    out_shape: list[int] | None = None,
 ) -> Run:
-    """The row kernel's plan where it covers the layout, else the general kernel's."""
+    """The row kernel's plan where it covers the layout, else the general kernel's.
+
+    Results are allocated with `out_shape` (default: the channel axis kept with size
+    1), which must have the same elements in the same order.
+    """
     empty = a.numel() == 0 or (mask is not None and mask.numel() == 0)
     if not empty:
-        plan = row(a, offsets, axis, cax, mask)
+        plan = row(a, offsets, axis, cax, mask, out_shape=out_shape)
         if plan is not None:
             return plan
-    return general(a, offsets, axis, cax, mask)
+    return general(a, offsets, axis, cax, mask, out_shape=out_shape)
 
 
 def plan_forward(
-    x: torch.Tensor, offsets: tuple[int, ...], axis: int, cax: int, mask: torch.Tensor | None
+    x: torch.Tensor,
+    offsets: tuple[int, ...],
+    axis: int,
+    cax: int,
+    mask: torch.Tensor | None,
+    out_shape: list[int] | None = None,
 ) -> Run:
     """The forward for tensors laid out like `x` and `mask` (result: channel axis of 1).
 
     Raises NotImplementedError for a layout the general kernel does not cover either.
     """
-    return _checked(_row_forward, _general_forward, x, offsets, axis, cax, mask)
+    return _checked(_row_forward, _general_forward, x, offsets, axis, cax, mask, out_shape)
 
 
 def plan_adjoint(
-    y: torch.Tensor, offsets: tuple[int, ...], axis: int, cax: int, mask: torch.Tensor | None
+    y: torch.Tensor,
+    offsets: tuple[int, ...],
+    axis: int,
+    cax: int,
+    mask: torch.Tensor | None,
+    out_shape: list[int] | None = None,
 ) -> Run:
     """The adjoint for tensors laid out like `y` (channel axis of 1) and `mask`."""
-    return _checked(_row_adjoint, _general_adjoint, y, offsets, axis, cax, mask)
+    return _checked(_row_adjoint, _general_adjoint, y, offsets, axis, cax, mask, out_shape)
 
 
 def plan_pinv(
-    y: torch.Tensor, offsets: tuple[int, ...], axis: int, cax: int, mask: torch.Tensor | None
+    y: torch.Tensor,
+    offsets: tuple[int, ...],
+    axis: int,
+    cax: int,
+    mask: torch.Tensor | None,
+    out_shape: list[int] | None = None,
 ) -> Run:
     """The pseudo-inverse for tensors laid out like `y` (channel axis of 1) and `mask`."""
-    return _checked(_row_pinv, _general_pinv, y, offsets, axis, cax, mask)
+    return _checked(_row_pinv, _general_pinv, y, offsets, axis, cax, mask, out_shape)
 
 
 # One-off calls (the tests run both kernel families through these).

@@ -77,6 +77,7 @@ def plan_rows(
     row_programs = math.ceil(rows / block_r)
     splits = 1
     if row_programs < MIN_PROGRAMS and length > 4 * block_k:
+        # Few long rows: split the contracted axis so that every SM has work.
         splits = min(math.ceil(MIN_PROGRAMS / row_programs), math.ceil(length / (4 * block_k)))
     chunk = math.ceil(math.ceil(length / splits) / block_k) * block_k
     splits = math.ceil(length / chunk)

@@ -228,7 +228,10 @@ Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
 class _Linear(torch.autograd.Function):
-    """``A(m * x)`` (forward) or ``conj(m) * A^H y`` (adjoint) by a planned kernel."""
+    """``A(m * x)`` (forward) or ``conj(m) * A^H y`` (adjoint) by a planned kernel.
+
+    Takes and returns the arrays as the public call does (``keepdims`` in `params`).
+    """
 
     @staticmethod
     def forward(
@@ -237,7 +240,7 @@ class _Linear(torch.autograd.Function):
         mask: torch.Tensor | None,
         run: Run,
         adjoint: bool,
-        params: tuple[list[int], int, int],
+        params: tuple[list[int], int, int, bool],
     ) -> torch.Tensor:
         ctx.adjoint, ctx.params = adjoint, params
         ctx.dtypes = (a.dtype, None if mask is None else mask.dtype)
@@ -249,16 +252,17 @@ class _Linear(torch.autograd.Function):
         from ...shift_sum import shift_sum, shift_sum_adjoint
 
         a, mask = ctx.saved_tensors
-        offsets, axis, cax = ctx.params
+        offsets, axis, cax, keepdims = ctx.params
         a_dtype, mask_dtype = ctx.dtypes
-        kw = dict(axis=axis, channel_axis=cax, keepdims=True)
+        kw = dict(axis=axis, channel_axis=cax, keepdims=keepdims)
         grad_a = grad_mask = None
         if ctx.needs_input_grad[0]:
             if ctx.adjoint:  # grad_y = A(m * g)
                 grad_a = shift_sum(grad, offsets, mask=mask, **kw)
             else:  # grad_x = conj(m) * A^H g
                 grad_a = shift_sum_adjoint(grad, offsets, mask=mask, **kw)
-            grad_a = grad_a.to(a_dtype)
+            if grad_a.dtype != a_dtype:
+                grad_a = grad_a.to(a_dtype)
         if mask is not None and ctx.needs_input_grad[1]:
             if ctx.adjoint:  # grad_m = conj(g) * A^H y
                 u = shift_sum_adjoint(a, offsets, **kw)
@@ -300,42 +304,37 @@ def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[..., tuple[Any, Any]]
     return normalize
 
 
-def plan_linear(
-    a: ShiftSumArgs, run: Run, *, adjoint: bool, squeeze: bool, raw: bool = True
+def kernel_run(
+    a: ShiftSumArgs, kernel: Callable[..., torch.Tensor], *, adjoint: bool, raw: bool
 ) -> Run:
-    """The plan of a forward or adjoint call: normalise, run `run` (or autograd), reshape.
-
-    `raw`: the plan is called with the public call's arrays (else normalised ones).
-    """
+    """`kernel` (normalised arrays in, channel axis kept) as a function of the call's
+    arrays (`raw`) or of normalised ones, giving the call's result."""
     normalize = _normalizer(a, expand=raw and adjoint and not a.keepdims)
-    cax = a.channel_axis
-    squeeze = squeeze and not a.keepdims
-    if needs_grad(a):
-        params = (list(a.offsets), a.axis, cax)
+    offsets, axis, cax = list(a.offsets), a.axis, a.channel_axis
+    squeeze = not adjoint and not a.keepdims
 
-        def with_grad(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-            arr, m = normalize(arr, m)
-            out = _Linear.apply(arr, m, run, adjoint, params)
-            return out.squeeze(cax) if squeeze else out
-
-        return with_grad
-
-    def plain(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+    def run(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
         arr, m = normalize(arr, m)
-        out = run(arr, m)
+        out = kernel(arr, offsets, axis, cax, m)
         return out.squeeze(cax) if squeeze else out
 
-    return plain
+    return run
 
 
-def _cpu_forward(a: ShiftSumArgs) -> Run:
-    offsets, axis, cax = list(a.offsets), a.axis, a.channel_axis
-    return lambda x, mask: _forward_kernel(x, offsets, axis, cax, mask)
+def plan_linear(a: ShiftSumArgs, run: Run, *, adjoint: bool, raw: bool = True) -> Run:
+    """The plan of a forward or adjoint call: `run` itself, or through autograd.
 
+    `run` maps the call's arrays (raw ones when `raw`) to its result.
+    """
+    if not needs_grad(a):
+        return run
+    keepdims = a.keepdims or (adjoint and not raw)
+    params = (list(a.offsets), a.axis, a.channel_axis, keepdims)
 
-def _cpu_adjoint(a: ShiftSumArgs) -> Run:
-    offsets, axis, cax = list(a.offsets), a.axis, a.channel_axis
-    return lambda y, mask: _adjoint_kernel(y, offsets, axis, cax, mask)
+    def with_grad(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        return _Linear.apply(arr, m, run, adjoint, params)
+
+    return with_grad
 
 
 def _compiling() -> bool:
@@ -360,12 +359,14 @@ def adjoint(a: ShiftSumArgs) -> torch.Tensor:
 
 def plan_forward(a: ShiftSumArgs, raw: bool = True) -> Run:
     """Plan of a forward call on CPU tensors."""
-    return plan_linear(a, _cpu_forward(a), adjoint=False, squeeze=True, raw=raw)
+    run = kernel_run(a, _forward_kernel, adjoint=False, raw=raw)
+    return plan_linear(a, run, adjoint=False, raw=raw)
 
 
 def plan_adjoint(a: ShiftSumArgs, raw: bool = True) -> Run:
     """Plan of an adjoint call on CPU tensors."""
-    return plan_linear(a, _cpu_adjoint(a), adjoint=True, squeeze=False, raw=raw)
+    run = kernel_run(a, _adjoint_kernel, adjoint=True, raw=raw)
+    return plan_linear(a, run, adjoint=True, raw=raw)
 
 
 def plan_pinv(a: ShiftSumArgs) -> Run:

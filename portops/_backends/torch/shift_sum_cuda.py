@@ -44,43 +44,72 @@ def _triton() -> Any:
     return _triton_shift_sum
 
 
-def _aten(kernel: Callable[..., torch.Tensor], a: ShiftSumArgs) -> Run:
-    offsets, axis, cax = list(a.offsets), a.axis, a.channel_axis
-    return lambda arr, mask: kernel(arr, offsets, axis, cax, mask)
+def _result_shape(name: str, a: ShiftSumArgs) -> list[int]:
+    """The shape of the call's result (`a` holds the normalised arrays)."""
+    shape = list(a.array.shape)
+    if name == "forward":
+        shape[a.axis] += max(a.offsets)
+        if a.keepdims:
+            shape[a.channel_axis] = 1
+        else:
+            del shape[a.channel_axis]
+    else:
+        shape[a.axis] -= max(a.offsets)
+        shape[a.channel_axis] = len(a.offsets)
+    return shape
 
 
-def _composed_pinv(a: ShiftSumArgs) -> Run:
-    return lambda y, mask: ops.pinv(a._replace(array=y, mask=mask))
+def _composed_pinv(
+    y: torch.Tensor, offsets: list[int], axis: int, cax: int, mask: torch.Tensor | None
+) -> torch.Tensor:
+    xp = namespace_of(y)
+    return ops.pinv(ShiftSumArgs(y, tuple(offsets), axis, cax, mask, True, xp))
 
 
-_FALLBACK = {
-    "forward": lambda a: _aten(ops._forward_kernel, a),
-    "adjoint": lambda a: _aten(ops._adjoint_kernel, a),
-    "pinv": _composed_pinv,
-}
+_ATEN = {"forward": ops._forward_kernel, "adjoint": ops._adjoint_kernel, "pinv": _composed_pinv}
 
 
-def kernel_plan(name: str, a: ShiftSumArgs) -> Run:
-    """The CUDA kernel of `name` for tensors laid out like `a`'s (normalised arrays).
+def kernel_plan(name: str, a: ShiftSumArgs, raw: bool = True) -> Run:
+    """The CUDA kernel of `name` as a function of the call's arrays (`raw`: as passed
+    to the public function; else normalised), giving the call's result.
 
-    A strided input whose dims do not merge into the kernels' six is planned for its
-    contiguous copy; a layout the kernels do not cover falls back to ATen.
+    The kernels read arrays through their data pointers and the strides fixed by the
+    signature, so the raw arrays go straight in: the channel axis a ``y`` lacks and the
+    dims a mask lacks are size-1 views of the same memory. A strided input whose dims do
+    not merge into the kernels' six is planned for its contiguous copy; a layout the
+    kernels do not cover falls back to ATen.
     """
     kernels = _triton()
     if kernels is not None:
         planner = getattr(kernels, f"plan_{name}")
-        offsets = tuple(a.offsets)
+        args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, _result_shape(name, a))
+        run: Run | None = None
         try:
-            return planner(a.array, offsets, a.axis, a.channel_axis, a.mask)
+            run = planner(a.array, *args)
         except NotImplementedError:
-            pass
-        try:
-            run = planner(a.array.contiguous(), offsets, a.axis, a.channel_axis, a.mask)
-        except NotImplementedError:
-            pass
-        else:
-            return lambda arr, mask: run(arr.contiguous(), mask)
-    return _FALLBACK[name](a)
+            try:
+                contiguous = planner(a.array.contiguous(), *args)
+            except NotImplementedError:
+                pass
+            else:
+                run = lambda arr, mask: contiguous(arr.contiguous(), mask)  # noqa: E731
+        if run is not None:
+            return _cast_mask(run, a)
+    return ops.kernel_run(a, _ATEN[name], adjoint=name != "forward", raw=raw)
+
+
+def _cast_mask(run: Run, a: ShiftSumArgs) -> Run:
+    """`run`, casting a mask of another dtype (bool) to the one validation chose."""
+    if a.mask is None:
+        return run
+    dtype = a.mask.dtype
+
+    def cast(arr: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        if mask is not None and mask.dtype != dtype:
+            mask = mask.to(dtype)
+        return run(arr, mask)
+
+    return cast
 
 
 # ----------------------------------------------------------------------------- eager plans
@@ -88,12 +117,12 @@ def kernel_plan(name: str, a: ShiftSumArgs) -> Run:
 
 def plan_forward(a: ShiftSumArgs, raw: bool = True) -> Run:
     """Plan of a forward call on CUDA tensors."""
-    return ops.plan_linear(a, kernel_plan("forward", a), adjoint=False, squeeze=True, raw=raw)
+    return ops.plan_linear(a, kernel_plan("forward", a, raw), adjoint=False, raw=raw)
 
 
 def plan_adjoint(a: ShiftSumArgs, raw: bool = True) -> Run:
     """Plan of an adjoint call on CUDA tensors."""
-    return ops.plan_linear(a, kernel_plan("adjoint", a), adjoint=True, squeeze=False, raw=raw)
+    return ops.plan_linear(a, kernel_plan("adjoint", a, raw), adjoint=True, raw=raw)
 
 
 class _Pinv(torch.autograd.Function):
@@ -110,24 +139,36 @@ class _Pinv(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         (mask,) = ctx.saved_tensors
-        offsets, axis, cax = ctx.params
-        return _pinv_adjoint(grad, mask, offsets, axis, cax).to(ctx.y_dtype), None, None, None
+        offsets, axis, cax, keepdims = ctx.params
+        grad_y = _pinv_adjoint(grad, mask, offsets, axis, cax, keepdims)
+        return grad_y.to(ctx.y_dtype), None, None, None
 
 
 def _pinv_adjoint(
-    grad: torch.Tensor, mask: torch.Tensor | None, offsets: list[int], axis: int, cax: int
+    grad: torch.Tensor,
+    mask: torch.Tensor | None,
+    offsets: list[int],
+    axis: int,
+    cax: int,
+    keepdims: bool,
 ) -> torch.Tensor:
-    """``D A_m(grad)`` with ``D = diag(1 / Phi)``: the adjoint of ``pinv = A_m^H D``."""
+    """``D A_m(grad)`` with ``D = diag(1 / Phi)``: the adjoint of ``pinv = A_m^H D``.
+
+    The result has ``y``'s shape: the channel axis kept with size 1 when `keepdims`.
+    """
     from ...shift_sum import shift_sum
 
     u = shift_sum(grad, offsets, axis=axis, channel_axis=cax, mask=mask, keepdims=True)
     xp = namespace_of(u)
+    if mask is not None and mask.ndim < u.ndim:
+        mask = mask.reshape((1,) * (u.ndim - mask.ndim) + tuple(mask.shape))
 
     def forward_public(b: ShiftSumArgs) -> torch.Tensor:
         return shift_sum(b.array, list(b.offsets), axis=axis, channel_axis=cax, keepdims=True)
 
     a = ShiftSumArgs(u, tuple(offsets), axis, cax, mask, True, xp)
-    return generic.divide_where_positive(xp, u, generic.overlap(a, forward_public))
+    grad_y = generic.divide_where_positive(xp, u, generic.overlap(a, forward_public))
+    return grad_y if keepdims else grad_y.squeeze(cax)
 
 
 def plan_pinv(a: ShiftSumArgs, raw: bool = True) -> Run:
@@ -145,22 +186,15 @@ def plan_pinv(a: ShiftSumArgs, raw: bool = True) -> Run:
             return ops.pinv(a._replace(array=y, mask=m))
 
         return composed
-    run = kernel_plan("pinv", a)
-    normalize = ops._normalizer(a, expand=raw and not a.keepdims)
-    if ops.needs_grad(a):
-        params = (list(a.offsets), a.axis, a.channel_axis)
+    run = kernel_plan("pinv", a, raw)
+    if not ops.needs_grad(a):
+        return run
+    params = (list(a.offsets), a.axis, a.channel_axis, a.keepdims or not raw)
 
-        def with_grad(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-            y, m = normalize(y, m)
-            return _Pinv.apply(y, m, run, params)
+    def with_grad(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        return _Pinv.apply(y, m, run, params)
 
-        return with_grad
-
-    def plain(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        y, m = normalize(y, m)
-        return run(y, m)
-
-    return plain
+    return with_grad
 
 
 def _eager(plan: Callable[..., Run]) -> Callable[[ShiftSumArgs], torch.Tensor]:
@@ -224,7 +258,7 @@ def _op_kernel(name: str) -> Callable[..., torch.Tensor]:
         run = _op_plans.get(key)
         if run is None:
             args = ShiftSumArgs(a, tuple(offsets), axis, cax, mask, True, namespace_of(a))
-            run = kernel_plan(name, args)
+            run = kernel_plan(name, args, raw=False)
             _op_plans.put(key, run)
         return run(a, mask)
 
