@@ -349,7 +349,7 @@ def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[[Any, Any], tuple[Any
     return normalize
 
 
-def _row_forward(a: ShiftSumArgs) -> Run | None:
+def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     x, mask, offsets = a.array, a.mask, a.offsets
     if _strides(x) is None or (mask is not None and _strides(mask) is None):
         return None
@@ -375,14 +375,16 @@ def _row_forward(a: ShiftSumArgs) -> Run | None:
     grid, block = (r.rows, math.ceil(r.out_width / threads)), (threads,)
 
     def run(x: Any, mask: Any) -> Any:
-        y = cupy.empty(shape, dtype=out_dtype)
+        y = cupy.empty(out_shape, dtype=out_dtype)
         fn(grid, block, (x, _NULL if mask is None else mask, y, table, rec))
         return y
 
     return run
 
 
-def _row_adjoint(a: ShiftSumArgs, scaled: bool = False) -> Callable[..., Any] | None:
+def _row_adjoint(
+    a: ShiftSumArgs, out_shape: list[int], scaled: bool = False
+) -> Callable[..., Any] | None:
     y, mask, offsets = a.array, a.mask, a.offsets
     if _strides(y) is None or (mask is not None and _strides(mask) is None):
         return None
@@ -409,7 +411,7 @@ def _row_adjoint(a: ShiftSumArgs, scaled: bool = False) -> Callable[..., Any] | 
     grid, block = (r.rows, math.ceil(r.width / threads)), (threads,)
 
     def run(y: Any, mask: Any, scale: Any = _NULL) -> Any:
-        out = cupy.empty(shape, dtype=out_dtype)
+        out = cupy.empty(out_shape, dtype=out_dtype)
         fn(grid, block, (y, _NULL if mask is None else mask, scale, out, table, rec))
         return out
 
@@ -443,25 +445,56 @@ def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
     return lambda arr, mask: impl(a._replace(array=arr, mask=mask, keepdims=True))
 
 
-def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
-    """The plan of a call: normalise the raw arrays, run the row kernel or the general one."""
+def _result_shape(kind: str, a: ShiftSumArgs) -> list[int]:
+    shape = list(a.array.shape)
     if kind == "forward":
-        core = _row_forward(a) or _general(forward_general, a)
-    elif kind == "adjoint":
-        core = _row_adjoint(a) or _general(adjoint_general, a)
+        shape[a.axis] += max(a.offsets)
+        if a.keepdims:
+            shape[a.channel_axis] = 1
+        else:
+            del shape[a.channel_axis]
     else:
-        core = _row_adjoint(a, scaled=True) or _general(pinv_general, a)
-    core = _on_device(a.array.device.id, core)
+        shape[a.axis] -= max(a.offsets)
+        shape[a.channel_axis] = len(a.offsets)
+    return shape
+
+
+def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
+    """The plan of a call (`raw`: taking the public call's arrays, else normalised ones).
+
+    The row kernels read arrays through their pointers and the strides the signature
+    fixes, so raw arrays go straight in (a missing channel axis or mask dims are size-1
+    views of the same memory); only a mask of another dtype (bool) is cast. The
+    general kernels take the normalised arrays.
+    """
+    shape = _result_shape(kind, a)
+    if kind == "forward":
+        row = _row_forward(a, shape)
+    else:
+        row = _row_adjoint(a, shape, scaled=kind == "pinv")
+    if row is not None:
+        core = row
+        if a.mask is not None:
+            dtype = a.mask.dtype
+
+            def core(arr: Any, mask: Any) -> Any:
+                if mask is not None and mask.dtype != dtype:
+                    mask = mask.astype(dtype)
+                return row(arr, mask)
+
+        return _on_device(a.array.device.id, core)
+    general = {"forward": forward_general, "adjoint": adjoint_general, "pinv": pinv_general}
+    run = _on_device(a.array.device.id, _general(general[kind], a))
     normalize = _normalizer(a, expand=raw and kind != "forward" and not a.keepdims)
     squeeze = kind == "forward" and not a.keepdims
     cax = a.channel_axis
 
-    def run(arr: Any, mask: Any) -> Any:
+    def normalised(arr: Any, mask: Any) -> Any:
         arr, mask = normalize(arr, mask)
-        out = core(arr, mask)
+        out = run(arr, mask)
         return cupy.squeeze(out, axis=cax) if squeeze else out
 
-    return run
+    return normalised
 
 
 def _planner(kind: str) -> Callable[[ShiftSumArgs], Run]:

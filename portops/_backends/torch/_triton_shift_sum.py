@@ -371,6 +371,17 @@ def _hooks_idle() -> bool:
     return all(h is None or not getattr(h, "calls", True) for h in hooks)
 
 
+def _misaligned(tensors: tuple[torch.Tensor, ...]) -> int:
+    """Nonzero when a tensor's data is not 16-byte aligned (Triton specialises on it)."""
+    bits = 0
+    for t in tensors:
+        bits |= t.data_ptr()
+    return bits & 15
+
+
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+
+
 def _fast_launch_ready(compiled: Any) -> bool:
     return all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata"))
 
@@ -408,8 +419,8 @@ class Launcher:
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         compiled = self.compiled
-        if compiled is not None and not any(t.data_ptr() & 15 for t in tensors):
-            if torch.cuda.current_device() == self.device:
+        if compiled is not None and not _misaligned(tensors):
+            if _current_device() == self.device:
                 g = self.grid
                 stream = torch._C._cuda_getCurrentRawStream(self.device)
                 compiled.run(
@@ -423,8 +434,9 @@ class Launcher:
         else:
             with torch.cuda.device(self.device):
                 result = self.kernel[self.grid](*tensors, *self.tail[:n], **self.constexprs)
-        aligned = not any(t.data_ptr() & 15 for t in tensors)
-        if compiled is None and aligned and _fast_launch_ready(result) and _hooks_idle():
+        if compiled is None and not _misaligned(tensors) and _fast_launch_ready(result):
+            if not _hooks_idle():
+                return
             self.compiled = result
 
 

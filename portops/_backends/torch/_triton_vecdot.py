@@ -63,6 +63,7 @@ def plan_rows(
     dtype: torch.dtype,
     device: torch.device,
     sms: int,
+    out_shape: tuple[int, ...] | None = None,
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
     """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides.
 
@@ -93,13 +94,15 @@ def plan_rows(
         device.index,
     )
 
+    shape = (rows,) if out_shape is None else out_shape
+
     def run(a: Any, b: Any) -> torch.Tensor:
         if splits == 1:
-            out = torch.empty(rows, dtype=dtype, device=device)
+            out = torch.empty(shape, dtype=dtype, device=device)
             launch(a, b, out)
             return out
         partial = torch.empty(rows, splits, dtype=acc_dtype, device=device)
         launch(a, b, partial)
-        return partial.sum(-1).to(dtype)
+        return partial.sum(-1).to(dtype).view(shape)
 
     return run
