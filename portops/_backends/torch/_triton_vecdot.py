@@ -30,16 +30,17 @@ MIN_PROGRAMS = 528  # below this many programs (4 per SM of an H100) the axis is
 
 @triton.jit
 def _vecdot_rows(
-    a_ptr, b_ptr, out_ptr, rows, length, chunk, a_r, a_k, b_r, b_k,
-    ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
+    a_ptr, b_ptr, out_ptr, rows, length, a_r, a_k, b_r, b_k,
+    CHUNK: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr, BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)[:, None]
-    start = tl.program_id(1) * chunk
-    stop = tl.minimum(start + chunk, length)
+    start = tl.program_id(1) * CHUNK
+    stop = tl.minimum(start + CHUNK, length)
     acc = tl.zeros([BLOCK_R, BLOCK_K], dtype=ACC)
     live = r < rows
-    for k0 in range(start, stop, BLOCK_K):
-        k = k0 + tl.arange(0, BLOCK_K)[None, :]
+    for k0 in range(0, CHUNK, BLOCK_K):
+        k = start + k0 + tl.arange(0, BLOCK_K)[None, :]
         ok = live & (k < stop)
         a = tl.load(a_ptr + r * a_r + k * a_k, mask=ok, other=0).to(ACC)
         b = tl.load(b_ptr + r * b_r + k * b_k, mask=ok, other=0).to(ACC)
@@ -89,8 +90,15 @@ def plan_rows(
     launch = Launcher(
         _vecdot_rows,
         (row_programs, splits, 1),
-        (rows, length, chunk, *strides),
-        dict(ACC=acc, SPLIT=splits > 1, BLOCK_R=block_r, BLOCK_K=block_k, num_warps=warps),
+        (rows, length, *strides),
+        dict(
+            CHUNK=chunk,
+            ACC=acc,
+            SPLIT=splits > 1,
+            BLOCK_R=block_r,
+            BLOCK_K=block_k,
+            num_warps=warps,
+        ),
         device.index,
     )
 
