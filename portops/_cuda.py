@@ -42,9 +42,16 @@ def kernel_source(name: str = "shift_sum.cu") -> str:
     return (resources.files("portops") / "_kernels" / name).read_text(encoding="utf-8")
 
 
-def kernel_name(kernel: str, dtypes: tuple[str, ...], large: bool) -> str:
-    """Template id of a kernel instance, e.g. ``portops::shift_sum_forward<float, ...>``."""
+def kernel_name(
+    kernel: str, dtypes: tuple[str, ...], large: bool, constants: tuple[int, ...] = ()
+) -> str:
+    """Template id of a kernel instance, e.g. ``portops::shift_sum_forward<float, ...>``.
+
+    `constants` are the kernel's trailing integer template arguments (the row kernels'
+    channel count, 0 for one read at run time).
+    """
     args = [CTYPES[d] for d in dtypes] + ["long long" if large else "int"]
+    args += [str(c) for c in constants]
     return f"portops::{kernel}<{', '.join(args)}>"
 
 
@@ -63,9 +70,11 @@ def shift_sum_instances() -> list[str]:
     for dt in CTYPES:
         acc = "float32" if dt == "float16" else dt
         for large in (False, True):
-            names.append(kernel_name("shift_sum_forward_rows", (dt, dt, acc, dt), large))
-            rows = (dt, dt, real_of(acc), acc, dt)
-            names.append(kernel_name("shift_sum_adjoint_rows", rows, large))
+            for channels in (0, 28):
+                forward = (dt, dt, acc, dt)
+                names.append(kernel_name("shift_sum_forward_rows", forward, large, (channels,)))
+                rows = (dt, dt, real_of(acc), acc, dt)
+                names.append(kernel_name("shift_sum_adjoint_rows", rows, large, (channels,)))
             if "int" not in dt:
                 names.append(kernel_name("shift_sum_inverse_phi_rows", (dt, real_of(dt)), large))
     for x, m, out in [

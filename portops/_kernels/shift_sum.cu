@@ -284,8 +284,22 @@ __device__ __forceinline__ I row_shift(const long long* table, const Rows<I>& r,
   return table != nullptr ? static_cast<I>(table[c]) : c * r.step + r.base;
 }
 
-// y[row, j] = sum_c (mask * x)[row, c, j - o_c].
-template <typename TX, typename TM, typename A, typename TO, typename I>
+// y[row, j] = sum_c (mask * x)[row, c, j - o_c]. CHANNELS > 0: the channel count, known
+// at compile time so that the loop unrolls fully; 0: read from r.
+template <typename TX, typename TM, typename A, typename I>
+__device__ __forceinline__ A forward_term(const TX* xb, const TM* mb, const long long* table,
+                                          const Rows<I>& r, I j, I c) {
+  // Every channel's load is issued (from a clamped, valid address) and masked after, so
+  // the loads of an unrolled group are in flight together.
+  const I src = j - row_shift(table, r, c);
+  const bool ok = src >= 0 && src < r.width;
+  const I at = ok ? src : 0;
+  A v = Cast<A>::from(load(xb + c * r.big_c + at));
+  if (mb != nullptr) v = v * Cast<A>::from(load(mb + c * r.mask_c + at * r.mask_j));
+  return ok ? v : zero<A>();
+}
+
+template <typename TX, typename TM, typename A, typename TO, typename I, int CHANNELS>
 __global__ void shift_sum_forward_rows(const TX* __restrict__ x, const TM* __restrict__ mask,
                                        TO* __restrict__ y, const long long* __restrict__ table,
                                        Rows<I> r) {
@@ -296,22 +310,29 @@ __global__ void shift_sum_forward_rows(const TX* __restrict__ x, const TM* __res
   const TX* xb = x + row_offset(r, k, r.big);
   const TM* mb = mask == nullptr ? nullptr : mask + row_offset(r, k, r.mask);
   A acc = zero<A>();
-  // Every channel's load is issued (from a clamped, valid address) and masked after,
-  // so the loads of an unrolled group are in flight together.
+  if constexpr (CHANNELS > 0) {
+#pragma unroll
+    for (int c = 0; c < CHANNELS; ++c) acc = acc + forward_term<TX, TM, A, I>(xb, mb, table, r, j, c);
+  } else {
 #pragma unroll 8
-  for (I c = 0; c < r.channels; ++c) {
-    const I src = j - row_shift(table, r, c);
-    const bool ok = src >= 0 && src < r.width;
-    const I at = ok ? src : 0;
-    A v = Cast<A>::from(load(xb + c * r.big_c + at));
-    if (mb != nullptr) v = v * Cast<A>::from(load(mb + c * r.mask_c + at * r.mask_j));
-    acc = acc + (ok ? v : zero<A>());
+    for (I c = 0; c < r.channels; ++c) acc = acc + forward_term<TX, TM, A, I>(xb, mb, table, r, j, c);
   }
   y[row_offset(r, k, r.small) + j] = Cast<TO>::from(acc);
 }
 
 // x[row, c, j] = conj(mask)[row, c, j] * y[row, j + o_c] (times scale[row, j + o_c]).
 template <typename TY, typename TM, typename R, typename A, typename TO, typename I>
+__device__ __forceinline__ void adjoint_term(const TY* yb, const R* qb, const TM* mb, TO* xb,
+                                             const long long* table, const Rows<I>& r, I j,
+                                             I c) {
+  const I pos = j + row_shift(table, r, c);
+  A v = Cast<A>::from(load(yb + pos));
+  if (qb != nullptr) v = v * Cast<A>::from(load(qb + pos));
+  if (mb != nullptr) v = v * Cast<A>::from(conj(load(mb + c * r.mask_c)));
+  xb[c * r.big_c] = Cast<TO>::from(v);
+}
+
+template <typename TY, typename TM, typename R, typename A, typename TO, typename I, int CHANNELS>
 __global__ void shift_sum_adjoint_rows(const TY* __restrict__ y, const TM* __restrict__ mask,
                                        const R* __restrict__ scale, TO* __restrict__ x,
                                        const long long* __restrict__ table, Rows<I> r) {
@@ -323,13 +344,14 @@ __global__ void shift_sum_adjoint_rows(const TY* __restrict__ y, const TM* __res
   const R* qb = scale == nullptr ? nullptr : scale + row_offset(r, k, r.scale);
   const TM* mb = mask == nullptr ? nullptr : mask + row_offset(r, k, r.mask) + j * r.mask_j;
   TO* xb = x + row_offset(r, k, r.big) + j;
+  if constexpr (CHANNELS > 0) {
+#pragma unroll
+    for (int c = 0; c < CHANNELS; ++c) {
+      adjoint_term<TY, TM, R, A, TO, I>(yb, qb, mb, xb, table, r, j, c);
+    }
+  } else {
 #pragma unroll 8
-  for (I c = 0; c < r.channels; ++c) {
-    const I pos = j + row_shift(table, r, c);
-    A v = Cast<A>::from(load(yb + pos));
-    if (qb != nullptr) v = v * Cast<A>::from(load(qb + pos));
-    if (mb != nullptr) v = v * Cast<A>::from(conj(load(mb + c * r.mask_c)));
-    xb[c * r.big_c] = Cast<TO>::from(v);
+    for (I c = 0; c < r.channels; ++c) adjoint_term<TY, TM, R, A, TO, I>(yb, qb, mb, xb, table, r, j, c);
   }
 }
 

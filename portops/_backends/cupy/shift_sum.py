@@ -313,8 +313,16 @@ def _row_table(offsets: tuple[int, ...], inner: int, device_id: int) -> Any:
     return _table(tuple(o * inner for o in offsets), device_id)
 
 
-def _launcher(kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int) -> Any:
-    return _function(kernel_name(kernel, dtypes, large), device_id)
+# Channel counts up to this get a kernel instance with the count built in (its loop
+# unrolls); more channels read it at run time.
+_UNROLLED_CHANNELS = 64
+
+
+def _launcher(
+    kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, channels: int | None = None
+) -> Any:
+    constants = () if channels is None else (channels if channels <= _UNROLLED_CHANNELS else 0,)
+    return _function(kernel_name(kernel, dtypes, large, constants), device_id)
 
 
 def _on_device(device_id: int, run: Run) -> Run:
@@ -368,7 +376,7 @@ def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     device_id = x.device.id
     dtypes = (_name(x.dtype), _name(x.dtype if mask is None else mask.dtype),
               _name(_acc(out_dtype)), _name(out_dtype))  # fmt: skip
-    fn = _launcher("shift_sum_forward_rows", dtypes, r.large, device_id)
+    fn = _launcher("shift_sum_forward_rows", dtypes, r.large, device_id, len(offsets))
     table = _row_table(offsets, r.inner, device_id)
     rec = _rows_record(r, offsets)
     threads = row_block(r.out_width)
@@ -403,7 +411,7 @@ def _row_adjoint(
     real = real_of(_name(acc))
     dtypes = (_name(y.dtype), _name(y.dtype if mask is None else mask.dtype), real,
               _name(acc), _name(out_dtype))  # fmt: skip
-    fn = _launcher("shift_sum_adjoint_rows", dtypes, r.large, device_id)
+    fn = _launcher("shift_sum_adjoint_rows", dtypes, r.large, device_id, len(offsets))
     table = _row_table(offsets, r.inner, device_id)
     outer, q_strides = inverse_phi_rows(r, mask is not None)
     rec = _rows_record(r, offsets, scale=q_strides if scaled else (0, 0, 0))

@@ -328,7 +328,7 @@ def _inverse_phi_rows(
 _BLOCK = 512  # elements per program of the general kernels
 _MAX_GRID_Y = 65535
 # Column blocks the row kernels may use, and warps per block size.
-ROW_WARPS = {64: 1, 128: 1, 256: 2, 512: 4, 1024: 4}
+ROW_WARPS = {64: 1, 128: 4, 256: 4, 512: 4, 1024: 8}
 _ACC = {
     torch.float16: tl.float32,
     torch.bfloat16: tl.float32,
