@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -26,9 +25,9 @@ from typing import Any
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import portops  # noqa: E402
+import portops
 
 CASES = [(16, 28, 256, 256, 2), (64, 28, 512, 512, 2)]
 QUICK_CASES = [(2, 8, 64, 64, 2)]
@@ -291,32 +290,46 @@ def tiny_host(library: str, timer: Timer, out: list[Entry]) -> None:
 # ----------------------------------------------------------------------------- vecdot, einsum
 
 
+def _vecdot_natives(library: str, a: Any, b: Any) -> dict[str, Callable[[], Any]]:
+    if library == "torch":
+        import torch
+
+        return {
+            "torch.linalg.vecdot": lambda: torch.linalg.vecdot(a, b),
+            "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+            "bmm": lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1),
+            "torch.einsum": lambda: torch.einsum("ij,ij->i", a, b),
+        }
+    import cupy
+
+    natives = {
+        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+        "cupy.einsum": lambda: cupy.einsum("ij,ij->i", a, b),
+    }
+    if hasattr(cupy, "vecdot"):
+        natives["cupy.vecdot"] = lambda: cupy.vecdot(a, b)
+    return natives
+
+
+def _random(library: str, shape: tuple[int, ...]) -> Any:
+    if library == "torch":
+        import torch
+
+        return torch.rand(*shape, device="cuda")
+    import cupy
+
+    return cupy.random.random(shape, dtype=cupy.float32)
+
+
 def vecdot_all(library: str, timer: Timer, bw: float, out: list[Entry]) -> None:
     for rows, n in VECDOT_SHAPES:
-        if library == "torch":
-            import torch
-
-            a = torch.rand(rows, n, device="cuda")
-            b = torch.rand(rows, n, device="cuda")
-            natives = {
-                "torch.linalg.vecdot": lambda: torch.linalg.vecdot(a, b),
-                "(a*b).sum(-1)": lambda: (a * b).sum(-1),
-                "bmm": lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1),
-                "torch.einsum": lambda: torch.einsum("ij,ij->i", a, b),
-            }
-        else:
-            import cupy
-
-            a = cupy.random.random((rows, n), dtype=cupy.float32)
-            b = cupy.random.random((rows, n), dtype=cupy.float32)
-            natives = {
-                "(a*b).sum(-1)": lambda: (a * b).sum(-1),
-                "cupy.einsum": lambda: cupy.einsum("ij,ij->i", a, b),
-            }
-            if hasattr(cupy, "vecdot"):
-                natives["cupy.vecdot"] = lambda: cupy.vecdot(a, b)
+        a, b = _random(library, (rows, n)), _random(library, (rows, n))
+        natives = _vecdot_natives(library, a, b)
         group = f"{library} vecdot {rows}x{n}"
-        fn = lambda: portops.vecdot(a, b)  # noqa: E731
+
+        def fn(a: Any = a, b: Any = b) -> Any:
+            return portops.vecdot(a, b)
+
         _close(fn(), natives["(a*b).sum(-1)"](), library, group)
         nbytes = 2 * rows * n * 4 + rows * 4
         gpu, host = timer(fn)
@@ -328,24 +341,27 @@ def vecdot_all(library: str, timer: Timer, bw: float, out: list[Entry]) -> None:
 
 def einsum_all(library: str, timer: Timer, out: list[Entry]) -> None:
     for eq, shapes in EINSUM:
+        ops = [_random(library, sh) for sh in shapes]
         if library == "torch":
             import torch
 
-            ops = [torch.rand(*sh, device="cuda") for sh in shapes]
-            native = lambda: torch.einsum(eq, *ops)  # noqa: E731
-            name = "torch.einsum"
+            native, name = torch.einsum, "torch.einsum"
         else:
             import cupy
 
-            ops = [cupy.random.random(sh, dtype=cupy.float32) for sh in shapes]
-            native = lambda: cupy.einsum(eq, *ops)  # noqa: E731
-            name = "cupy.einsum"
-        fn = lambda: portops.einsum(eq, *ops)  # noqa: E731
+            native, name = cupy.einsum, "cupy.einsum"
+
+        def mine(eq: str = eq, ops: list[Any] = ops) -> Any:
+            return portops.einsum(eq, *ops)
+
+        def theirs(eq: str = eq, ops: list[Any] = ops, native: Any = native) -> Any:
+            return native(eq, *ops)
+
         group = f"{library} einsum {eq}"
-        _close(fn(), native(), library, group)
-        gpu, host = timer(fn)
+        _close(mine(), theirs(), library, group)
+        gpu, host = timer(mine)
         out.append(Entry(group, "portops", gpu, host))
-        gpu, host = timer(native)
+        gpu, host = timer(theirs)
         out.append(Entry(group, name, gpu, host))
 
 
@@ -357,7 +373,10 @@ def report(entries: list[Entry], device: str, bandwidths: dict[str, float]) -> s
     for lib, bw in bandwidths.items():
         lines.append(f"device-to-device copy ({lib}): {bw / 1e12:.2f} TB/s (read + write)")
     lines.append("")
-    header = f"{'group':<44} {'entry':<28} {'GPU µs':>9} {'host µs':>8} {'x limit':>8} {'vs portops':>10}"
+    header = (
+        f"{'group':<44} {'entry':<28} {'GPU µs':>9} {'host µs':>8} {'x limit':>8} "
+        f"{'vs portops':>10}"
+    )
     lines += [header, "-" * len(header)]
     by_group: dict[str, list[Entry]] = {}
     for e in entries:
