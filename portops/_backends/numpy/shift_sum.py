@@ -443,12 +443,153 @@ def add_at(a: ShiftSumArgs) -> np.ndarray:
     return y.astype(dtype, copy=False)
 
 
+# ----------------------------------------------------------------------------- plans
+# A plan fixes, per call signature, what the kernels above decide per call: small
+# arrays get their slice-add loop (or window copies) with every index precomputed;
+# large ones the blocked kernels, whose per-call setup is small beside their work.
+
+
+def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
+    """Raw mask -> the normalised one (x's number of dims, bool cast) `a` was made from."""
+    mask = a.mask
+    if mask is None:
+        return lambda m: m
+    shape, dtype = mask.shape, mask.dtype
+
+    def normalize(m: Any) -> Any:
+        if m.dtype != dtype:
+            m = m.astype(dtype)
+        return m if m.shape == shape else m.reshape(shape)
+
+    return normalize
+
+
+def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
+    x, mask, cax, ax = a.array, a.mask, a.channel_axis, a.axis
+    out_dtype = np.dtype(generic.result_dtype(a))
+    acc = accumulation_dtype(np, out_dtype)
+    shape = list(x.shape)
+    width = shape[ax]
+    shape[ax] += max(a.offsets)
+    shape[cax] = 1
+    final = _y_shape(a, tuple(x.shape))
+    steps = []
+    for c, o in enumerate(a.offsets):
+        src: list[Any] = [slice(None)] * x.ndim
+        dst: list[Any] = [slice(None)] * x.ndim
+        src[cax] = slice(c, c + 1)
+        dst[ax] = slice(o, o + width)
+        msrc = None if mask is None else (tuple(src) if mask.shape[cax] > 1 else ())
+        steps.append((tuple(src), tuple(dst), msrc))
+    normalize = _mask_normalizer(a)
+    cast = acc != out_dtype
+
+    def run(x: Any, mask: Any) -> np.ndarray:
+        y = np.zeros(shape, dtype=acc)
+        if mask is None:
+            for src, dst, _ in steps:
+                y[dst] += x[src]
+        else:
+            m = normalize(mask)
+            for src, dst, msrc in steps:
+                y[dst] += x[src] * m[msrc]
+        if cast:
+            y = y.astype(out_dtype)
+        return y.reshape(final)
+
+    return run
+
+
+def _small_adjoint_plan(a: ShiftSumArgs, raw: bool) -> Callable[[Any, Any], np.ndarray]:
+    y, mask, cax, ax = a.array, a.mask, a.channel_axis, a.axis
+    dtype = np.dtype(generic.result_dtype(a))
+    width = y.shape[ax] - max(a.offsets)
+    shape = list(y.shape)
+    shape[cax] = len(a.offsets)
+    shape[ax] = width
+    expand = raw and not a.keepdims
+    y_shape = tuple(y.shape)
+    steps = []
+    for c, o in enumerate(a.offsets):
+        dst: list[Any] = [slice(None)] * len(shape)
+        src: list[Any] = [slice(None)] * len(shape)
+        dst[cax] = slice(c, c + 1)
+        src[ax] = slice(o, o + width)
+        msrc = None if mask is None else (tuple(dst) if mask.shape[cax] > 1 else ())
+        steps.append((tuple(dst), tuple(src), msrc))
+    normalize = _mask_normalizer(a)
+    conj = mask is not None and np.iscomplexobj(mask)
+
+    def run(y: Any, mask: Any) -> np.ndarray:
+        if expand:
+            y = y.reshape(y_shape)
+        out = np.empty(shape, dtype=dtype)
+        if mask is None:
+            for dst, src, _ in steps:
+                out[dst] = y[src]
+        else:
+            m = normalize(mask)
+            if conj:
+                m = np.conj(m)
+            for dst, src, msrc in steps:
+                np.multiply(y[src], m[msrc], out=out[dst])
+        return out
+
+    return run
+
+
+def _general_plan(
+    kernel: Callable[[ShiftSumArgs], np.ndarray], a: ShiftSumArgs, expand: bool
+) -> Callable[[Any, Any], np.ndarray]:
+    normalize = _mask_normalizer(a)
+    y_shape = tuple(a.array.shape)
+
+    def run(arr: Any, mask: Any) -> np.ndarray:
+        if expand:
+            arr = arr.reshape(y_shape)
+        return kernel(a._replace(array=arr, mask=None if mask is None else normalize(mask)))
+
+    return run
+
+
+def _plain(arr: Any) -> bool:
+    return type(arr) is np.ndarray
+
+
+def plan_forward(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
+    """Plan of a forward call: the precomputed slice-add loop, or the blocked kernel."""
+    if not _plain(a.array):
+        return None
+    if a.array.size <= _SMALL_FORWARD:
+        return _small_forward_plan(a)
+    return _general_plan(forward, a, expand=False)
+
+
+def plan_adjoint(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
+    """Plan of an adjoint call: precomputed window copies, or the blocked kernel."""
+    if not _plain(a.array):
+        return None
+    y, ax = a.array, a.axis
+    rows = y.size // y.shape[ax] if y.shape[ax] else 0
+    if rows * (y.shape[ax] - max(a.offsets)) * len(a.offsets) <= _SMALL_ADJOINT:
+        return _small_adjoint_plan(a, raw=True)
+    return _general_plan(adjoint, a, expand=not a.keepdims)
+
+
+def plan_pinv(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
+    """Plan of a pseudo-inverse call (the blocked forward and adjoint)."""
+    if not _plain(a.array):
+        return None
+    return _general_plan(pinv, a, expand=not a.keepdims)
+
+
 _dispatch.register(
     "shift_sum",
     "numpy_blocked",
     libraries=["numpy"],
     priority=10,
     summary="cache-blocked contiguous adds over threads, mask fused per block",
+    planner=plan_forward,
 )(forward)
 _dispatch.register(
     "shift_sum",
@@ -463,6 +604,7 @@ _dispatch.register(
     libraries=["numpy"],
     priority=10,
     summary="windows copied block by block over threads, mask fused",
+    planner=plan_adjoint,
 )(adjoint)
 _dispatch.register(
     "shift_sum_pinv",
@@ -470,4 +612,5 @@ _dispatch.register(
     libraries=["numpy"],
     priority=10,
     summary="blocked forward for Phi, then the blocked adjoint of y / Phi",
+    planner=plan_pinv,
 )(pinv)

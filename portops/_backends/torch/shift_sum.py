@@ -43,8 +43,8 @@ def result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``torch.empty``; large CPU results come from portops' reused buffers."""
     if device.type == "cpu" and dtype not in _HALF and dtype != torch.bool:
-        np_dtype = torch.empty((), dtype=dtype).numpy().dtype
-        if math.prod(shape) * np_dtype.itemsize >= buffers.MIN_BYTES:
+        if math.prod(shape) * dtype.itemsize >= buffers.MIN_BYTES:
+            np_dtype = torch.empty((), dtype=dtype).numpy().dtype
             return torch.from_numpy(buffers.empty(shape, np_dtype))
     return torch.empty(shape, dtype=dtype, device=device)
 
