@@ -133,6 +133,8 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
 
 def normalize_axis(axis: Any, ndim: int, name: str) -> int:
     """Return `axis` as a non-negative int, or raise a TypeError/ValueError naming it."""
+    if isinstance(axis, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
     try:
         ax = operator.index(axis)
     except TypeError:

@@ -106,8 +106,8 @@ def _inspect(x1: Any, x2: Any) -> tuple[str, str, Any]:
 
 
 def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> _dispatch.Call:
-    if x2 is None:
-        raise TypeError("x2 must be an array, got None")
+    if x1 is None or x2 is None:
+        raise TypeError(f"{'x1' if x1 is None else 'x2'} must be an array, got None")
     library, device, xp = _inspect(x1, x2)
     s1, s2 = tuple(x1.shape), tuple(x2.shape)
     n1, n2 = len(s1), len(s2)
