@@ -206,6 +206,7 @@ _pool_size = 0
 _busy_lock = threading.Lock()
 _busy = 0  # threads at work on portops kernels, callers included
 _started = 0  # helper threads that ran work, since import (for tests and diagnosis)
+_peak = 0  # the most threads at work at once, since import or peak_threads(reset=True)
 
 
 def _reset_after_fork() -> None:
@@ -236,9 +237,10 @@ def _executor(helpers: int) -> ThreadPoolExecutor:
 
 def enter() -> None:
     """Count the calling thread as at work (pair with :func:`leave`)."""
-    global _busy
+    global _busy, _peak
     with _busy_lock:
         _busy += 1
+        _peak = max(_peak, _busy)
 
 
 def leave() -> None:
@@ -248,12 +250,13 @@ def leave() -> None:
 
 
 def _try_enter(limit: int) -> bool:
-    global _busy, _started
+    global _busy, _started, _peak
     with _busy_lock:
         if _busy >= limit:
             return False
         _busy += 1
         _started += 1
+        _peak = max(_peak, _busy)
         return True
 
 
@@ -278,6 +281,16 @@ def submit_helpers(work: Callable[[], None], count: int, limit: int) -> list[Fut
 def helpers_started() -> int:
     """How many helper threads have started work since import (a diagnostic)."""
     return _started
+
+
+def peak_threads(reset: bool = False) -> int:
+    """The most threads at work on portops kernels at once (a diagnostic)."""
+    global _peak
+    with _busy_lock:
+        peak = _peak
+        if reset:
+            _peak = 0
+    return peak
 
 
 def pool_threads() -> int:
