@@ -144,6 +144,16 @@ def normalize_axis(axis: Any, ndim: int, name: str) -> int:
     return ax % ndim
 
 
+def as_flag(value: Any, name: str) -> bool:
+    """``bool(value)``, or a TypeError naming the argument when it has no truth value."""
+    if type(value) is bool:
+        return value
+    try:
+        return bool(value)
+    except Exception:  # an array of several elements, say
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}") from None
+
+
 def is_floating(xp: Any, dtype: Any) -> bool:
     """True for real and complex floating dtypes."""
     return bool(xp.isdtype(dtype, ("real floating", "complex floating")))

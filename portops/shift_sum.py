@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _dispatch
-from ._arrays import inspect_arrays, is_floating, normalize_axis
+from ._arrays import as_flag, inspect_arrays, is_floating, normalize_axis
 
 __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
 
@@ -148,7 +148,9 @@ def _check_known_shape(a: Any, name: str) -> None:
                 ) from None
 
 
-def _normalize_mask(xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any) -> Any:
+def _normalize_mask(
+    xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any, name: str = "x"
+) -> Any:
     """Return `mask` with ``len(x_shape)`` dims, each 1 or equal to x's, or raise."""
     if mask is None:
         return None
@@ -172,8 +174,8 @@ def _normalize_mask(xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any) ->
         xp.result_type(dtype, mask.dtype)
     except TypeError:
         raise TypeError(
-            f"mask of dtype {mask.dtype} cannot be combined with dtype {dtype} by this "
-            "library's type promotion; cast one of them"
+            f"mask of dtype {mask.dtype} cannot be combined with {name} of dtype {dtype} by "
+            "this library's type promotion; cast one of them"
         ) from None
     if mask.ndim != len(x_shape):
         mask = xp.reshape(mask, shape)
@@ -211,9 +213,15 @@ def _prepare_forward(
             "shift_sum needs at least one"
         )
     offsets = _normalize_offsets(step, shape[cax])
+    grow = max(offsets)
+    if grow >= 1 << 20:  # only then can the result outgrow x by much
+        y_shape = [n for d, n in enumerate(shape) if d != cax]
+        y_shape[ax - (ax > cax)] += grow
+        _check_result_size(y_shape, x.dtype, f"step={step!r}")
     m = _normalize_mask(xp, mask, shape, x.dtype)
+    flag = as_flag(keepdims, "keepdims")
     return _dispatch.Call(
-        lib.library, lib.device, (ShiftSumArgs(x, offsets, ax, cax, m, bool(keepdims), xp),)
+        lib.library, lib.device, (ShiftSumArgs(x, offsets, ax, cax, m, flag, xp),)
     )
 
 
@@ -236,6 +244,7 @@ def _prepare_transposed(
     _check_dtype(xp, y, "y", allow_int=not floating_only)
     _check_torch_dtype(lib.library, lib.device, y, "y", forward=False)
     _check_known_shape(y, "y")
+    keepdims = as_flag(keepdims, "keepdims")
     if channels is not None:
         if isinstance(channels, bool):
             raise TypeError("channels must be a positive integer, got bool")
@@ -271,9 +280,9 @@ def _prepare_transposed(
     x_shape = list(y.shape)
     x_shape[cax] = n_channels
     x_shape[ax] = y_width - grow
-    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype)
+    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y")
     return _dispatch.Call(
-        lib.library, lib.device, (ShiftSumArgs(y, offsets, ax, cax, m, bool(keepdims), xp),)
+        lib.library, lib.device, (ShiftSumArgs(y, offsets, ax, cax, m, keepdims, xp),)
     )
 
 
@@ -305,11 +314,15 @@ def _check_width(
             f"channels with step {s} need at least {grow}"
         )
     y_shape[cax], y_shape[ax] = channels, y_shape[ax] - grow
-    nbytes = math.prod(y_shape) * getattr(y.dtype, "itemsize", 1)
-    if nbytes > sys.maxsize:
+    _check_result_size(y_shape, y.dtype, f"channels={channels}")
+
+
+def _check_result_size(shape: list[int], dtype: Any, cause: str) -> None:
+    """Raise when a result of `shape` could not exist in any library (more bytes than
+    an index can address), before anything of that size is built."""
+    if math.prod(shape) * getattr(dtype, "itemsize", 1) > sys.maxsize:
         raise ValueError(
-            f"channels={channels} asks for a result of shape {tuple(y_shape)}, larger "
-            "than any array can be"
+            f"{cause} asks for a result of shape {tuple(shape)}, larger than any array can be"
         )
 
 

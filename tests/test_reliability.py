@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 import reliability_workers as rw
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import portops
 from portops import _threads
@@ -478,3 +481,293 @@ def test_fork_child_gets_a_working_pool():
     assert report.get(timeout=TIMEOUT) is True
     p.join(TIMEOUT)
     assert p.exitcode == 0
+
+
+# -- bad input: a property-based sweep over every public function --------------------
+
+
+class Raw:
+    """An argument passed as is (not converted to the backend's array type)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Raw({self.value!r})"
+
+
+class Foreign:
+    """A NumPy array passed as an array of another library than the backend's."""
+
+    def __init__(self, value: np.ndarray) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Foreign{self.value.shape}"
+
+
+def _a(shape: tuple[int, ...], dtype: Any = np.float64) -> np.ndarray:
+    n = int(np.prod(shape))
+    values = (np.arange(n) % 7 + 1).reshape(shape)
+    if np.dtype(dtype).kind == "c":
+        return (values + 0.5j).astype(dtype)
+    if np.dtype(dtype).kind in "mMU":
+        return values.astype("int64").astype(dtype)
+    return values.astype(dtype)
+
+
+COMMON_BAD = [Raw(None), Raw([[1.0, 2.0]]), Raw("x"), Raw(3.0)]
+BAD_INTS = [Raw(None), Raw(True), Raw(1.5), Raw("1"), Raw([1])]
+
+# op -> (positional argument names, base arguments, {argument: alternatives})
+SHIFT_X = {
+    "x": [
+        *COMMON_BAD,
+        _a(()),
+        _a((5,)),
+        _a((2, 0, 4, 5)),
+        _a((2, 3, 4, 0)),
+        _a((3, 4, 5)),
+        _a((2, 3, 1, 5)),
+        _a((2, 3, 4, 5), np.int32),
+        _a((2, 3, 4, 5), np.uint16),
+        _a((2, 3, 4, 5), np.float32),
+        _a((2, 3, 4, 5), np.float16),
+        _a((2, 3, 4, 5), np.complex128),
+        _a((2, 3, 4, 5), bool),
+        _a((2, 3, 4, 5), "m8[s]"),
+        _a((2, 3, 4, 5), "U1"),
+    ],
+    "step": [
+        *BAD_INTS,
+        Raw([]),
+        Raw([0, 1]),
+        Raw([0, 1.5, 2]),
+        Raw(10**18),
+        Raw(-1),
+        Raw(0),
+        Raw([2, 0, 1]),
+        Raw(np.int64(2)),
+        Raw(np.array([0, 3, 1])),
+    ],
+    "axis": [*BAD_INTS, Raw(4), Raw(-5), Raw(-3), Raw(0), Raw(-2)],
+    "channel_axis": [*BAD_INTS, Raw(4), Raw(-1), Raw(0), Raw(2)],
+    "mask": [
+        Raw([[1.0]]),
+        Raw("m"),
+        _a((3, 5)),
+        _a((0, 5)),
+        _a((1, 2, 3, 4, 5)),
+        _a((4, 5), bool),
+        _a((4, 5), np.int64),
+        _a((4, 5), np.complex64),
+        _a((3, 1, 5)),
+        _a((4, 5), "m8[s]"),
+        _a((4, 5), "U1"),
+        Foreign(_a((4, 5))),
+    ],
+    "keepdims": [Raw(True), Raw(None), Raw(np.ones(2)), Raw(1)],
+}
+SHIFT_Y = {
+    "y": [
+        *COMMON_BAD,
+        _a(()),
+        _a((7,)),
+        _a((2, 4, 1)),
+        _a((2, 0, 7)),
+        _a((4, 7)),
+        _a((2, 4, 7), np.int32),
+        _a((2, 4, 7), np.uint32),
+        _a((2, 4, 7), np.float32),
+        _a((2, 4, 7), np.complex64),
+        _a((2, 4, 7), bool),
+        _a((2, 4, 7), "m8[s]"),
+    ],
+    "step": [*BAD_INTS, Raw([]), Raw([0, 1]), Raw([0, 2, 1]), Raw(7), Raw(0), Raw(-1)],
+    "channels": [*BAD_INTS, Raw(0), Raw(-1), Raw(2), Raw(10**9), Raw(10**18)],
+    "axis": [*BAD_INTS, Raw(3), Raw(-4), Raw(-3), Raw(-2)],
+    "channel_axis": [*BAD_INTS, Raw(3), Raw(-1), Raw(0), Raw(2)],
+    "mask": SHIFT_X["mask"],
+    "keepdims": [Raw(True), Raw(np.ones(2))],
+}
+VECDOT = {
+    "x1": [*COMMON_BAD, _a(()), _a((3, 5)), _a((4,)), _a((3, 4), bool), _a((3, 4), "U1")],
+    "x2": [*COMMON_BAD, _a((2, 3, 4)), _a((3, 4), np.complex128), _a((3, 4), np.int8)],
+    "axis": [*BAD_INTS, Raw(2), Raw(-3), Raw(0)],
+    "keepdims": [Raw(True), Raw(np.ones(2))],
+}
+EINSUM = {
+    "subscripts": [
+        Raw(None),
+        Raw(1),
+        Raw("ij->k"),
+        Raw("ij,jk,kl->il"),
+        Raw("ij,jk->ikk"),
+        Raw("ij,jk->ik->i"),
+        Raw("i$,jk->ik"),
+        Raw("ij,jk"),
+        Raw("ij,kl->ijkl"),
+    ],
+    "operand 0": [*COMMON_BAD, _a((3, 3)), _a((2, 3), bool), _a((2, 3), np.complex64)],
+    "operand 1": [*COMMON_BAD, _a((2, 3, 4)), _a((1, 4)), Foreign(_a((3, 4)))],
+    "optimize": [Raw("bogus"), Raw(5), Raw(True), Raw(False), Raw("greedy"), Raw(None)],
+    "memory_limit": [Raw(-1), Raw("x"), Raw(1.5), Raw(True), Raw(10), Raw(None)],
+}
+
+OPS: dict[str, tuple[Any, dict[str, Any], dict[str, list[Any]]]] = {
+    "shift_sum": (
+        portops.shift_sum,
+        {"x": _a((2, 3, 4, 5)), "step": Raw(1), "mask": _a((4, 5))},
+        SHIFT_X,
+    ),
+    "shift_sum_adjoint": (
+        portops.shift_sum_adjoint,
+        {"y": _a((2, 4, 7)), "step": Raw(1), "channels": Raw(3), "mask": _a((4, 5))},
+        SHIFT_Y,
+    ),
+    "shift_sum_pinv": (
+        portops.shift_sum_pinv,
+        {"y": _a((2, 4, 7)), "step": Raw(1), "channels": Raw(3), "mask": _a((4, 5))},
+        SHIFT_Y,
+    ),
+    "vecdot": (portops.vecdot, {"x1": _a((3, 4)), "x2": _a((3, 4))}, VECDOT),
+    "einsum": (
+        portops.einsum,
+        {"subscripts": Raw("ij,jk->ik"), "operand 0": _a((2, 3)), "operand 1": _a((3, 4))},
+        EINSUM,
+    ),
+    "einsum_path": (
+        portops.einsum_path,
+        {"subscripts": Raw("ij,jk->ik"), "operand 0": _a((2, 3)), "operand 1": _a((3, 4))},
+        EINSUM,
+    ),
+}
+POSITIONAL = ("subscripts", "operand 0", "operand 1", "x", "y", "x1", "x2", "step")
+
+
+def _foreign_for(backend: Any, a: np.ndarray) -> Any:
+    if backend.library != "numpy":
+        return a.copy()
+    import array_api_strict
+
+    return array_api_strict.asarray(a)
+
+
+def _convert(backend: Any, value: Any) -> Any:
+    if isinstance(value, Raw):
+        return value.value
+    if isinstance(value, Foreign):
+        return _foreign_for(backend, value.value)
+    return backend.asarray(value)
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, (Raw, Foreign)) else value
+
+
+def _reference(op: str, kw: dict[str, Any]) -> Any:
+    """The expected result, computed with plain NumPy loops; raises when there is none."""
+    from shift_sum_reference import adjoint, dense_matrix, forward
+
+    if op in ("einsum", "einsum_path"):
+        return np.einsum(kw["subscripts"], kw["operand 0"], kw["operand 1"])
+    if op == "vecdot":
+        x1, x2 = kw["x1"], kw["x2"]
+        axis = kw.get("axis", -1)
+        return np.sum(np.conj(x1) * x2, axis=axis, keepdims=bool(kw.get("keepdims", False)))
+    if op == "shift_sum":
+        args = {k: v for k, v in kw.items() if k not in ("x", "step")}
+        return forward(kw["x"], _steps(kw["step"]), **args)
+    args = {k: v for k, v in kw.items() if k not in ("y", "step")}
+    if op == "shift_sum_adjoint":
+        return adjoint(kw["y"], _steps(kw["step"]), **args)
+    # The pseudo-inverse from the dense matrix, on the x layout.
+    y = np.asarray(kw["y"])
+    axis, cax = args.get("axis", -1), args.get("channel_axis", -3)
+    keep = bool(args.get("keepdims", False))
+    ndim = y.ndim if keep else y.ndim + 1
+    offsets_y = np.expand_dims(y, cax % ndim) if not keep else y
+    step = _steps(kw["step"])
+    zero = adjoint(offsets_y if keep else y, step, **args)  # the result's shape
+    m = dense_matrix(zero.shape, step, axis=axis, channel_axis=cax, mask=args.get("mask"))
+    return (np.linalg.pinv(m) @ y.reshape(-1)).reshape(zero.shape)
+
+
+def _steps(step: Any) -> Any:
+    return np.asarray(step).tolist()  # an int, or a list of ints
+
+
+ARGUMENT_WORDS = re.compile(
+    r"\b(x|y|x1|x2|mask|step|channels|axis|channel_axis|keepdims|subscripts|operands?"
+    r"|optimize|memory_limit|label|term)\b"
+)
+
+
+def _names_argument(op: str, arg: str, exc: Exception) -> bool:
+    """Whether the message names `arg`; a ValueError may name another argument that
+    `arg`'s value conflicts with (a mask that no longer fits the new width, say)."""
+    message = str(exc)
+    own = [arg.split()[0]] if arg.startswith("operand") else [arg]
+    if op.startswith("einsum") and arg == "subscripts":
+        own += ["label", "term", "operand", "->"]
+    if any(re.search(rf"\b{re.escape(n)}\b", message) for n in own):
+        return True
+    return isinstance(exc, ValueError) and ARGUMENT_WORDS.search(message) is not None
+
+
+def _check_outcome(backend: Any, op: str, arg: str, kw: dict[str, Any]) -> str:
+    func, _, _ = OPS[op]
+    call_kw = {k: _convert(backend, v) for k, v in kw.items()}
+    positional = [call_kw.pop(k) for k in POSITIONAL if k in call_kw]
+    try:
+        result = func(*positional, **call_kw)
+    except (TypeError, ValueError) as exc:
+        assert _names_argument(op, arg, exc), f"{op}({arg}=...): {exc!r} does not name it"
+        return "error"
+    except NotImplementedError as exc:
+        dtypes = {str(getattr(v, "dtype", "")) for v in call_kw.values()} | {
+            str(getattr(v, "dtype", "")) for v in positional
+        }
+        assert any(d and d in str(exc) for d in dtypes), f"{op}: {exc!r} names no dtype"
+        return "not implemented"
+    plain = {k: _plain(v) for k, v in kw.items()}
+    if op == "einsum_path":
+        assert result[0][0] == "einsum_path" and isinstance(result[1], str)
+        return "result"
+    try:
+        expected = _reference(op, plain)
+    except Exception as exc:
+        raise AssertionError(
+            f"{op}({arg}=...) returned a result where the reference raised {exc!r}"
+        ) from exc
+    got = backend.to_numpy(result)
+    assert got.shape == np.shape(expected), f"{op}({arg}): shape {got.shape} != {expected.shape}"
+    if got.size:
+        tol = 2e-2 if got.dtype.itemsize <= 2 or got.dtype == np.complex64 else 1e-6
+        np.testing.assert_allclose(
+            got.astype(np.complex128),
+            np.asarray(expected).astype(np.complex128),
+            rtol=tol,
+            atol=tol,
+        )
+    return "result"
+
+
+@pytest.mark.parametrize("op", list(OPS))
+@settings(
+    max_examples=int(os.environ.get("PORTOPS_SWEEP_EXAMPLES", "100")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(data=st.data())
+def test_bad_input_sweep(backend, op, data):
+    _, base, alternatives = OPS[op]
+    arg = data.draw(st.sampled_from(sorted(alternatives)), label="argument")
+    value = data.draw(st.sampled_from(alternatives[arg]), label=arg)
+    kw = {**base, arg: value}
+    try:
+        _convert_all = [_convert(backend, v) for v in kw.values()]
+    except Exception:
+        assume(False)  # this backend cannot hold such an array (str, datetime, ...)
+    del _convert_all
+    _check_outcome(backend, op, arg, kw)
