@@ -6,23 +6,31 @@ pure array-API implementation for every other array type. Importing portops impo
 no optional array library.
 """
 
+from ._buffers import cache_info, clear_cache, set_cache_limit
 from ._dispatch import explain, implementations, prefer
 from ._generic import einsum as _generic_einsum  # noqa: F401  (registers)
 from ._generic import shift_sum as _generic_shift_sum  # noqa: F401  (registers)
 from ._generic import vecdot as _generic_vecdot  # noqa: F401  (registers)
+from ._threads import get_num_threads, set_num_threads, threads
 from .einsum import einsum, einsum_path
 from .shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
 from .vecdot import vecdot
 
 __all__ = [
+    "cache_info",
+    "clear_cache",
     "einsum",
     "einsum_path",
     "explain",
+    "get_num_threads",
     "implementations",
     "prefer",
+    "set_cache_limit",
+    "set_num_threads",
     "shift_sum",
     "shift_sum_adjoint",
     "shift_sum_pinv",
+    "threads",
     "vecdot",
 ]
 

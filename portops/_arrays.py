@@ -133,6 +133,8 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
 
 def normalize_axis(axis: Any, ndim: int, name: str) -> int:
     """Return `axis` as a non-negative int, or raise a TypeError/ValueError naming it."""
+    if isinstance(axis, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
     try:
         ax = operator.index(axis)
     except TypeError:
@@ -140,6 +142,16 @@ def normalize_axis(axis: Any, ndim: int, name: str) -> int:
     if not -ndim <= ax < ndim:
         raise ValueError(f"{name}={axis} is out of range for an array with {ndim} dimensions")
     return ax % ndim
+
+
+def as_flag(value: Any, name: str) -> bool:
+    """``bool(value)``, or a TypeError naming the argument when it has no truth value."""
+    if type(value) is bool:
+        return value
+    try:
+        return bool(value)
+    except Exception:  # an array of several elements, say
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}") from None
 
 
 def is_floating(xp: Any, dtype: Any) -> bool:

@@ -1,39 +1,85 @@
 """A bounded cache of large CPU result buffers.
 
 A fresh 100 MB result costs more than writing it: the kernel zeroes every page on first
-touch. The shift_sum adjoint writes exactly such a result, so, like PyTorch's CUDA
+touch. The shift_sum kernels write exactly such results, so, like PyTorch's CUDA
 caching allocator, large results are carved from buffers that are kept and reused.
 
-Each buffer is an anonymous ``mmap``; the arrays handed out are NumPy views of it, so
-every array, view, memoryview or torch tensor (``torch.from_numpy``) made from a result
-keeps a reference to its buffer. A buffer is reused only when its reference count shows
-that nothing but this cache holds it, so reuse never aliases live data.
+Each buffer is a *private* anonymous ``mmap`` (``MAP_PRIVATE``): after ``fork()`` the
+parent and the child each see their own copy-on-write pages, so neither process ever
+sees the other's writes, whether to a result it inherited or to a buffer it reuses.
+The arrays handed out are NumPy views of a buffer, so every array, view, memoryview or
+torch tensor (``torch.from_numpy``) made from a result keeps a reference to it. A
+buffer is reused only when its reference count shows that nothing but this cache
+holds it, so reuse never aliases live data.
 
-``PORTOPS_BUFFER_CACHE_MB`` bounds the bytes kept (default 1024; 0 turns caching off).
+The cache holds at most ``max_bytes`` (buffers in use included); to make room it drops
+the least recently used free buffers, which returns their memory to the system at
+once. A result that still does not fit is allocated normally, outside the cache.
+``PORTOPS_BUFFER_CACHE_MB`` sets the bound at import (default 1024; 0 turns caching
+off); :func:`set_cache_limit`, :func:`cache_info` and :func:`clear_cache` are public.
 """
 
 from __future__ import annotations
 
 import math
 import mmap
+import operator
 import os
 import sys
 import threading
-from typing import Any
+import warnings
+from typing import Any, NamedTuple
 
 import numpy as np
 
+__all__ = ["CacheInfo", "cache_info", "clear_cache", "empty", "set_cache_limit"]
+
 # Smaller results come from malloc's own reused heap without page faults.
 MIN_BYTES = 1 << 22
-_LIMIT = int(os.environ.get("PORTOPS_BUFFER_CACHE_MB", "1024")) << 20
+ENV_CACHE_MB = "PORTOPS_BUFFER_CACHE_MB"
+DEFAULT_MB = 1024
+
+
+def _limit_from_environment() -> int:
+    """``PORTOPS_BUFFER_CACHE_MB`` in bytes; the default when unset or malformed.
+
+    A malformed value warns and falls back to the default rather than raising: the
+    variable is set far from the code (a job script, a container), it tunes speed and
+    never results, and an error would make every call fail.
+    """
+    raw = os.environ.get(ENV_CACHE_MB, "").strip()
+    if not raw:
+        return DEFAULT_MB << 20
+    try:
+        megabytes = float(raw)
+    except ValueError:
+        megabytes = math.nan
+    if not (math.isfinite(megabytes) and megabytes >= 0):
+        warnings.warn(
+            f"{ENV_CACHE_MB}={raw!r} is not a non-negative number of megabytes; "
+            f"ignoring it and using the default ({DEFAULT_MB})",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return DEFAULT_MB << 20
+    return int(megabytes * (1 << 20))
+
 
 _lock = threading.Lock()
-_buffers: list[mmap.mmap] = []
+_limit = _limit_from_environment()
+_buffers: list[mmap.mmap] = []  # least recently used first
 _held = 0
+_hits = 0
+_misses = 0
+
+_PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 
 
 def _new_buffer(nbytes: int) -> mmap.mmap:
-    buf = mmap.mmap(-1, nbytes)
+    if _PRIVATE:
+        buf = mmap.mmap(-1, nbytes, flags=_PRIVATE)
+    else:  # Windows: anonymous mappings are not inherited by child processes
+        buf = mmap.mmap(-1, nbytes)
     if hasattr(mmap, "MADV_HUGEPAGE"):
         try:
             buf.madvise(mmap.MADV_HUGEPAGE)  # fewer faults and TLB misses
@@ -42,15 +88,42 @@ def _new_buffer(nbytes: int) -> mmap.mmap:
     return buf
 
 
-def _references_when_free() -> int:
-    """``sys.getrefcount`` of a buffer that only the cache holds, seen from `empty`."""
+def _free_refcount() -> int:
+    """``sys.getrefcount(_buffers[i])`` for a buffer that only the cache's list holds."""
     probe = [_new_buffer(mmap.PAGESIZE)]
-    for buf in probe:
-        return sys.getrefcount(buf)
-    raise AssertionError
+    count = sys.getrefcount(probe[0])
+    probe[0].close()
+    return count
 
 
-_FREE = _references_when_free()
+_FREE = _free_refcount()
+
+
+def _is_free(i: int) -> bool:
+    # Always this expression, so the references counted are always the same.
+    return sys.getrefcount(_buffers[i]) == _FREE
+
+
+def _reset_after_fork() -> None:
+    # Another thread of the parent may have held the lock at fork(); the child's
+    # buffers are its own private copies, so keeping them is safe.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _evict(target: int) -> None:
+    """Drop free buffers, least recently used first, until at most `target` bytes are held."""
+    global _held
+    i = 0
+    while _held > target and i < len(_buffers):
+        if _is_free(i):
+            _held -= len(_buffers.pop(i))  # the last reference: unmapped now
+        else:
+            i += 1
 
 
 def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
@@ -58,32 +131,104 @@ def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
     dtype = np.dtype(dtype)
     count = math.prod(shape)
     nbytes = count * dtype.itemsize
-    if nbytes < MIN_BYTES or _LIMIT <= 0:
+    if nbytes < MIN_BYTES or nbytes > _limit:
         return np.empty(shape, dtype=dtype)
-    global _held
+    global _held, _hits, _misses
     with _lock:
         chosen = None
-        for buf in _buffers:
-            if len(buf) == nbytes and sys.getrefcount(buf) == _FREE:
-                chosen = buf
+        for i in range(len(_buffers)):
+            if len(_buffers[i]) == nbytes and _is_free(i):
+                chosen = _buffers.pop(i)
+                _hits += 1
                 break
         if chosen is None:
-            # Make room by dropping free buffers, oldest first; else do not cache.
-            for buf in list(_buffers):
-                if _held + nbytes <= _LIMIT:
-                    break
-                if sys.getrefcount(buf) == _FREE:
-                    _buffers.remove(buf)
-                    _held -= len(buf)
-            if _held + nbytes > _LIMIT:
+            _misses += 1
+            _evict(_limit - nbytes)
+            if _held + nbytes > _limit:
                 return np.empty(shape, dtype=dtype)
             chosen = _new_buffer(nbytes)
-            _buffers.append(chosen)
             _held += nbytes
-        else:
-            _buffers.remove(chosen)  # most recently used last
-            _buffers.append(chosen)
+        _buffers.append(chosen)  # most recently used last
         return np.frombuffer(chosen, dtype=dtype, count=count).reshape(shape)
+
+
+class CacheInfo(NamedTuple):
+    """What the result-buffer cache holds; see :func:`cache_info`."""
+
+    hits: int
+    misses: int
+    buffers: int
+    in_use: int
+    held_bytes: int
+    max_bytes: int
+
+
+def cache_info() -> CacheInfo:
+    """Statistics of the cache of large CPU result buffers.
+
+    Large results (4 MiB or more) of the NumPy and torch CPU kernels are carved from
+    buffers that are kept and reused, which saves the kernel's zeroing of fresh pages.
+
+    Returns
+    -------
+    CacheInfo
+        ``hits`` and ``misses``: calls served by a reused buffer, and those that were
+        not; ``buffers``: buffers held; ``in_use``: those still backing a live result;
+        ``held_bytes``: their total size; ``max_bytes``: the bound on ``held_bytes``.
+    """
+    with _lock:
+        in_use = sum(not _is_free(i) for i in range(len(_buffers)))
+        return CacheInfo(_hits, _misses, len(_buffers), in_use, _held, _limit)
+
+
+def clear_cache() -> None:
+    """Release every cached buffer.
+
+    Free buffers return their memory to the system at once; buffers that still back a
+    live result are forgotten by the cache, and freed when the result is.
+    """
+    global _held
+    with _lock:
+        _buffers.clear()
+        _held = 0
+
+
+def set_cache_limit(max_bytes: int) -> int:
+    """Bound the bytes that the result-buffer cache may hold.
+
+    Parameters
+    ----------
+    max_bytes : int
+        The bound, in bytes; 0 turns caching off. Free buffers beyond it are released
+        at once. The default is ``PORTOPS_BUFFER_CACHE_MB`` megabytes (1024 when unset).
+
+    Returns
+    -------
+    int
+        The previous bound, in bytes.
+
+    Raises
+    ------
+    TypeError
+        If `max_bytes` is not an integer.
+    ValueError
+        If `max_bytes` is negative.
+    """
+    if isinstance(max_bytes, bool):
+        raise TypeError("max_bytes must be a non-negative integer, got bool")
+    try:
+        value = operator.index(max_bytes)
+    except TypeError:
+        raise TypeError(
+            f"max_bytes must be a non-negative integer, got {type(max_bytes).__name__}"
+        ) from None
+    if value < 0:
+        raise ValueError(f"max_bytes must be a non-negative integer, got {value}")
+    global _limit
+    with _lock:
+        previous, _limit = _limit, value
+        _evict(value)
+    return previous
 
 
 def cached_bytes() -> int:

@@ -144,6 +144,9 @@ def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
         dev = first.device
         if all(a.device == dev for a in ops):
             return ArrayArgs(TORCH, dev.type, xp)
+    for k, a in enumerate(ops):
+        if a is None:  # inspect_arrays skips None (its optional arguments)
+            raise TypeError(f"einsum: operand {k} must be an array, got None")
     lib = inspect_arrays(_operand_names(len(ops)), ops)
     if lib.library in (NUMPY, TORCH) and kind not in _fast_types:
         _fast_types[kind] = (lib.library, lib.xp)  # one dict store: atomic, no lock needed

@@ -9,14 +9,16 @@ same number of dimensions as ``x``.
 
 from __future__ import annotations
 
+import math
 import operator
+import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import _dispatch
-from ._arrays import inspect_arrays, is_floating, normalize_axis
+from ._arrays import as_flag, inspect_arrays, is_floating, normalize_axis
 from ._plans import PlanCache, signature
 
 __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
@@ -90,23 +92,70 @@ def _check_array(a: Any, name: str) -> None:
         raise ValueError(f"{name} must have at least 2 dimensions, got {ndim}")
 
 
+_KINDS = {"real floating": "f", "complex floating": "c", "integral": "iu", "bool": "b"}
+
+
+def _has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
+    """``xp.isdtype(dtype, kinds)``, by NumPy's kind letter for NumPy dtypes.
+
+    NumPy dtypes (NumPy, CuPy and Dask arrays) are checked by kind, which is faster and
+    keeps out datetime64/timedelta64, which NumPy counts as integers.
+    """
+    if isinstance(dtype, np.dtype):
+        return dtype.kind in "".join(_KINDS[k] for k in kinds)
+    return bool(xp.isdtype(dtype, kinds))
+
+
 def _check_dtype(xp: Any, a: Any, name: str, *, allow_int: bool) -> None:
-    if type(a) is np.ndarray:  # the common case, without isdtype's cost
-        ok = a.dtype.kind in ("fciu" if allow_int else "fc")
-    else:
-        kinds: tuple[str, ...] = ("real floating", "complex floating")
-        if allow_int:
-            kinds += ("integral",)
-        ok = bool(xp.isdtype(a.dtype, kinds))
-    if not ok:
+    kinds: tuple[str, ...] = ("real floating", "complex floating")
+    if allow_int:
+        kinds += ("integral",)
+    if not _has_dtype(xp, a.dtype, kinds):
         expected = "a numeric (integer or floating)" if allow_int else "a floating-point"
         raise TypeError(f"{name} must have {expected} dtype, got {a.dtype}")
 
 
-def _normalize_mask(xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any) -> Any:
+def _check_torch_dtype(library: str, device: str, a: Any, name: str, *, forward: bool) -> None:
+    """Reject the torch dtypes whose arithmetic torch lacks, naming the dtype.
+
+    torch has no addition for uint16/32/64 (the forward sums channels), and no copy
+    or division kernels for complex32 on the CPU (the adjoint and pseudo-inverse).
+    """
+    if library != "torch":
+        return
+    dtype = str(a.dtype).removeprefix("torch.")
+    if forward and dtype in ("uint16", "uint32", "uint64"):
+        raise TypeError(
+            f"{name} has dtype torch.{dtype}, for which torch has no addition; "
+            "cast it to torch.int32 or torch.int64"
+        )
+    if not forward and device == "cpu" and dtype in ("complex32", "chalf"):
+        raise TypeError(
+            f"{name} has dtype torch.complex32, which torch's CPU kernels do not support "
+            "here; cast it to torch.complex64"
+        )
+
+
+def _check_known_shape(a: Any, name: str) -> None:
+    """Sizes must be known (a Dask array after boolean indexing has NaN sizes)."""
+    for n in a.shape:
+        if not isinstance(n, int):
+            try:
+                operator.index(n)
+            except TypeError:
+                raise ValueError(
+                    f"{name} has unknown sizes (shape {tuple(a.shape)}); compute them "
+                    f"first, for a Dask array with {name}.compute_chunk_sizes()"
+                ) from None
+
+
+def _normalize_mask(
+    xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any, name: str = "x"
+) -> Any:
     """Return `mask` with ``len(x_shape)`` dims, each 1 or equal to x's, or raise."""
     if mask is None:
         return None
+    _check_known_shape(mask, "mask")
     if mask.ndim > len(x_shape):
         raise ValueError(
             f"mask has {mask.ndim} dimensions, more than x's {len(x_shape)}; "
@@ -118,16 +167,16 @@ def _normalize_mask(xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any) ->
             raise ValueError(
                 f"mask of shape {tuple(mask.shape)} does not broadcast against x of shape {x_shape}"
             )
-    if xp.isdtype(mask.dtype, "bool"):
+    if _has_dtype(xp, mask.dtype, ("bool",)):
         mask = xp.astype(mask, dtype)  # binary masks are commonly bool
-    elif not xp.isdtype(mask.dtype, ("real floating", "complex floating", "integral")):
+    elif not _has_dtype(xp, mask.dtype, ("real floating", "complex floating", "integral")):
         raise TypeError(f"mask must have a numeric or bool dtype, got {mask.dtype}")
     try:
         xp.result_type(dtype, mask.dtype)
     except TypeError:
         raise TypeError(
-            f"mask of dtype {mask.dtype} cannot be combined with dtype {dtype} by this "
-            "library's type promotion; cast one of them"
+            f"mask of dtype {mask.dtype} cannot be combined with {name} of dtype {dtype} by "
+            "this library's type promotion; cast one of them"
         ) from None
     if mask.ndim != len(x_shape):
         mask = xp.reshape(mask, shape)
@@ -155,12 +204,25 @@ def _prepare_forward(
     _check_array(x, "x")
     xp = lib.xp
     _check_dtype(xp, x, "x", allow_int=True)
+    _check_torch_dtype(lib.library, lib.device, x, "x", forward=True)
     ax, cax = _axes(axis, channel_axis, x.ndim)
+    _check_known_shape(x, "x")
     shape = tuple(x.shape)
+    if shape[cax] == 0:
+        raise ValueError(
+            f"x has no channels (size 0 along channel_axis={channel_axis}); "
+            "shift_sum needs at least one"
+        )
     offsets = _normalize_offsets(step, shape[cax])
+    grow = max(offsets)
+    if grow >= 1 << 20:  # only then can the result outgrow x by much
+        y_shape = [n for d, n in enumerate(shape) if d != cax]
+        y_shape[ax - (ax > cax)] += grow
+        _check_result_size(y_shape, x.dtype, f"step={step!r}")
     m = _normalize_mask(xp, mask, shape, x.dtype)
+    flag = as_flag(keepdims, "keepdims")
     return _dispatch.Call(
-        lib.library, lib.device, (ShiftSumArgs(x, offsets, ax, cax, m, bool(keepdims), xp),)
+        lib.library, lib.device, (ShiftSumArgs(x, offsets, ax, cax, m, flag, xp),)
     )
 
 
@@ -181,6 +243,9 @@ def _prepare_transposed(
         raise TypeError(f"y must be an array, got {type(y).__name__}")
     xp = lib.xp
     _check_dtype(xp, y, "y", allow_int=not floating_only)
+    _check_torch_dtype(lib.library, lib.device, y, "y", forward=False)
+    _check_known_shape(y, "y")
+    keepdims = as_flag(keepdims, "keepdims")
     if channels is not None:
         if isinstance(channels, bool):
             raise TypeError("channels must be a positive integer, got bool")
@@ -192,6 +257,7 @@ def _prepare_transposed(
             ) from None
         if channels < 1:
             raise ValueError(f"channels must be a positive integer, got {channels}")
+        _check_width(y, step, channels, axis, channel_axis, keepdims)
     offsets = _normalize_offsets(step, channels)
     n_channels = len(offsets)
     x_ndim = y.ndim if keepdims else y.ndim + 1
@@ -215,10 +281,50 @@ def _prepare_transposed(
     x_shape = list(y.shape)
     x_shape[cax] = n_channels
     x_shape[ax] = y_width - grow
-    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype)
+    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y")
     return _dispatch.Call(
-        lib.library, lib.device, (ShiftSumArgs(y, offsets, ax, cax, m, bool(keepdims), xp),)
+        lib.library, lib.device, (ShiftSumArgs(y, offsets, ax, cax, m, keepdims, xp),)
     )
+
+
+def _check_width(
+    y: Any, step: Any, channels: int, axis: Any, channel_axis: Any, keepdims: bool
+) -> None:
+    """Before building ``channels`` offsets: does `y` fit them, and the result memory?
+
+    Only for an integer `step`, whose offsets follow from two numbers; a sequence of
+    offsets is already as large as the list that would be built.
+    """
+    if isinstance(step, bool):
+        return  # rejected with its own message by _normalize_offsets
+    try:
+        s = operator.index(step)
+    except TypeError:
+        return
+    x_ndim = y.ndim if keepdims else y.ndim + 1
+    if x_ndim < 2:
+        return  # reported below
+    ax, cax = _axes(axis, channel_axis, x_ndim)
+    y_shape = list(y.shape)
+    if not keepdims:
+        y_shape.insert(cax, 1)
+    grow = (channels - 1) * abs(s)
+    if y_shape[ax] < grow:
+        raise ValueError(
+            f"y is too narrow: its axis {axis} has length {y_shape[ax]}, but {channels} "
+            f"channels with step {s} need at least {grow}"
+        )
+    y_shape[cax], y_shape[ax] = channels, y_shape[ax] - grow
+    _check_result_size(y_shape, y.dtype, f"channels={channels}")
+
+
+def _check_result_size(shape: list[int], dtype: Any, cause: str) -> None:
+    """Raise when a result of `shape` could not exist in any library (more bytes than
+    an index can address), before anything of that size is built."""
+    if math.prod(shape) * getattr(dtype, "itemsize", 1) > sys.maxsize:
+        raise ValueError(
+            f"{cause} asks for a result of shape {tuple(shape)}, larger than any array can be"
+        )
 
 
 def _prepare_pinv(y: Any, step: Any, **kwargs: Any) -> _dispatch.Call:

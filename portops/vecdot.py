@@ -10,8 +10,10 @@ from __future__ import annotations
 import operator
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from . import _dispatch
-from ._arrays import NUMPY, TORCH, inspect_arrays, library_of, namespace_of
+from ._arrays import NUMPY, TORCH, as_flag, inspect_arrays, library_of, namespace_of
 from ._plans import PlanCache, pair_signature
 
 __all__ = ["VecdotArgs", "vecdot"]
@@ -45,6 +47,8 @@ def _check_numeric(library: str, xp: Any, x: Any, name: str) -> None:
 
             _torch_bool = torch.bool
         ok = dtype is not _torch_bool
+    elif isinstance(dtype, np.dtype):  # CuPy, Dask: by kind, which keeps out timedelta64
+        ok = dtype.kind in "iufc"
     else:
         ok = bool(xp.isdtype(dtype, "numeric"))
     if not ok:
@@ -107,8 +111,8 @@ def _inspect(x1: Any, x2: Any) -> tuple[str, str, Any]:
 
 
 def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> _dispatch.Call:
-    if x2 is None:
-        raise TypeError("x2 must be an array, got None")
+    if x1 is None or x2 is None:
+        raise TypeError(f"{'x1' if x1 is None else 'x2'} must be an array, got None")
     library, device, xp = _inspect(x1, x2)
     s1, s2 = tuple(x1.shape), tuple(x2.shape)
     n1, n2 = len(s1), len(s2)
@@ -118,10 +122,18 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
         )
     _check_numeric(library, xp, x1, "x1")
     _check_numeric(library, xp, x2, "x2")
+    if library != NUMPY and library != TORCH:  # those two promote any numeric pair
+        try:
+            xp.result_type(x1.dtype, x2.dtype)
+        except TypeError:
+            raise TypeError(
+                f"x1 of dtype {x1.dtype} and x2 of dtype {x2.dtype} cannot be combined by "
+                "this library's type promotion; cast one of them"
+            ) from None
     ax = -1 if type(axis) is int and axis == -1 else _normalize_axis(axis, n1, n2)
     if s1 != s2:
         _check_shapes(s1, s2, ax, axis)
-    args = VecdotArgs(x1, x2, ax, bool(keepdims), xp)
+    args = VecdotArgs(x1, x2, ax, as_flag(keepdims, "keepdims"), xp)
     return _dispatch.Call(library, device, (args,))
 
 

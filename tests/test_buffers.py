@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -69,3 +70,54 @@ def test_cache_is_bounded_and_can_be_turned_off():
             check=True,
         )
         assert out.stdout.strip() == expected
+
+
+def test_least_recently_used_free_buffer_is_dropped_first():
+    previous = _buffers.set_cache_limit(3 * (8 << 20))
+    try:
+        _buffers.clear_cache()
+        a, b, c = (_buffers.empty(SHAPE, np.float32) for _ in range(3))
+        addresses = [a.ctypes.data, b.ctypes.data, c.ctypes.data]
+        del a, c  # free, a used before c
+        d = _buffers.empty((1, 1024, 1025), np.float32)  # 4 MiB more: one must go
+        assert d.flags.owndata is False
+        e = _buffers.empty(SHAPE, np.float32)
+        # a (the least recently used) was dropped, c was kept and is reused; b is in use.
+        assert e.ctypes.data == addresses[2]
+        info = _buffers.cache_info()
+        assert info.buffers == 3 and info.in_use == 3  # b, d, e
+        assert info.held_bytes <= 3 * (8 << 20) and b.ctypes.data == addresses[1]
+    finally:
+        _buffers.set_cache_limit(previous)
+
+
+def test_buffers_in_use_are_never_dropped():
+    previous = _buffers.set_cache_limit(2 * (8 << 20))
+    try:
+        _buffers.clear_cache()
+        live = [_buffers.empty(SHAPE, np.float32) for _ in range(4)]
+        for k, a in enumerate(live):
+            a[...] = k
+        _buffers.set_cache_limit(0)  # lower than what is in use: nothing live is touched
+        more = [_buffers.empty(SHAPE, np.float32) for _ in range(2)]
+        for m in more:
+            m[...] = -1
+        assert all(np.all(a == k) for k, a in enumerate(live))
+    finally:
+        _buffers.set_cache_limit(previous)
+
+
+def test_buffers_are_private_mappings():
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("mappings are read from /proc")
+    a = _buffers.empty(SHAPE, np.float32)
+    assert not a.flags.owndata  # from the cache
+    with open("/proc/self/maps") as f:
+        start = a.ctypes.data
+        for line in f:
+            low, high = (int(v, 16) for v in line.split()[0].split("-"))
+            if low <= start < high:
+                assert line.split()[1].endswith("p"), line  # private, not shared
+                break
+        else:
+            pytest.fail("the buffer's mapping was not found")

@@ -104,7 +104,7 @@ def overlap(a: ShiftSumArgs, forward_impl: Kernel = forward) -> Any:
     else:
         m2 = xp.abs(mask) ** 2 if xp.isdtype(mask.dtype, "complex floating") else mask * mask
         m2 = xp.astype(m2, xp.result_type(m2.dtype, real), copy=False)
-        full = [max(s, t) for s, t in zip(m2.shape, shape, strict=True)]
+        full = [t if s == 1 else s for s, t in zip(m2.shape, shape, strict=True)]
         m2 = xp.broadcast_to(m2, tuple(full))
     return forward_impl(ShiftSumArgs(m2, offsets, ax, cax, None, True, xp))
 

@@ -22,17 +22,16 @@ all this for a plain slice-add loop (window copies for the adjoint).
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from itertools import groupby
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ... import _buffers as buffers
-from ... import _dispatch
+from ... import _dispatch, _threads
 from ..._generic import shift_sum as generic
 from ...shift_sum import ShiftSumArgs, accumulation_dtype
 
@@ -51,26 +50,8 @@ _THREADED_FORWARD = 1 << 23
 _SMALL_ADJOINT = 1 << 22
 _THREADED_ADJOINT = 1 << 22
 
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
 _local = threading.local()
-
-
-def worker_count() -> int:
-    """Threads used for large arrays: the cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _thread_pool() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(worker_count(), thread_name_prefix="portops")
-    return _pool
+worker_count = _threads.effective_threads
 
 
 class Layout(NamedTuple):
@@ -178,13 +159,17 @@ def _run(units: list[Any], work: Callable[[Iterable[Any]], None], threaded: bool
                 return
             yield unit
 
-    helpers = [_thread_pool().submit(work, take()) for _ in range(min(n, len(units)) - 1)]
+    _threads.enter()
     try:
-        work(take())
+        helpers = _threads.submit_helpers(lambda: work(take()), min(n, len(units)) - 1, n)
+        try:
+            work(take())
+        finally:
+            # A helper still queued behind another call's work has nothing left to do.
+            started = [helper for helper in helpers if not helper.cancel()]
+            wait(started)  # no helper may still write once this returns or raises
     finally:
-        # A helper still queued behind another call's work has nothing left to do.
-        started = [helper for helper in helpers if not helper.cancel()]
-        wait(started)  # no helper may still write once this returns or raises
+        _threads.leave()
     for helper in started:
         helper.result()
 

@@ -1,0 +1,299 @@
+"""portops' own thread pool, and how many threads it may use.
+
+The NumPy kernels spread large arrays over a pool of threads (NumPy releases the GIL in
+its loops). How many threads work on one call is, from the highest precedence down:
+
+1. :func:`threads` (a context manager, for the current thread or task only);
+2. :func:`set_num_threads` (for the whole process);
+3. the environment variable ``PORTOPS_NUM_THREADS`` (read at import);
+4. the cores this process may run on (its CPU affinity).
+
+and never more than NumPy's BLAS may use at that moment when ``threadpoolctl`` is
+installed, so ``threadpoolctl.threadpool_limits(n)`` and ``OPENBLAS_NUM_THREADS`` /
+``OMP_NUM_THREADS`` (which process pools such as dask's workers set to 1) hold for
+portops too. Calls made at the same time from several threads share the limit: a
+helper thread starts work only while fewer threads than the limit are at work.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["get_num_threads", "set_num_threads", "threads"]
+
+ENV_NUM_THREADS = "PORTOPS_NUM_THREADS"
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _check_count(n: Any, name: str) -> int:
+    if isinstance(n, bool):
+        raise TypeError(f"{name} must be a positive integer, got bool")
+    try:
+        value = operator.index(n)
+    except TypeError:
+        raise TypeError(f"{name} must be a positive integer, got {type(n).__name__}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value}")
+    return value
+
+
+def _from_environment() -> int | None:
+    """``PORTOPS_NUM_THREADS``, or None when unset or not a positive integer.
+
+    A malformed value warns and is ignored rather than raising: it is set far from
+    the code (a job script, a container), and tunes speed, never results.
+    """
+    raw = os.environ.get(ENV_NUM_THREADS, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        warnings.warn(
+            f"{ENV_NUM_THREADS}={raw!r} is not a positive integer; ignoring it and using "
+            f"the available cores ({available_cores()})",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return value
+
+
+_setting: int | None = _from_environment()
+_scoped: ContextVar[int | None] = ContextVar("portops_num_threads", default=None)
+
+
+def get_num_threads() -> int:
+    """The number of threads portops' kernels may use in the current context.
+
+    Returns
+    -------
+    int
+        The innermost :func:`threads` limit, else the :func:`set_num_threads`
+        setting, else ``PORTOPS_NUM_THREADS``, else the cores this process may run on.
+        (A lower limit that ``threadpoolctl`` puts on NumPy's BLAS also applies
+        when a kernel runs; see :func:`threads`.)
+    """
+    scoped = _scoped.get()
+    if scoped is not None:
+        return scoped
+    if _setting is not None:
+        return _setting
+    return available_cores()
+
+
+def set_num_threads(n: int | None) -> int | None:
+    """Set how many threads portops' kernels may use in this process.
+
+    Parameters
+    ----------
+    n : int or None
+        A positive number of threads, or None for the default (``PORTOPS_NUM_THREADS``
+        if set, else the cores this process may run on).
+
+    Returns
+    -------
+    int or None
+        The previous setting (None when it was the default), so that it can be restored.
+
+    Raises
+    ------
+    TypeError
+        If `n` is not an integer or None.
+    ValueError
+        If `n` is less than 1.
+    """
+    global _setting
+    value = None if n is None else _check_count(n, "n")
+    previous = _setting
+    _setting = value if value is not None else _from_environment()
+    return previous
+
+
+@contextmanager
+def threads(n: int) -> Iterator[None]:
+    """Limit portops to `n` threads within a ``with`` block.
+
+    The limit applies to calls made from the current thread (or asyncio task) inside
+    the block, and takes precedence over :func:`set_num_threads`.
+    ``threadpoolctl.threadpool_limits`` is honoured as well: portops never uses more
+    threads than NumPy's BLAS is allowed at the time of the call.
+
+    Parameters
+    ----------
+    n : int
+        A positive number of threads; 1 runs every kernel on the calling thread.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If `n` is not a positive integer.
+
+    Examples
+    --------
+    >>> import numpy as np, portops
+    >>> with portops.threads(1):
+    ...     y = portops.shift_sum(np.ones((2, 3, 4)), 1)
+    """
+    token = _scoped.set(_check_count(n, "n"))
+    try:
+        yield
+    finally:
+        _scoped.reset(token)
+
+
+# -- NumPy's BLAS limit, through threadpoolctl when it is installed -----------------
+
+_blas_lookup_done = False
+_blas_get: Callable[[], int] | None = None
+
+
+def _blas_limit() -> int | None:
+    """The thread count NumPy's BLAS may use now, or None when it cannot be read."""
+    global _blas_lookup_done, _blas_get
+    if not _blas_lookup_done:
+        _blas_lookup_done = True
+        try:
+            import numpy  # noqa: F401  (its BLAS must be loaded to be found)
+            import threadpoolctl
+
+            found = threadpoolctl.ThreadpoolController().select(user_api="blas")
+            if found.lib_controllers:
+                _blas_get = found.lib_controllers[0].get_num_threads
+        except Exception:  # not installed, or a library it cannot read: no limit
+            _blas_get = None
+    if _blas_get is None:
+        return None
+    try:
+        n = _blas_get()
+    except Exception:
+        return None
+    return n if isinstance(n, int) and n >= 1 else None
+
+
+def effective_threads() -> int:
+    """Threads a kernel starting now may use: :func:`get_num_threads`, capped by BLAS."""
+    n = get_num_threads()
+    if n > 1:
+        blas = _blas_limit()
+        if blas is not None:
+            n = min(n, blas)
+    return n
+
+
+# -- the pool -----------------------------------------------------------------------
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_busy_lock = threading.Lock()
+_busy = 0  # threads at work on portops kernels, callers included
+_started = 0  # helper threads that ran work, since import (for tests and diagnosis)
+_peak = 0  # the most threads at work at once, since import or peak_threads(reset=True)
+
+
+def _reset_after_fork() -> None:
+    """In a fork child: the parent's pool threads do not exist, and its locks may be held."""
+    global _pool_lock, _pool, _pool_size, _busy_lock, _busy
+    _pool_lock = threading.Lock()
+    _pool, _pool_size = None, 0
+    _busy_lock = threading.Lock()
+    _busy = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _executor(helpers: int) -> ThreadPoolExecutor:
+    """A pool with at least `helpers` threads (grown by replacing it when needed)."""
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < helpers:
+            old = _pool
+            _pool = ThreadPoolExecutor(helpers, thread_name_prefix="portops")
+            _pool_size = helpers
+            if old is not None:
+                old.shutdown(wait=False)  # its threads finish their current work and exit
+        return _pool
+
+
+def enter() -> None:
+    """Count the calling thread as at work (pair with :func:`leave`)."""
+    global _busy, _peak
+    with _busy_lock:
+        _busy += 1
+        _peak = max(_peak, _busy)
+
+
+def leave() -> None:
+    global _busy
+    with _busy_lock:
+        _busy -= 1
+
+
+def _try_enter(limit: int) -> bool:
+    global _busy, _started, _peak
+    with _busy_lock:
+        if _busy >= limit:
+            return False
+        _busy += 1
+        _started += 1
+        _peak = max(_peak, _busy)
+        return True
+
+
+def submit_helpers(work: Callable[[], None], count: int, limit: int) -> list[Future[None]]:
+    """Submit `count` helpers running `work`; each runs only if fewer than `limit` work.
+
+    The caller must be counted by :func:`enter` while the helpers may run.
+    """
+
+    def helper() -> None:
+        if not _try_enter(limit):
+            return  # other calls already use every allowed thread
+        try:
+            work()
+        finally:
+            leave()
+
+    pool = _executor(count)
+    return [pool.submit(helper) for _ in range(count)]
+
+
+def helpers_started() -> int:
+    """How many helper threads have started work since import (a diagnostic)."""
+    return _started
+
+
+def peak_threads(reset: bool = False) -> int:
+    """The most threads at work on portops kernels at once (a diagnostic)."""
+    global _peak
+    with _busy_lock:
+        peak = _peak
+        if reset:
+            _peak = 0
+    return peak
+
+
+def pool_threads() -> int:
+    """Threads in portops' pool now (0 before the first threaded call)."""
+    pool = _pool
+    return 0 if pool is None else len(pool._threads)
