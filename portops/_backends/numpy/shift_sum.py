@@ -508,7 +508,7 @@ def _small_adjoint_plan(a: ShiftSumArgs, raw: bool) -> Callable[[Any, Any], np.n
     def run(y: Any, mask: Any) -> np.ndarray:
         if expand:
             y = y.reshape(y_shape)
-        out = np.empty(shape, dtype=dtype)
+        out = buffers.empty(shape, dtype)
         if mask is None:
             for dst, src, _ in steps:
                 out[dst] = y[src]
