@@ -8,7 +8,7 @@ import os
 # with pytest-xdist's workers the rest then run out.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import pytest  # noqa: E402
+import pytest
 from backends import Backend, requested_backends, require
 
 
