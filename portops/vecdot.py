@@ -11,7 +11,7 @@ import operator
 from typing import Any, NamedTuple
 
 from . import _dispatch
-from ._arrays import NUMPY, TORCH, inspect_arrays, library_of, namespace_of
+from ._arrays import DASK, NUMPY, TORCH, as_dask_operands, inspect_arrays, library_of, namespace_of
 
 __all__ = ["VecdotArgs", "vecdot"]
 
@@ -109,6 +109,8 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
     if x2 is None:
         raise TypeError("x2 must be an array, got None")
     library, device, xp = _inspect(x1, x2)
+    if library == DASK:  # NumPy/CuPy operands beside Dask ones are wrapped, as Dask does
+        x1, x2 = as_dask_operands((x1, x2))
     s1, s2 = tuple(x1.shape), tuple(x2.shape)
     n1, n2 = len(s1), len(s2)
     if n1 == 0 or n2 == 0:
