@@ -92,11 +92,14 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
     """Check that `arrays` are arrays of one library on one device.
 
     `names` are the parameter names used in error messages; ``None`` entries of
-    `arrays` are skipped (optional arguments).
+    `arrays` are skipped (optional arguments). Dask arrays may come with in-memory
+    arrays of their chunks' library (NumPy or CuPy), as Dask's own operations allow:
+    that is a Dask call, whose in-memory operands :func:`as_dask_operands` wraps.
     """
     first_name = ""
     library: str | None = None
     first: Any = None
+    with_dask = False
     for name, a in zip(names, arrays, strict=True):
         if a is None:
             continue
@@ -110,13 +113,16 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
             library, first, first_name = lib, a, name
         elif lib != library:
             if DASK in (lib, library):  # in-memory operands beside Dask arrays, as Dask allows
-                return _inspect_with_dask(names, arrays)
+                with_dask = True
+                continue
             raise TypeError(
                 f"{first_name} and {name} come from two array libraries ({library} and {lib}); "
                 "pass arrays of one library"
             )
     if library is None:
         raise TypeError(f"{names[0]} must be an array")
+    if library == DASK or with_dask:
+        return _inspect_with_dask(names, arrays)
     device = device_kind(first, library)
     if library in (TORCH, CUPY, JAX):
         placed = [
@@ -139,7 +145,7 @@ def chunk_library(x: Any) -> str:
 
 
 def _inspect_with_dask(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
-    """Dask arrays beside in-memory arrays of their blocks' library: a Dask call.
+    """Dask arrays, and in-memory arrays of their blocks' library beside them: a Dask call.
 
     Dask combines such operands block by block (``x * numpy_mask`` is a Dask array), so
     the in-memory arrays must be of the library of the Dask arrays' blocks: NumPy
