@@ -25,6 +25,7 @@ import functools
 import math
 import operator
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any, NamedTuple
@@ -162,14 +163,18 @@ DASK_NAMES = {
     "einsum": "da.einsum(optimize=True)",
     "vecdot": "(a*b).sum(-1)",
 }
-# Dask's own operations are timed on 2 workers only: they take the longest.
+# Two workers first, with Dask's own operations beside portops; then one worker, for the
+# scaling, without them (they take the longest).
 ENTRIES = [
     (workers, op, kind)
-    for workers in (1, 2)
+    for workers in (2, 1)
     for op in WORK
     for kind in ("roofline", "portops", "baseline")
     if workers == 2 or kind != "baseline"
 ]
+# Under a time budget (--bench-budget), this group takes at most this share of it and
+# names the benchmarks it leaves out, so that the other groups keep theirs.
+BUDGET_SHARE = 0.4
 
 
 def _warm_up() -> None:
@@ -195,6 +200,7 @@ class Clusters:
         self._stack = ExitStack()
         self._workers = 0
         self.client: Any = None
+        self.deadline: float | None = None
 
     def get(self, workers: int) -> Any:
         """A client of a cluster of `workers` workers (replacing one of another size)."""
@@ -211,10 +217,13 @@ class Clusters:
 
 
 @pytest.fixture(scope="module")
-def clusters() -> Iterator[Clusters]:
+def clusters(request: pytest.FixtureRequest) -> Iterator[Clusters]:
     pytest.importorskip("dask")
     pytest.importorskip("distributed")
     pool = Clusters()
+    budget = request.config.getoption("bench_budget", default=0.0) or 0.0
+    if budget > 0:
+        pool.deadline = time.monotonic() + BUDGET_SHARE * budget
     try:
         yield pool
     finally:
@@ -231,6 +240,8 @@ def _entry_id(entry: tuple[int, str, str]) -> str:
 def test_cluster(
     benchmark: Any, clusters: Clusters, backend: str, workers: int, op: str, kind: str
 ) -> None:
+    if clusters.deadline is not None and time.monotonic() > clusters.deadline:
+        pytest.skip(f"not run: the cluster group's share ({BUDGET_SHARE:.0%}) of --bench-budget")
     client = clusters.get(workers)
     work = WORK[op]()
     lazy = {"portops": work.portops, "baseline": work.dask, "roofline": work.roofline}[kind]()
