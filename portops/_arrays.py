@@ -149,8 +149,8 @@ def _inspect_with_dask(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs
 
     Dask combines such operands block by block (``x * numpy_mask`` is a Dask array), so
     the in-memory arrays must be of the library of the Dask arrays' blocks: NumPy
-    beside NumPy-backed Dask arrays, CuPy beside CuPy-backed ones. Dask itself accepts
-    other mixtures and fails only when the blocks are computed; here they fail now.
+    beside NumPy-backed Dask arrays, CuPy beside CuPy-backed ones. Other mixtures fail
+    here, at the call, rather than when the blocks are computed.
     """
     named = [(n, a) for n, a in zip(names, arrays, strict=True) if a is not None]
     lazy = [(n, a) for n, a in named if library_of(a) == DASK]

@@ -172,6 +172,21 @@ def test_bool_mask_beside_dask(da: Any) -> None:
     np.testing.assert_allclose(got.compute(), portops.shift_sum(x, 2, mask=mask), rtol=1e-12)
 
 
+def _chain(x: Any, mask: Any) -> Any:
+    """The normal equations' operator A^T A: a result of one op fed to the next."""
+    y = portops.shift_sum(x, 2, mask=mask)
+    return portops.shift_sum_adjoint(y, 2, channels=3, mask=mask)
+
+
+def test_results_chain_with_numpy_masks(da: Any) -> None:
+    rng = np.random.default_rng(3)
+    x, mask = rng.standard_normal(X), rng.random(MASK)
+    with no_compute():
+        got = _chain(da.from_array(x, chunks=2), mask)
+    assert type(got._meta) is np.ndarray and got._meta.ndim == got.ndim
+    np.testing.assert_allclose(got.compute(), _chain(x, mask), rtol=1e-12)
+
+
 # --------------------------------------------------------------------------- mismatches
 
 
@@ -233,6 +248,18 @@ def test_dask_of_cupy_matches_cupy(da: Any, cupy: Any, case: Case, all_lazy: boo
     assert isinstance(computed, cupy.ndarray), type(computed)
     assert computed.shape == expected.shape and computed.dtype == expected.dtype
     np.testing.assert_allclose(computed.get(), expected.get(), rtol=1e-12, atol=1e-12)
+
+
+def test_dask_of_cupy_results_chain_with_cupy_masks(da: Any, cupy: Any) -> None:
+    # A result whose blocks are CuPy says so (its _meta), so a CuPy mask can follow it.
+    rng = np.random.default_rng(3)
+    x, mask = cupy.asarray(rng.standard_normal(X)), cupy.asarray(rng.random(MASK))
+    with no_compute():
+        got = _chain(da.from_array(x, chunks=2, asarray=False), mask)
+        assert isinstance(got._meta, cupy.ndarray)
+    computed = got.compute()
+    assert isinstance(computed, cupy.ndarray)
+    np.testing.assert_allclose(computed.get(), _chain(x, mask).get(), rtol=1e-12)
 
 
 def test_cupy_and_numpy_chunks_do_not_mix(da: Any, cupy: Any) -> None:
