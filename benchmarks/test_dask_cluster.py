@@ -8,15 +8,16 @@ large array), ``einsum("bind,jnd->bnij")`` with a NumPy ``k`` and ``vecdot`` wit
 NumPy vector. Groups ``"<op> cluster <workers>x<limit> <size> dask cpu"`` hold:
 
 - ``portops``: the op, then ``.sum()``;
-- ``dask``: the same work through Dask's own operations (``da.pad`` and slice-adds,
-  ``da.stack`` of windows, ``da.einsum``, ``(a*b).sum(-1)``), on 2 workers;
+- a ``baseline``: the same work through Dask's own operations (``da.pad`` and
+  slice-adds, ``da.stack`` of windows, ``da.einsum``, ``(a*b).sum(-1)``), on 2 workers;
 - a ``roofline``: arrays of the sizes of the op's inputs and result made and summed,
   what streaming those bytes through the cluster costs without the op.
 
 ``extra_info`` records the throughput (bytes the op reads and writes per second), each
 worker's peak resident memory during the round, the memory limit, and the workers that
-were restarted or reached their limit (none should be). ``PORTOPS_BENCH_QUICK=1``
-uses tiny arrays. Timings are reported, never asserted.
+were restarted or reached their limit (none should be). Under ``--bench-budget`` the
+group stops starting benchmarks after ``BUDGET_SHARE`` of it (those left are named).
+``PORTOPS_BENCH_QUICK=1`` uses tiny arrays. Timings are reported, never asserted.
 """
 
 from __future__ import annotations
