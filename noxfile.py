@@ -170,10 +170,10 @@ def _run_bench(
 def bench(session: nox.Session) -> None:
     """Benchmarks of every backend this machine can run, then the tables and chart."""
     if HAS_NVIDIA_GPU:
-        _bench(session, "bench,torch,cupy")
+        _bench(session, "bench,torch,cupy,dask")
     else:
         session.log(f"torch CUDA and CuPy benchmarks will be skipped: {NO_GPU}")
-        _bench(session, "bench,torch")
+        _bench(session, "bench,torch,dask")
 
 
 @nox.session

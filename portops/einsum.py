@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _dispatch
-from ._arrays import DASK, NUMPY, TORCH, ArrayArgs, inspect_arrays
+from ._arrays import DASK, NUMPY, TORCH, ArrayArgs, as_dask_operands, inspect_arrays
 from ._einsum.parse import Equation, label_names, parse, split_interleaved
 from ._einsum.path import choose, chunk_shapes, normalize_optimize
 from ._einsum.plan import Plan, build
@@ -166,6 +166,9 @@ def _lookup(
     library = lib.library
     if library == DASK:
         shapes = tuple(_shape(a, k) for k, a in enumerate(ops))
+        # NumPy/CuPy operands beside Dask ones: wrapped with the chunks of their labels.
+        eq = parse(key_subs, tuple(len(s) for s in shapes))
+        ops = as_dask_operands(ops, eq.inputs)
     else:
         shapes = tuple(tuple(a.shape) for a in ops)
     dtypes = tuple(a.dtype for a in ops)

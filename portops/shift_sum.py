@@ -18,7 +18,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _dispatch
-from ._arrays import as_flag, inspect_arrays, is_floating, normalize_axis
+from ._arrays import (
+    DASK,
+    as_dask_operands,
+    as_flag,
+    inspect_arrays,
+    is_floating,
+    normalize_axis,
+)
 from ._plans import PlanCache, signature
 
 __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
@@ -201,6 +208,8 @@ def _prepare_forward(
     keepdims: bool = False,
 ) -> _dispatch.Call:
     lib = inspect_arrays(("x", "mask"), (x, mask))
+    if lib.library == DASK:  # a NumPy/CuPy mask beside a Dask x, or the other way round
+        x, mask = as_dask_operands((x, mask))
     _check_array(x, "x")
     xp = lib.xp
     _check_dtype(xp, x, "x", allow_int=True)
@@ -239,6 +248,8 @@ def _prepare_transposed(
 ) -> _dispatch.Call:
     """Shared by the adjoint and the pseudo-inverse: `y` in, an `x`-shaped array out."""
     lib = inspect_arrays(("y", "mask"), (y, mask))
+    if lib.library == DASK:
+        y, mask = as_dask_operands((y, mask))
     if getattr(y, "ndim", None) is None:
         raise TypeError(f"y must be an array, got {type(y).__name__}")
     xp = lib.xp

@@ -13,7 +13,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _dispatch
-from ._arrays import NUMPY, TORCH, as_flag, inspect_arrays, library_of, namespace_of
+from ._arrays import (
+    DASK,
+    NUMPY,
+    TORCH,
+    as_dask_operands,
+    as_flag,
+    inspect_arrays,
+    library_of,
+    namespace_of,
+)
 from ._plans import PlanCache, pair_signature
 
 __all__ = ["VecdotArgs", "vecdot"]
@@ -114,6 +123,8 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
     if x1 is None or x2 is None:
         raise TypeError(f"{'x1' if x1 is None else 'x2'} must be an array, got None")
     library, device, xp = _inspect(x1, x2)
+    if library == DASK:  # NumPy/CuPy operands beside Dask ones are wrapped, as Dask does
+        x1, x2 = as_dask_operands((x1, x2))
     s1, s2 = tuple(x1.shape), tuple(x2.shape)
     n1, n2 = len(s1), len(s2)
     if n1 == 0 or n2 == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import dask.array as da
+from dask.array.utils import meta_from_array
 
 from ... import _dispatch
 from ...shift_sum import ShiftSumArgs, shift_sum, shift_sum_adjoint, shift_sum_pinv
@@ -30,6 +31,15 @@ def _aligned(a: ShiftSumArgs, array: Any, whole: tuple[int, ...]) -> tuple[Any, 
         )
         mask = mask.rechunk(chunks)
     return array, mask
+
+
+def _meta(array: Any, ndim: int, dtype: Any) -> Any:
+    """An empty block of `array`'s chunk library (CuPy chunks give CuPy results).
+
+    Given, not inferred: Dask would call the block function on empty blocks, which have
+    no channels to shift, and fall back to NumPy.
+    """
+    return meta_from_array(array._meta, ndim=ndim, dtype=dtype)
 
 
 def _indices(ndim: int) -> str:
@@ -56,6 +66,7 @@ def forward(a: ShiftSumArgs) -> Any:
         adjust_chunks=out_chunks,
         concatenate=True,
         dtype=dtype,
+        meta=_meta(x, len(out_idx), dtype),
         offsets=a.offsets,
         axis=a.axis,
         channel_axis=a.channel_axis,
@@ -84,6 +95,7 @@ def _transposed(a: ShiftSumArgs, block_fn: Any, dtype: Any) -> Any:
         adjust_chunks=out_chunks,
         concatenate=True,
         dtype=dtype,
+        meta=_meta(y, y.ndim, dtype),
         offsets=a.offsets,
         axis=a.axis,
         channel_axis=a.channel_axis,
