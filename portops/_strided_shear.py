@@ -1,0 +1,130 @@
+"""shear / unshear for NumPy-like libraries (NumPy, CuPy): strided views, one copy.
+
+Shear zeroes the gaps around the windows (a few strided fills, see
+:mod:`portops._shear_layout`) and copies ``x`` (times the mask) into the strided view
+of all windows in one call; unshear copies that view of ``y`` out in one call. Offsets
+that are not evenly spaced take one copy per channel, fractional ones one
+interpolation per channel. Written against the NumPy API that CuPy shares, with the
+library module passed in; no library is imported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._geometry import linear_step
+from ._shear_layout import View, gap_views, window_strides, windows_view
+from .shear import ShearArgs, growth
+
+Empty = Callable[[list[int], Any], Any]
+
+
+def _as_strided(lib: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+    """`as_strided` with byte strides; read-only where the library supports that."""
+    tricks = lib.lib.stride_tricks
+    if lib.__name__ == "numpy":
+        return tricks.as_strided(a, shape, strides, writeable=a.flags.writeable)
+    return tricks.as_strided(a, shape, strides)
+
+
+def _view(lib: Any, out: Any, v: View) -> Any:
+    """View `v` (element units) of the C-contiguous `out`."""
+    item = out.itemsize
+    flat = out.reshape(-1)[v.offset :]
+    return _as_strided(lib, flat, v.shape, tuple(s * item for s in v.strides))
+
+
+def _take(a: Any, axis: int, start: int, stop: int) -> Any:
+    idx: list[Any] = [slice(None)] * a.ndim
+    idx[axis] = slice(start, stop)
+    return a[tuple(idx)]
+
+
+def _channel(a: Any, axis: int, c: int) -> Any:
+    """Channel `c` of `a`, axis kept; a broadcast (size-1) axis as it is."""
+    return a if a.shape[axis] == 1 else _take(a, axis, c, c + 1)
+
+
+def _write(lib: Any, dst: Any, src: Any, mask: Any) -> None:
+    if mask is None:
+        lib.copyto(dst, src)
+    else:
+        lib.multiply(src, mask, out=dst)
+
+
+def _result_dtype(lib: Any, a: ShearArgs) -> Any:
+    if a.mask is None:
+        return a.array.dtype
+    return lib.result_type(a.array.dtype, a.mask.dtype)
+
+
+def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
+    """Zero the gaps, then one strided copy of ``x`` (times the mask) into the windows."""
+    x, offsets, fractions, ax, cax, mask, _ = a
+    width = x.shape[ax]
+    wide = list(x.shape)
+    wide[ax] += growth(offsets, fractions)
+    out = empty(wide, _result_dtype(lib, a))
+    if out.size == 0:
+        return out
+    if fractions is not None:
+        out.fill(0)
+        for c, n in enumerate(offsets):
+            xc = _channel(x, cax, c)
+            mc = None if mask is None else _channel(mask, cax, c)
+            oc = _take(out, cax, c, c + 1)
+            f = fractions[c]
+            _write(lib, _take(oc, ax, n, n + width), xc if f == 0 else xc * (1 - f), mc)
+            if f != 0:
+                zc = xc * f if mc is None else xc * (mc * f)
+                window = _take(oc, ax, n + 1, n + 1 + width)
+                lib.add(window, zc, out=window)
+        return out
+    gaps = gap_views(tuple(wide), ax, cax, offsets, width)
+    if gaps is None:
+        out.fill(0)
+    else:
+        for v in gaps:
+            _view(lib, out, v).fill(0)
+    view = windows_view(tuple(wide), tuple(x.shape), ax, cax, offsets)
+    if view is not None:
+        _write(lib, _view(lib, out, view), x, mask)
+        return out
+    for c, n in enumerate(offsets):
+        dst = _take(_take(out, cax, c, c + 1), ax, n, n + width)
+        _write(lib, dst, _channel(x, cax, c), None if mask is None else _channel(mask, cax, c))
+    return out
+
+
+def unshear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
+    """One strided copy (times the conjugated mask) of every window of ``y``."""
+    y, offsets, fractions, ax, cax, mask, _ = a
+    width = y.shape[ax] - growth(offsets, fractions)
+    shape = list(y.shape)
+    shape[ax] = width
+    out = empty(shape, _result_dtype(lib, a))
+    if out.size == 0:
+        return out
+    if mask is not None and lib.iscomplexobj(mask):
+        mask = lib.conj(mask)
+    lin = linear_step(offsets) if fractions is None else None
+    if lin is not None:
+        step, base = lin
+        start = _take(y, ax, base, y.shape[ax])
+        strides = window_strides(tuple(start.strides), ax, cax, step)
+        _write(lib, out, _as_strided(lib, start, tuple(shape), strides), mask)
+        return out
+    for c, n in enumerate(offsets):
+        yc = _take(y, cax, c, c + 1)
+        dst = _take(out, cax, c, c + 1)
+        mc = None if mask is None else _channel(mask, cax, c)
+        f = 0.0 if fractions is None else fractions[c]
+        if f == 0:
+            _write(lib, dst, _take(yc, ax, n, n + width), mc)
+            continue
+        lib.multiply(_take(yc, ax, n, n + width), 1 - f, out=dst)
+        lib.add(dst, _take(yc, ax, n + 1, n + 1 + width) * f, out=dst)
+        if mc is not None:
+            lib.multiply(dst, mc, out=dst)
+    return out
