@@ -11,8 +11,8 @@ from ._generic import einsum as _generic_einsum  # noqa: F401  (registers)
 from ._generic import shear as _generic_shear  # noqa: F401  (registers)
 from ._generic import shift_sum as _generic_shift_sum  # noqa: F401  (registers)
 from ._generic import vecdot as _generic_vecdot  # noqa: F401  (registers)
-from .einsum import einsum, einsum_path
 from .dispersion import Dispersion
+from .einsum import einsum, einsum_path
 from .shear import shear, unshear
 from .shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
 from .vecdot import vecdot

@@ -271,4 +271,3 @@ def unshear(
            [4, 5]])
     """
     return _dispatch.invoke("unshear", y, step, axis=axis, channel_axis=channel_axis, mask=mask)
-

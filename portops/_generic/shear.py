@@ -57,8 +57,7 @@ def shear(a: ShearArgs) -> Any:
             parts.append(_pad(xp, zc, ax, n, grow - n))
         else:  # linear interpolation between the two pixels it falls between
             parts.append(
-                _pad(xp, zc * (1 - f), ax, n, grow - n)
-                + _pad(xp, zc * f, ax, n + 1, grow - n - 1)
+                _pad(xp, zc * (1 - f), ax, n, grow - n) + _pad(xp, zc * f, ax, n + 1, grow - n - 1)
             )
     return xp.concat(parts, axis=cax)
 

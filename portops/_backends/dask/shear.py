@@ -74,6 +74,6 @@ _SUMMARY = "blockwise over the other axes; each block runs its library's fast pa
 _dispatch.register("shear", "dask_blockwise", libraries=["dask"], priority=10, summary=_SUMMARY)(
     shear_blockwise
 )
-_dispatch.register(
-    "unshear", "dask_blockwise", libraries=["dask"], priority=10, summary=_SUMMARY
-)(unshear_blockwise)
+_dispatch.register("unshear", "dask_blockwise", libraries=["dask"], priority=10, summary=_SUMMARY)(
+    unshear_blockwise
+)
