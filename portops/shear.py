@@ -58,13 +58,13 @@ def _real_offsets(step: Any, channels: int, argname: str) -> list[float]:
     expected = f"{argname} must be a number or a sequence of numbers"
     if isinstance(step, numbers.Real) and not isinstance(step, bool):
         return [c * float(step) for c in range(channels)]
-    if isinstance(step, (str, bytes)) or not isinstance(step, (Sequence, numbers.Number)):
+    if isinstance(step, (str, bytes, numbers.Number)):
+        raise TypeError(f"{expected}, got {type(step).__name__}")
+    if not isinstance(step, Sequence):
         try:
-            step = list(step)
+            step = list(step)  # NumPy or other 1-d arrays
         except TypeError:
             raise TypeError(f"{expected}, got {type(step).__name__}") from None
-    if not isinstance(step, Sequence) or isinstance(step, (str, bytes)):
-        raise TypeError(f"{expected}, got {type(step).__name__}")
     values = []
     for v in step:
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
