@@ -285,7 +285,7 @@ class Dispersion:
         inverse = xp.where(
             positive, 1 / xp.where(positive, phi, xp.ones_like(phi)), xp.zeros_like(phi)
         )
-        if not (_traced(phi) or _traced(y) or _traced(self.mask)):
+        if not _traced(phi):  # Phi comes from the mask alone
             with self._lock:
                 self._kept[key] = (phi, inverse)
         return phi, inverse

@@ -53,28 +53,9 @@ def growth(offsets: tuple[int, ...], fractions: tuple[float, ...] | None) -> int
     return max(n + (f > 0) for n, f in zip(offsets, fractions, strict=True))
 
 
-def _real_offsets(step: Any, channels: int, argname: str) -> list[float]:
-    """Offsets from a real (possibly fractional) step or sequence of reals."""
-    expected = f"{argname} must be a number or a sequence of numbers"
-    if isinstance(step, numbers.Real) and not isinstance(step, bool):
-        return [c * float(step) for c in range(channels)]
-    if isinstance(step, (str, bytes, numbers.Number)):
-        raise TypeError(f"{expected}, got {type(step).__name__}")
-    if not isinstance(step, Sequence):
-        try:
-            step = list(step)  # NumPy or other 1-d arrays
-        except TypeError:
-            raise TypeError(f"{expected}, got {type(step).__name__}") from None
-    values = []
-    for v in step:
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise TypeError(f"{argname} must contain numbers, got {type(v).__name__}")
-        values.append(float(v))
-    if not values:
-        raise ValueError(f"{argname} must contain at least one offset")
-    if len(values) != channels:
-        raise ValueError(f"{argname} has {len(values)} offsets but there are {channels} channels")
-    return values
+def _fractional(v: Any) -> bool:
+    """A real number that is not an integer type (float, NumPy float, ...)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral)
 
 
 def dispersion_offsets(
@@ -84,19 +65,32 @@ def dispersion_offsets(
 
     Integer steps and offsets give ``min(n) == 0`` and no fractions, as in the
     shift_sum family; real ones are shifted so that ``min(o) == 0``, then split.
+    Type checks come first, without exceptions, so that torch.compile traces this.
     """
-    try:
+    if not isinstance(step, (Sequence, numbers.Number, str, bytes)) and hasattr(step, "__len__"):
+        step = list(step)  # NumPy or other 1-d arrays
+    if _fractional(step):
+        values = [c * float(step) for c in range(channels)]
+    elif isinstance(step, Sequence) and not isinstance(step, (str, bytes)):
+        if not any(_fractional(v) for v in step):
+            return _normalize_offsets(step, channels, argname), None
+        for v in step:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise TypeError(f"{argname} must contain numbers, got {type(v).__name__}")
+        if len(step) != channels:
+            raise ValueError(f"{argname} has {len(step)} offsets but there are {channels} channels")
+        values = [float(v) for v in step]
+    else:
         return _normalize_offsets(step, channels, argname), None
-    except TypeError:
-        pass
-    values = _real_offsets(step, channels, argname)
-    if not all(math.isfinite(v) for v in values):
+    # Plain comparisons rather than math.isfinite / math.floor: torch.compile traces
+    # those as tensor operations.
+    if not all(-math.inf < v < math.inf for v in values):
         raise ValueError(f"{argname} must be finite, got {step!r}")
     low = min(values)
     whole, fractions = [], []
     for v in values:
         o = v - low
-        n = math.floor(o)
+        n = int(o)  # o >= 0: truncation is the floor
         whole.append(n)
         fractions.append(o - n)
     if not any(fractions):

@@ -232,11 +232,12 @@ X = np.ones((2, 3, 4, 5))
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda: portops.shear(X, "2"), TypeError, "step must be a number or a sequence"),
-        (lambda: portops.shear(X, True), TypeError, "step must be a number or a sequence"),
+        (lambda: portops.shear(X, "2"), TypeError, "step must be an integer or a sequence"),
+        (lambda: portops.shear(X, True), TypeError, "step must be an integer or a sequence"),
+        (lambda: portops.shear(X, [0, True, 0.5]), TypeError, "step must contain numbers"),
         (lambda: portops.shear(X, [0, 1]), ValueError, "step has 2 offsets but there are 3"),
         (lambda: portops.shear(X, [0, 1.5]), ValueError, "step has 2 offsets but there are 3"),
-        (lambda: portops.shear(X, [0, "a", 1]), TypeError, "step must contain numbers"),
+        (lambda: portops.shear(X, [0, "a", 1]), TypeError, "step must contain integers"),
         (lambda: portops.shear(X, float("nan")), ValueError, "step must be finite"),
         (lambda: portops.shear(X, []), ValueError, "at least one offset"),
         (lambda: portops.shear(X, 1, axis=1), ValueError, "name the same axis"),
