@@ -103,7 +103,7 @@ def mst_shift_back_4d(inputs, step=2):
     down-sampled).
     """
     inputs = inputs.copy()
-    bs, nC, row, col = inputs.shape
+    _bs, nC, row, _col = inputs.shape
     down_sample = 256 // row
     step = float(step) / float(down_sample * down_sample)
     out_col = row

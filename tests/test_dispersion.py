@@ -121,7 +121,7 @@ def test_phi_not_kept_inside_jax_jit():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     jnp = jax.numpy
-    x, mask, y = _problem(None)
+    _x, mask, y = _problem(None)
     A = portops.Dispersion(2, 4, mask=jnp.asarray(mask))
     f = jax.jit(A.pinv)
     got = f(jnp.asarray(y))
@@ -133,7 +133,7 @@ def test_phi_not_kept_inside_jax_jit():
 
 def test_torch_gradients_through_the_object():
     torch = pytest.importorskip("torch")
-    x, mask, y = _problem(None)
+    _x, mask, y = _problem(None)
     m = torch.tensor(mask + 0.5, requires_grad=True)
     A = portops.Dispersion(2, 4, mask=m)
     yt = torch.tensor(y, requires_grad=True)

@@ -97,7 +97,7 @@ def test_every_implementation_matches_the_reference(backend, shape, step, axis, 
 def test_dot_test_and_left_inverse(backend, shape, step, axis, cax, mask_shape):
     """<shear x, y> == <x, unshear y> to 1e-12 (complex128), and unshear(shear(x)) == x."""
     kw = {"axis": axis, "channel_axis": cax}
-    x, mask, y, xb, mb, yb = _arrays(backend, shape, step, axis, cax, mask_shape, np.complex128)
+    x, _mask, y, xb, mb, yb = _arrays(backend, shape, step, axis, cax, mask_shape, np.complex128)
     for s_name in impls_for("shear", backend):
         for u_name in impls_for("unshear", backend):
             with portops.prefer(shear=s_name, unshear=u_name):
@@ -114,7 +114,7 @@ def test_dot_test_and_left_inverse(backend, shape, step, axis, cax, mask_shape):
     ("shape", "step", "axis", "cax", "mask_shape"), [c for c in CASES if _integer(c.values[1])]
 )
 def test_summed_shear_is_shift_sum(backend, shape, step, axis, cax, mask_shape):
-    x, mask, y, xb, mb, yb = _arrays(backend, shape, step, axis, cax, mask_shape)
+    x, mask, _y, xb, mb, _yb = _arrays(backend, shape, step, axis, cax, mask_shape)
     kw = {"axis": axis, "channel_axis": cax}
     summed = backend.to_numpy(portops.shear(xb, step, **kw, mask=mb)).sum(axis=cax)
     np.testing.assert_allclose(summed, sref.forward(x, step, **kw, mask=mask), rtol=1e-12)
@@ -128,8 +128,9 @@ def test_numpy_gaps_are_zeroed_in_reused_memory(monkeypatch):
     for case in CASES:
         shape, step, axis, cax, mask_shape = case.values
         x = _make(shape, np.float64)
-        want = ref.shear(x, step, axis=axis, channel_axis=cax)
-        got = portops.shear(x, step, axis=axis, channel_axis=cax)
+        mask = None if mask_shape is None else _make(mask_shape, np.float64, seed=1)
+        want = ref.shear(x, step, axis=axis, channel_axis=cax, mask=mask)
+        got = portops.shear(x, step, axis=axis, channel_axis=cax, mask=mask)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15, err_msg=case.id)
 
 
@@ -144,8 +145,9 @@ def test_torch_gaps_are_zeroed_in_reused_memory(monkeypatch):
     for case in CASES:
         shape, step, axis, cax, mask_shape = case.values
         x = _make(shape, np.float64)
-        want = ref.shear(x, step, axis=axis, channel_axis=cax)
-        got = portops.shear(torch.from_numpy(x), step, axis=axis, channel_axis=cax)
+        mask = None if mask_shape is None else torch.from_numpy(_make(mask_shape, np.float64, 1))
+        want = ref.shear(x, step, axis=axis, channel_axis=cax, mask=mask)
+        got = portops.shear(torch.from_numpy(x), step, axis=axis, channel_axis=cax, mask=mask)
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-15, err_msg=case.id)
 
 

@@ -294,7 +294,8 @@ class _Shear(torch.autograd.Function):
 
     @staticmethod
     def forward(arr: torch.Tensor, mask: torch.Tensor | None, *geometry: Any) -> Any:
-        return _shear_kernel(arr, *geometry, mask)
+        offsets, fractions, axis, channel_axis = geometry
+        return _shear_kernel(arr, offsets, fractions, axis, channel_axis, mask)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -311,7 +312,8 @@ class _Unshear(torch.autograd.Function):
 
     @staticmethod
     def forward(arr: torch.Tensor, mask: torch.Tensor | None, *geometry: Any) -> Any:
-        return _unshear_kernel(arr, *geometry, mask)
+        offsets, fractions, axis, channel_axis = geometry
+        return _unshear_kernel(arr, offsets, fractions, axis, channel_axis, mask)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
