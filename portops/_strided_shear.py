@@ -18,6 +18,21 @@ from ._shear_layout import View, gap_views, window_strides, windows_view
 from .shear import ShearArgs, growth
 
 Empty = Callable[[list[int], Any], Any]
+# Runs ``work(part, parts)`` for every part, maybe on several threads; the default runs
+# them all here, in one part.
+Parallel = Callable[[Callable[[int, int], None]], None]
+
+
+def serial(work: Callable[[int, int], None]) -> None:
+    work(0, 1)
+
+
+def _part(a: Any, part: int, parts: int) -> Any:
+    """Part `part` of `parts` of `a` along its first axis."""
+    if parts == 1:
+        return a
+    n = a.shape[0]
+    return a[n * part // parts : n * (part + 1) // parts]
 
 
 def _as_strided(lib: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
@@ -59,7 +74,7 @@ def _result_dtype(lib: Any, a: ShearArgs) -> Any:
     return lib.result_type(a.array.dtype, a.mask.dtype)
 
 
-def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
+def shear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> Any:
     """Zero the gaps, then one strided copy of ``x`` (times the mask) into the windows."""
     x, offsets, fractions, ax, cax, mask, _ = a
     width = x.shape[ax]
@@ -82,12 +97,27 @@ def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
                 lib.add(window, zc, out=window)
         return out
     gaps = gap_views(tuple(wide), ax, cax, offsets, width)
+    view = windows_view(tuple(wide), tuple(x.shape), ax, cax, offsets)
+    if gaps is not None and view is not None:
+        zeros = [_view(lib, out, v) for v in gaps]
+        windows = _view(lib, out, view)
+        # Every view starts with the same axis as x (the shifted axis is not first), so
+        # parts along it are disjoint: each part zeroes then fills its own slab.
+        same_first = ax != 0 and all(z.shape[0] == x.shape[0] for z in zeros)
+
+        def work(part: int, parts: int) -> None:
+            for z in zeros:
+                _part(z, part, parts).fill(0)
+            xm = mask if mask is None or mask.shape[0] == 1 else _part(mask, part, parts)
+            _write(lib, _part(windows, part, parts), _part(x, part, parts), xm)
+
+        (parallel if same_first else serial)(work)
+        return out
     if gaps is None:
         out.fill(0)
     else:
         for v in gaps:
             _view(lib, out, v).fill(0)
-    view = windows_view(tuple(wide), tuple(x.shape), ax, cax, offsets)
     if view is not None:
         _write(lib, _view(lib, out, view), x, mask)
         return out
@@ -97,7 +127,7 @@ def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
     return out
 
 
-def unshear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
+def unshear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> Any:
     """One strided copy (times the conjugated mask) of every window of ``y``."""
     y, offsets, fractions, ax, cax, mask, _ = a
     width = y.shape[ax] - growth(offsets, fractions)
@@ -113,7 +143,13 @@ def unshear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
         step, base = lin
         start = _take(y, ax, base, y.shape[ax])
         strides = window_strides(tuple(start.strides), ax, cax, step)
-        _write(lib, out, _as_strided(lib, start, tuple(shape), strides), mask)
+        windows = _as_strided(lib, start, tuple(shape), strides)
+
+        def work(part: int, parts: int) -> None:
+            m = mask if mask is None or mask.shape[0] == 1 else _part(mask, part, parts)
+            _write(lib, _part(out, part, parts), _part(windows, part, parts), m)
+
+        (parallel if ax != 0 else serial)(work)
         return out
     for c, n in enumerate(offsets):
         yc = _take(y, cax, c, c + 1)

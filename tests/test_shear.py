@@ -299,3 +299,18 @@ def test_property_shear_and_unshear(backend, p):
             assert_matches(backend, portops.unshear(yb, step, **kw, mask=mb), want_t)
         lhs, rhs = np.vdot(backend.to_numpy(sx), y), np.vdot(x, want_t)
         assert abs(lhs - rhs) <= 1e-12 * max(abs(lhs), abs(rhs), 1.0)
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
+def test_numpy_threaded_slabs(monkeypatch, shape, step, axis, cax, mask_shape):
+    """The NumPy kernels cut into slabs over threads, on every case however small."""
+    from portops._backends.numpy import shear as kernels
+
+    monkeypatch.setattr(kernels, "_THREADED", 0)
+    monkeypatch.setattr(kernels, "_workers", lambda: 3)
+    x, mask, y, *_ = _arrays(Backend("numpy"), shape, step, axis, cax, mask_shape)
+    kw = {"axis": axis, "channel_axis": cax, "mask": mask}
+    np.testing.assert_allclose(portops.shear(x, step, **kw), ref.shear(x, step, **kw), rtol=1e-14)
+    np.testing.assert_allclose(
+        portops.unshear(y, step, **kw), ref.unshear(y, step, **kw), rtol=1e-14
+    )
