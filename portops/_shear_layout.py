@@ -9,14 +9,15 @@ times its axis stride. Shear copies ``x`` into that view; unshear copies the vie
 The zeros shear must write around the windows are strided views too, when the cube is
 C-contiguous and the axis just before the shifted one holds rows (not channels): the
 ``grow`` elements after a row's window and before the next row's window are
-contiguous in memory, at the same place relative to each row of a channel. The first
-and the last row of every channel are zeroed whole.
+contiguous in memory, at the same place relative to each row of a channel; so are the
+elements between one channel's last window and the next channel's first.
 
 Pure Python on shapes and element strides: no array library is imported.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from ._geometry import contiguous_strides, linear_step
@@ -73,10 +74,11 @@ def gap_views(
 ) -> list[View] | None:
     """Views covering every element of a C-contiguous sheared cube outside the windows.
 
-    They may cover some window elements too (the first and last rows): zero them
-    before copying the windows in. None when the layout does not allow it (offsets
-    not evenly spaced, or the channel axis next to or after the shifted axis): then
-    zero the whole cube.
+    None when the layout does not allow it (offsets not evenly spaced, or the channel
+    axis next to or after the shifted axis): then zero the whole cube. Where the
+    channel axis comes right before the rows (``(B, C, H, W)``), the views cover the
+    gaps exactly; otherwise the first and last row of every channel are covered whole,
+    windows included, so zero them before copying the windows in.
     """
     lin = linear_step(offsets)
     row = axis - 1
@@ -84,24 +86,68 @@ def gap_views(
         return None
     step, base = lin
     grow = wide_shape[axis] - width
-    if grow == 0:
-        return []
     strides = contiguous_strides(wide_shape)
+    if grow == 0 or math.prod(wide_shape) == 0:
+        return []
     rows = wide_shape[row]
     inner = strides[axis]  # elements per position along the shifted axis
-    edge_shape = tuple(1 if d == row else n for d, n in enumerate(wide_shape))
-    views = [View(edge_shape, strides, 0)]
+    views = []
     if rows > 1:
-        views.append(View(edge_shape, strides, (rows - 1) * strides[row]))
-    if rows > 2:
         # From the end of row h's window to the start of row h + 1's: grow positions.
         middle = [*strides[:row], strides[row], 1]
         middle[channel_axis] += step * inner
-        views.append(
-            View(
-                (*wide_shape[:row], rows - 1, grow * inner),
-                tuple(middle),
-                (base + width) * inner,
-            )
+        shape = (*wide_shape[:row], rows - 1, grow * inner)
+        views.append(View(shape, tuple(middle), (base + width) * inner))
+    if channel_axis == row - 1:
+        views += _slab_boundaries(wide_shape, row, strides, step, base, width)
+    else:
+        edge_shape = tuple(1 if d == row else n for d, n in enumerate(wide_shape))
+        views.append(View(edge_shape, strides, 0))
+        if rows > 1:
+            views.append(View(edge_shape, strides, (rows - 1) * strides[row]))
+    return [v for v in views if math.prod(v.shape) > 0]
+
+
+def _slab_boundaries(
+    wide_shape: tuple[int, ...],
+    row: int,
+    strides: tuple[int, ...],
+    step: int,
+    base: int,
+    width: int,
+) -> list[View]:
+    """The gaps between the last window of one (batch, channel) slab and the first of
+    the next, for channels right before the rows.
+
+    Between channel ``c`` and ``c + 1`` they are ``grow + step`` positions long; between
+    one batch's last channel and the next batch's first, ``grow - (C - 1) * step``
+    (none for a positive step); plus the head of the first slab and the tail of the
+    last.
+    """
+    cax = row - 1
+    channels, grow = wide_shape[cax], wide_shape[row + 1] - width
+    inner = strides[row + 1]
+    slab, batch_stride = strides[cax], strides[cax] * channels
+    batches = math.prod(wide_shape[:cax])
+    last_row = (wide_shape[row] - 1) * strides[row]
+    last = base + (channels - 1) * step  # offset of the last channel
+    views = [View((base * inner,), (1,), 0)]  # head of the first slab
+    # tail of channel c's last row, then the head of channel c + 1's first row
+    views.append(
+        View(
+            (batches, channels - 1, (grow + step) * inner),
+            (batch_stride, slab + step * inner, 1),
+            last_row + (base + width) * inner,
         )
+    )
+    across = (grow - last + base) * inner
+    views.append(
+        View(
+            (batches - 1, across),
+            (batch_stride, 1),
+            (channels - 1) * slab + last_row + (last + width) * inner,
+        )
+    )
+    tail = (grow - last) * inner
+    views.append(View((tail,), (1,), batches * batch_stride - tail))
     return views

@@ -101,17 +101,20 @@ def shear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> 
     if gaps is not None and view is not None:
         zeros = [_view(lib, out, v) for v in gaps]
         windows = _view(lib, out, view)
-        # Every view starts with the same axis as x (the shifted axis is not first), so
-        # parts along it are disjoint: each part zeroes then fills its own slab.
-        same_first = ax != 0 and all(z.shape[0] == x.shape[0] for z in zeros)
 
+        # Views that start with x's first axis are cut along it with x (each part zeroes,
+        # then fills, its own slab, so a view that covers windows too is zeroed before
+        # they are filled); the others cover gaps only and are zeroed by the first part.
         def work(part: int, parts: int) -> None:
             for z in zeros:
-                _part(z, part, parts).fill(0)
+                if z.ndim > 1 and z.shape[0] == x.shape[0]:
+                    _part(z, part, parts).fill(0)
+                elif part == 0:
+                    z.fill(0)
             xm = mask if mask is None or mask.shape[0] == 1 else _part(mask, part, parts)
             _write(lib, _part(windows, part, parts), _part(x, part, parts), xm)
 
-        (parallel if same_first else serial)(work)
+        (parallel if ax != 0 else serial)(work)
         return out
     if gaps is None:
         out.fill(0)

@@ -54,6 +54,8 @@ CASES = [
     pytest.param((1, 5, 7), 2, -1, -3, None, id="C=1"),
     pytest.param((3, 5, 7), 0, -1, -3, (5, 7), id="step0"),
     pytest.param((2, 4, 3, 5), -2, -1, -3, None, id="negative-step"),
+    pytest.param((2, 3, 4, 3, 5), -2, -1, -3, (3, 5), id="negative-step-two-batch-dims"),
+    pytest.param((4, 2, 3, 5), -1, -1, 0, None, id="channels-then-batch-negative"),
     pytest.param((2, 4, 3, 5), [0, 3, 1, 6], -1, -3, (4, 1, 5), id="irregular-offsets"),
     pytest.param((2, 4, 5, 3), 1, -2, -3, (4, 5, 3), id="shift-along-H"),
     pytest.param((5, 3, 4), 2, -2, -1, (5, 3, 1), id="channels-last"),
