@@ -151,3 +151,54 @@ def _slab_boundaries(
     tail = (grow - last) * inner
     views.append(View((tail,), (1,), batches * batch_stride - tail))
     return views
+
+
+class ChannelGroup(NamedTuple):
+    """Channels ``start, start + every, ...`` (``count`` of them) sharing one sub-pixel
+    fraction ``fraction``, with whole-pixel offsets ``first + i * step``."""
+
+    start: int
+    every: int
+    count: int
+    first: int
+    step: int
+    fraction: float
+
+
+def channel_groups(offsets: tuple[int, ...], fractions: tuple[float, ...]) -> list[ChannelGroup]:
+    """Channels grouped so that each group is one strided view (a fractional step
+    ``p / q`` gives ``q`` groups); channels that fit no progression stand alone."""
+    by_fraction: dict[float, list[int]] = {}
+    for c, f in enumerate(fractions):
+        by_fraction.setdefault(f, []).append(c)
+    groups = []
+    for f, cs in by_fraction.items():
+        if len(cs) > 1:
+            every, step = cs[1] - cs[0], offsets[cs[1]] - offsets[cs[0]]
+            if all(
+                c == cs[0] + i * every and offsets[c] == offsets[cs[0]] + i * step
+                for i, c in enumerate(cs)
+            ):
+                groups.append(ChannelGroup(cs[0], every, len(cs), offsets[cs[0]], step, f))
+                continue
+        groups += [ChannelGroup(c, 1, 1, offsets[c], 0, f) for c in cs]
+    return groups
+
+
+def group_view(
+    strides: tuple[int, ...],
+    shape: tuple[int, ...],
+    axis: int,
+    channel_axis: int,
+    group: ChannelGroup,
+    shift: int,
+    length: int,
+) -> View:
+    """The view of `group`'s windows (moved on by `shift`, `length` long) in an array
+    of element `strides`; its shape is `shape` with the group's channels and `length`."""
+    view_shape = list(shape)
+    view_shape[channel_axis], view_shape[axis] = group.count, length
+    view_strides = list(strides)
+    view_strides[channel_axis] = group.every * strides[channel_axis] + group.step * strides[axis]
+    offset = group.start * strides[channel_axis] + (group.first + shift) * strides[axis]
+    return View(tuple(view_shape), tuple(view_strides), offset)

@@ -22,7 +22,14 @@ import torch
 from ... import _buffers as buffers
 from ... import _dispatch
 from ..._geometry import linear_step
-from ..._shear_layout import gap_views, window_strides, windows_view
+from ..._shear_layout import (
+    ChannelGroup,
+    channel_groups,
+    gap_views,
+    group_view,
+    window_strides,
+    windows_view,
+)
 from ...shear import ShearArgs
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
@@ -76,26 +83,9 @@ def _shear_kernel(
     if mask is not None and mask.dtype != dtype:
         mask = mask.to(dtype)
     if fractions:
-        if width == 0:
-            return out.zero_()
-        for c, n in enumerate(offsets):
-            zc = _channel(x, channel_axis, c).to(dtype)
-            if mask is not None:
-                zc = zc * _channel(mask, channel_axis, c)
-            oc = out.narrow(channel_axis, c, 1)
-            f = fractions[c]
-            end = n + width + (f > 0)
-            oc.narrow(axis, 0, n).zero_()
-            oc.narrow(axis, end, wide[axis] - end).zero_()
-            if f == 0:
-                oc.narrow(axis, n, width).copy_(zc)
-                continue
-            # (1 - f) of pixel w to n + w, f to n + 1 + w: each output a lerp of two inputs.
-            oc.narrow(axis, n, 1).copy_(zc.narrow(axis, 0, 1) * (1 - f))
-            oc.narrow(axis, n + width, 1).copy_(zc.narrow(axis, width - 1, 1) * f)
-            if width > 1:
-                later, earlier = zc.narrow(axis, 1, width - 1), zc.narrow(axis, 0, width - 1)
-                torch.lerp(later, earlier, f, out=oc.narrow(axis, n + 1, width - 1))
+        out.zero_()
+        if width > 0:
+            _fractional_shear(out, x, offsets, fractions, axis, channel_axis, mask)
         return out
     key = (tuple(wide), axis, channel_axis, tuple(offsets), width)
     gaps = gap_views(*key) if out.is_contiguous() else None
@@ -142,21 +132,105 @@ def _unshear_kernel(
             start = y.storage_offset() + base * y.stride(axis)
             _write(out, y.as_strided(shape, strides, start), mask)
             return out
+    if fractions:
+        _fractional_unshear(out, y, offsets, fractions, axis, channel_axis, mask)
+        return out
     for c, n in enumerate(offsets):
-        yc = y.narrow(channel_axis, c, 1)
-        dst = out.narrow(channel_axis, c, 1)
         m = None if mask is None else _channel(mask, channel_axis, c)
-        f = fractions[c] if fractions else 0.0
+        window = y.narrow(channel_axis, c, 1).narrow(axis, n, width)
+        _write(out.narrow(channel_axis, c, 1), window, m)
+    return out
+
+
+def _groups(
+    a: torch.Tensor, offsets: list[int], fractions: list[float], axis: int, channel_axis: int
+) -> list[ChannelGroup]:
+    """Channel groups whose strided views `a` can take (no negative strides)."""
+    groups = []
+    for g in channel_groups(tuple(offsets), tuple(fractions)):
+        stride = g.every * a.stride(channel_axis) + g.step * a.stride(axis)
+        if stride >= 0:
+            groups.append(g)
+        else:
+            groups += [
+                g._replace(start=c, every=1, count=1, first=offsets[c], step=0)
+                for c in range(g.start, g.start + g.every * g.count, g.every)
+            ]
+    return groups
+
+
+def _select(a: torch.Tensor | None, channel_axis: int, g: ChannelGroup) -> torch.Tensor | None:
+    """The group's channels of `a` (all of a broadcast channel axis)."""
+    if a is None or a.shape[channel_axis] == 1:
+        return a
+    idx: list[Any] = [slice(None)] * a.ndim
+    idx[channel_axis] = slice(g.start, g.start + g.every * (g.count - 1) + 1, g.every)
+    return a[tuple(idx)]
+
+
+def _view(
+    a: torch.Tensor, shape: list[int], g: ChannelGroup, axis: int, cax: int, shift: int, length: int
+) -> torch.Tensor:
+    v = group_view(tuple(a.stride()), tuple(shape), axis, cax, g, shift, length)
+    return a.as_strided(v.shape, v.strides, a.storage_offset() + v.offset)
+
+
+def _fractional_shear(
+    out: torch.Tensor,
+    x: torch.Tensor,
+    offsets: list[int],
+    fractions: list[float],
+    axis: int,
+    channel_axis: int,
+    mask: torch.Tensor | None,
+) -> None:
+    """Each group of channels with one fraction ``f``: ``(1 - f)`` of pixel ``w`` to
+    ``n + w`` and ``f`` to ``n + 1 + w``, i.e. output ``n + w`` is a lerp of inputs
+    ``w`` and ``w - 1``."""
+    width, shape = x.shape[axis], list(x.shape)
+    for g in _groups(out, offsets, fractions, axis, channel_axis):
+        z = _select(x, channel_axis, g)
+        assert z is not None
+        m = _select(mask, channel_axis, g)
+        z = z.to(out.dtype) if m is None else z * m
+        f = g.fraction
         if f == 0:
-            _write(dst, yc.narrow(axis, n, width), m)
+            _view(out, shape, g, axis, channel_axis, 0, width).copy_(z)
             continue
-        now, after = yc.narrow(axis, n, width), yc.narrow(axis, n + 1, width)
-        if now.dtype != dtype:
-            now, after = now.to(dtype), after.to(dtype)
-        torch.lerp(now, after, f, out=dst)
+        _view(out, shape, g, axis, channel_axis, 0, 1).copy_(z.narrow(axis, 0, 1) * (1 - f))
+        last = z.narrow(axis, width - 1, 1) * f
+        _view(out, shape, g, axis, channel_axis, width, 1).copy_(last)
+        if width > 1:
+            later, earlier = z.narrow(axis, 1, width - 1), z.narrow(axis, 0, width - 1)
+            dst = _view(out, shape, g, axis, channel_axis, 1, width - 1)
+            torch.lerp(later, earlier, f, out=dst)
+
+
+def _fractional_unshear(
+    out: torch.Tensor,
+    y: torch.Tensor,
+    offsets: list[int],
+    fractions: list[float],
+    axis: int,
+    channel_axis: int,
+    mask: torch.Tensor | None,
+) -> None:
+    """``(1 - f) * y[n + w] + f * y[n + 1 + w]`` per group of channels, then the mask."""
+    width, shape = out.shape[axis], list(out.shape)
+    for g in _groups(y, offsets, fractions, axis, channel_axis):
+        dst = _select(out, channel_axis, g)
+        assert dst is not None
+        now = _view(y, shape, g, axis, channel_axis, 0, width)
+        if g.fraction == 0:
+            dst.copy_(now)
+        else:
+            after = _view(y, shape, g, axis, channel_axis, 1, width)
+            if now.dtype != out.dtype:
+                now, after = now.to(out.dtype), after.to(out.dtype)
+            torch.lerp(now, after, g.fraction, out=dst)
+        m = _select(mask, channel_axis, g)
         if m is not None:
             dst.mul_(m)
-    return out
 
 
 def _shape_after(shape: list[int], axis: int, change: int) -> list[int]:
