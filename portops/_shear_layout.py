@@ -154,12 +154,12 @@ def _slab_boundaries(
 
 
 class ChannelGroup(NamedTuple):
-    """Channels ``start, start + every, ...`` (``count`` of them) sharing one sub-pixel
+    """Channels ``start, start + every, ...`` (``size`` of them) sharing one sub-pixel
     fraction ``fraction``, with whole-pixel offsets ``first + i * step``."""
 
     start: int
     every: int
-    count: int
+    size: int
     first: int
     step: int
     fraction: float
@@ -197,7 +197,7 @@ def group_view(
     """The view of `group`'s windows (moved on by `shift`, `length` long) in an array
     of element `strides`; its shape is `shape` with the group's channels and `length`."""
     view_shape = list(shape)
-    view_shape[channel_axis], view_shape[axis] = group.count, length
+    view_shape[channel_axis], view_shape[axis] = group.size, length
     view_strides = list(strides)
     view_strides[channel_axis] = group.every * strides[channel_axis] + group.step * strides[axis]
     offset = group.start * strides[channel_axis] + (group.first + shift) * strides[axis]

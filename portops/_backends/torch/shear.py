@@ -153,8 +153,8 @@ def _groups(
             groups.append(g)
         else:
             groups += [
-                g._replace(start=c, every=1, count=1, first=offsets[c], step=0)
-                for c in range(g.start, g.start + g.every * g.count, g.every)
+                g._replace(start=c, every=1, size=1, first=offsets[c], step=0)
+                for c in range(g.start, g.start + g.every * g.size, g.every)
             ]
     return groups
 
@@ -164,7 +164,7 @@ def _select(a: torch.Tensor | None, channel_axis: int, g: ChannelGroup) -> torch
     if a is None or a.shape[channel_axis] == 1:
         return a
     idx: list[Any] = [slice(None)] * a.ndim
-    idx[channel_axis] = slice(g.start, g.start + g.every * (g.count - 1) + 1, g.every)
+    idx[channel_axis] = slice(g.start, g.start + g.every * (g.size - 1) + 1, g.every)
     return a[tuple(idx)]
 
 
