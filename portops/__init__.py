@@ -9,14 +9,18 @@ no optional array library.
 from ._buffers import cache_info, clear_cache, set_cache_limit
 from ._dispatch import explain, implementations, prefer
 from ._generic import einsum as _generic_einsum  # noqa: F401  (registers)
+from ._generic import shear as _generic_shear  # noqa: F401  (registers)
 from ._generic import shift_sum as _generic_shift_sum  # noqa: F401  (registers)
 from ._generic import vecdot as _generic_vecdot  # noqa: F401  (registers)
 from ._threads import get_num_threads, set_num_threads, threads
+from .dispersion import Dispersion
 from .einsum import einsum, einsum_path
+from .shear import shear, unshear
 from .shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
 from .vecdot import vecdot
 
 __all__ = [
+    "Dispersion",
     "cache_info",
     "clear_cache",
     "einsum",
@@ -27,10 +31,12 @@ __all__ = [
     "prefer",
     "set_cache_limit",
     "set_num_threads",
+    "shear",
     "shift_sum",
     "shift_sum_adjoint",
     "shift_sum_pinv",
     "threads",
+    "unshear",
     "vecdot",
 ]
 

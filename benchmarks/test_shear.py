@@ -1,0 +1,331 @@
+"""shear / unshear and the Dispersion object: portops against the peers' loops and a copy.
+
+Size: B=16, C=28, H=W=256, step=2, float32 (``PORTOPS_BENCH_QUICK=1``: a tiny size).
+The sheared cube is (B, C, H, W + (C-1)*step). Each group holds two ``roofline``
+entries, copies of x + y bytes (the bytes shear must read and write) with
+``np.copyto`` and ``Tensor.copy_``; every other entry also times both copies just
+before each of its rounds and records the median of the faster as
+``paired_roofline``. A copy of N bytes reads N and writes N, so the *limit* of an
+entry whose ``bytes`` are x + y is half the paired copy's time.
+
+Baselines are the published loops: MST's ``shift`` (a zeroed cube, one slice
+assignment per channel), its 4-D ``shift_back`` (one window per channel) and DAUHST's
+``y_shift`` (``shift(shift_back(y))``), in NumPy and in torch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import portops
+
+QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+B, C, H, W, S = (2, 4, 32, 32, 2) if QUICK else (16, 28, 256, 256, 2)
+WO = W + (C - 1) * S
+ROUNDS = 2 if QUICK else 15
+CASE = f"B{B} C{C} {H}x{W} step{S} float32"
+X_BYTES = B * C * H * W * 4
+CUBE_BYTES = B * C * H * WO * 4
+Y_BYTES = B * H * WO * 4
+ROOFLINES = ["roofline np.copyto", "roofline Tensor.copy_"]
+
+
+def _timed_copy(
+    roofs: dict[str, Callable[[], Any]], times: list[float], fn: Callable[[], Any]
+) -> Callable[[], None]:
+    """A setup that times every roofline copy before a round and keeps the fastest,
+    then calls `fn` once, untimed, so that each round starts as back-to-back ones do."""
+    ordered = sorted(roofs, key=lambda name: name != "roofline Tensor.copy_")
+
+    def setup() -> None:
+        best = math.inf
+        for name in ordered:
+            t0 = time.perf_counter()
+            roofs[name]()
+            best = min(best, time.perf_counter() - t0)
+        times.append(best)
+        fn()
+
+    return setup
+
+
+def _run(
+    benchmark: Any,
+    fn: Callable[[], Any],
+    *,
+    kind: str,
+    op: str,
+    backend: str,
+    name: str,
+    group: str,
+    nbytes: int,
+    roofs: dict[str, Callable[[], Any]],
+    rounds: int = ROUNDS,
+) -> None:
+    benchmark.group = f"{op} {group} {backend} cpu"
+    benchmark.extra_info.update(
+        op=op,
+        kind=kind,
+        backend=backend,
+        device="cpu",
+        name=name,
+        case=CASE,
+        bytes=nbytes,
+        default=name == "portops",
+    )
+    if kind == "roofline":
+        benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
+        return
+    copies: list[float] = []
+    setup = _timed_copy(roofs, copies, fn)
+    benchmark.pedantic(fn, setup=setup, rounds=rounds, iterations=1, warmup_rounds=1)
+    benchmark.extra_info["paired_roofline"] = statistics.median(copies[-rounds:])
+
+
+def _copies(nbytes: int) -> dict[str, Callable[[], Any]]:
+    """Copies of `nbytes` (huge-page NumPy memory) with np.copyto and Tensor.copy_."""
+    from portops import _buffers
+
+    src = _buffers.empty((nbytes // 4,), np.float32)
+    src[...] = np.random.default_rng(0).random(src.size, dtype=np.float32)
+    dst = _buffers.empty((nbytes // 4,), np.float32)
+    copies: dict[str, Callable[[], Any]] = {"roofline np.copyto": lambda: np.copyto(dst, src)}
+    try:
+        import torch
+    except ImportError:
+        return copies
+    ts, td = torch.from_numpy(src), torch.from_numpy(dst)
+    copies["roofline Tensor.copy_"] = lambda: td.copy_(ts)
+    return copies
+
+
+@pytest.fixture(scope="module")
+def np_data() -> dict[str, Any]:
+    rng = np.random.default_rng(2023)
+    x = rng.random((B, C, H, W), dtype=np.float32)
+    mask = rng.random((H, W), dtype=np.float32)
+    return {
+        "x": x,
+        "mask": mask,
+        "cube": portops.shear(x, S),
+        "y": portops.shift_sum(x, S),
+        "roofs": _copies(X_BYTES + CUBE_BYTES),
+        "small_roofs": _copies(X_BYTES + Y_BYTES),
+    }
+
+
+# ------------------------------------------------------------------ the peers' loops
+
+
+def mst_shift(xp: Any, x: Any) -> Any:
+    """MST's simulation ``shift``: a zeroed cube, one slice assignment per channel."""
+    out = xp.zeros((B, C, H, WO), dtype=x.dtype)
+    for i in range(C):
+        out[:, i, :, S * i : S * i + W] = x[:, i, :, :]
+    return out
+
+
+def mst_shift_back(cube: Any) -> Any:
+    """MST / MST++ / BiSRNet 4-D ``shift_back`` (on a copy: the original is in place)."""
+    cube = cube.copy() if isinstance(cube, np.ndarray) else cube.clone()
+    for i in range(C):
+        cube[:, i, :, :W] = cube[:, i, :, S * i : S * i + W]
+    return cube[:, :, :, :W]
+
+
+def dauhst_y_shift(xp: Any, y: Any) -> Any:
+    """DAUHST's ``y_shift``: each channel's window of the measurement, in place."""
+    out = xp.zeros((B, C, H, WO), dtype=y.dtype)
+    for i in range(C):
+        out[:, i, :, S * i : S * i + W] = y[:, :, S * i : S * i + W]
+    return out
+
+
+def _pinv_entries(lib: Any, y: Any, mask: Any) -> dict[str, Callable[[], Any]]:
+    A = portops.Dispersion(S, C, mask=mask)
+    A.pinv(y)  # Phi computed once, as an iterative solver's first call would
+    return {
+        "portops": lambda: A.pinv(y),
+        "portops adjoint": lambda: A.adjoint(y),
+        "portops functional pinv": lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask),
+    }
+
+
+# ------------------------------------------------------------------ NumPy
+
+
+@pytest.mark.parametrize(
+    "name", ["portops", "portops mask2d", "portops step0.5", *ROOFLINES, "MST shift loop"]
+)
+def test_numpy_shear(benchmark, np_data, name):
+    x, mask = np_data["x"], np_data["mask"]
+    common = {"op": "shear", "backend": "numpy", "group": "forward", "name": name}
+    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": np_data["roofs"]}
+    fns: dict[str, Callable[[], Any]] = {
+        "portops": lambda: portops.shear(x, S),
+        "portops mask2d": lambda: portops.shear(x, S, mask=mask),
+        "portops step0.5": lambda: portops.shear(x, S / 4),
+        "MST shift loop": lambda: mst_shift(np, x),
+    }
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    else:
+        _run(benchmark, fns[name], kind="baseline" if "MST" in name else "portops", **common)
+
+
+@pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift_back loop"])
+def test_numpy_unshear(benchmark, np_data, name):
+    cube = np_data["cube"]
+    common = {"op": "unshear", "backend": "numpy", "group": "adjoint", "name": name}
+    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": np_data["roofs"]}
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    elif name == "portops":
+        _run(benchmark, lambda: portops.unshear(cube, S), kind="portops", **common)
+    else:
+        _run(benchmark, lambda: mst_shift_back(cube), kind="baseline", **common)
+
+
+@pytest.mark.parametrize("name", ["portops", *ROOFLINES, "DAUHST y_shift loop"])
+def test_numpy_y_shift(benchmark, np_data, name):
+    y = np_data["y"]
+    common = {"op": "shear", "backend": "numpy", "group": "y_shift", "name": name}
+    common |= {"nbytes": Y_BYTES + CUBE_BYTES, "roofs": np_data["roofs"]}
+
+    def portops_y_shift() -> Any:
+        return portops.shear(portops.shift_sum_adjoint(y, S, channels=C), S)
+
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    elif name == "portops":
+        _run(benchmark, portops_y_shift, kind="portops", **common)
+    else:
+        _run(benchmark, lambda: dauhst_y_shift(np, y), kind="baseline", **common)
+
+
+@pytest.mark.parametrize(
+    "name", ["portops", "portops adjoint", "portops functional pinv", *ROOFLINES]
+)
+def test_numpy_dispersion_pinv(benchmark, np_data, name):
+    """Dispersion.pinv with its kept Phi against the masked adjoint it is built on."""
+    y, mask = np_data["y"], np_data["mask"]
+    common = {"op": "dispersion_pinv", "backend": "numpy", "group": "mask2d", "name": name}
+    common |= {"nbytes": X_BYTES + Y_BYTES, "roofs": np_data["small_roofs"]}
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    else:
+        _run(benchmark, _pinv_entries(np, y, mask)[name], kind="portops", **common)
+
+
+# ------------------------------------------------------------------ torch CPU
+
+
+@pytest.fixture(scope="module")
+def torch_data(np_data: dict[str, Any]) -> dict[str, Any]:
+    torch = pytest.importorskip("torch")
+    return {
+        "torch": torch,
+        "x": torch.from_numpy(np_data["x"]),
+        "mask": torch.from_numpy(np_data["mask"]),
+        "cube": torch.from_numpy(np_data["cube"]),
+        "y": torch.from_numpy(np_data["y"]),
+        "roofs": np_data["roofs"],
+        "small_roofs": np_data["small_roofs"],
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["portops", "portops mask2d", "portops step0.5", *ROOFLINES, "MST shift loop"]
+)
+def test_torch_shear(benchmark, torch_data, name):
+    t = torch_data
+    torch, x, mask = t["torch"], t["x"], t["mask"]
+    common = {"op": "shear", "backend": "torch", "group": "forward", "name": name}
+    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": t["roofs"]}
+    fns: dict[str, Callable[[], Any]] = {
+        "portops": lambda: portops.shear(x, S),
+        "portops mask2d": lambda: portops.shear(x, S, mask=mask),
+        "portops step0.5": lambda: portops.shear(x, S / 4),
+        "MST shift loop": lambda: mst_shift(torch, x),
+    }
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    else:
+        _run(benchmark, fns[name], kind="baseline" if "MST" in name else "portops", **common)
+
+
+@pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift_back loop"])
+def test_torch_unshear(benchmark, torch_data, name):
+    cube = torch_data["cube"]
+    common = {"op": "unshear", "backend": "torch", "group": "adjoint", "name": name}
+    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": torch_data["roofs"]}
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    elif name == "portops":
+        _run(benchmark, lambda: portops.unshear(cube, S), kind="portops", **common)
+    else:
+        _run(benchmark, lambda: mst_shift_back(cube), kind="baseline", **common)
+
+
+@pytest.mark.parametrize("name", ["portops", *ROOFLINES, "DAUHST y_shift loop"])
+def test_torch_y_shift(benchmark, torch_data, name):
+    torch, y = torch_data["torch"], torch_data["y"]
+    common = {"op": "shear", "backend": "torch", "group": "y_shift", "name": name}
+    common |= {"nbytes": Y_BYTES + CUBE_BYTES, "roofs": torch_data["roofs"]}
+
+    def portops_y_shift() -> Any:
+        return portops.shear(portops.shift_sum_adjoint(y, S, channels=C), S)
+
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    elif name == "portops":
+        _run(benchmark, portops_y_shift, kind="portops", **common)
+    else:
+        _run(benchmark, lambda: dauhst_y_shift(torch, y), kind="baseline", **common)
+
+
+@pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift loop"])
+def test_torch_shear_forward_backward(benchmark, torch_data, name):
+    """shear + backward (unshear) through autograd, gradients for x."""
+    t = torch_data
+    torch = t["torch"]
+    x = t["x"].clone().requires_grad_()
+    grad = torch.ones(B, C, H, WO)
+    common = {"op": "shear", "backend": "torch", "group": "forward+backward", "name": name}
+    common |= {"nbytes": 2 * (X_BYTES + CUBE_BYTES), "roofs": t["roofs"]}
+
+    def step(forward: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            x.grad = None
+            forward().backward(grad)
+
+        return run
+
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    elif name == "portops":
+        _run(benchmark, step(lambda: portops.shear(x, S)), kind="portops", **common)
+    else:
+        _run(benchmark, step(lambda: mst_shift(torch, x)), kind="baseline", **common)
+
+
+@pytest.mark.parametrize(
+    "name", ["portops", "portops adjoint", "portops functional pinv", *ROOFLINES]
+)
+def test_torch_dispersion_pinv(benchmark, torch_data, name):
+    """Dispersion.pinv with its kept Phi against the masked adjoint it is built on."""
+    y, mask = torch_data["y"], torch_data["mask"]
+    common = {"op": "dispersion_pinv", "backend": "torch", "group": "mask2d", "name": name}
+    common |= {"nbytes": X_BYTES + Y_BYTES, "roofs": torch_data["small_roofs"]}
+    if name in ROOFLINES:
+        _run(benchmark, common["roofs"][name], kind="roofline", **common)
+    else:
+        _run(benchmark, _pinv_entries(torch_data["torch"], y, mask)[name], kind="portops", **common)

@@ -1,0 +1,30 @@
+"""CuPy shear / unshear: CuPy's own strided views and copies (see _strided_shear)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cupy
+
+from ... import _dispatch
+from ... import _strided_shear as strided
+from ...shear import ShearArgs
+
+
+def _empty(shape: list[int], dtype: Any) -> Any:
+    return cupy.empty(shape, dtype=dtype)
+
+
+def shear(a: ShearArgs) -> Any:
+    """Gaps zeroed through strided views, then ``x`` copied into the windows' view."""
+    return strided.shear(cupy, _empty, a)
+
+
+def unshear(a: ShearArgs) -> Any:
+    """One copy of the strided view of every window of ``y`` (mask fused)."""
+    return strided.unshear(cupy, _empty, a)
+
+
+_SUMMARY = "cupy strided views and copies (as_strided), mask fused"
+for _op, _fn in (("shear", shear), ("unshear", unshear)):
+    _dispatch.register(_op, "cupy_strided", libraries=["cupy"], priority=10, summary=_SUMMARY)(_fn)

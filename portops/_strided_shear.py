@@ -1,0 +1,169 @@
+"""shear / unshear for NumPy-like libraries (NumPy, CuPy): strided views, one copy.
+
+Shear zeroes the gaps around the windows (a few strided fills, see
+:mod:`portops._shear_layout`) and copies ``x`` (times the mask) into the strided view
+of all windows in one call; unshear copies that view of ``y`` out in one call. Offsets
+that are not evenly spaced take one copy per channel, fractional ones one
+interpolation per channel. Written against the NumPy API that CuPy shares, with the
+library module passed in; no library is imported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._geometry import linear_step
+from ._shear_layout import View, gap_views, window_strides, windows_view
+from .shear import ShearArgs, growth
+
+Empty = Callable[[list[int], Any], Any]
+# Runs ``work(part, parts)`` for every part, maybe on several threads; the default runs
+# them all here, in one part.
+Parallel = Callable[[Callable[[int, int], None]], None]
+
+
+def serial(work: Callable[[int, int], None]) -> None:
+    work(0, 1)
+
+
+def _part(a: Any, part: int, parts: int) -> Any:
+    """Part `part` of `parts` of `a` along its first axis."""
+    if parts == 1:
+        return a
+    n = a.shape[0]
+    return a[n * part // parts : n * (part + 1) // parts]
+
+
+def _as_strided(lib: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+    """`as_strided` with byte strides; read-only where the library supports that."""
+    tricks = lib.lib.stride_tricks
+    if lib.__name__ == "numpy":
+        return tricks.as_strided(a, shape, strides, writeable=a.flags.writeable)
+    return tricks.as_strided(a, shape, strides)
+
+
+def _view(lib: Any, out: Any, v: View) -> Any:
+    """View `v` (element units) of the C-contiguous `out`."""
+    item = out.itemsize
+    flat = out.reshape(-1)[v.offset :]
+    return _as_strided(lib, flat, v.shape, tuple(s * item for s in v.strides))
+
+
+def _take(a: Any, axis: int, start: int, stop: int) -> Any:
+    idx: list[Any] = [slice(None)] * a.ndim
+    idx[axis] = slice(start, stop)
+    return a[tuple(idx)]
+
+
+def _channel(a: Any, axis: int, c: int) -> Any:
+    """Channel `c` of `a`, axis kept; a broadcast (size-1) axis as it is."""
+    return a if a.shape[axis] == 1 else _take(a, axis, c, c + 1)
+
+
+def _write(lib: Any, dst: Any, src: Any, mask: Any) -> None:
+    if mask is None:
+        lib.copyto(dst, src)
+    else:
+        lib.multiply(src, mask, out=dst)
+
+
+def _result_dtype(lib: Any, a: ShearArgs) -> Any:
+    if a.mask is None:
+        return a.array.dtype
+    return lib.result_type(a.array.dtype, a.mask.dtype)
+
+
+def shear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> Any:
+    """Zero the gaps, then one strided copy of ``x`` (times the mask) into the windows."""
+    x, offsets, fractions, ax, cax, mask, _ = a
+    width = x.shape[ax]
+    wide = list(x.shape)
+    wide[ax] += growth(offsets, fractions)
+    out = empty(wide, _result_dtype(lib, a))
+    if out.size == 0:
+        return out
+    if fractions is not None:
+        out.fill(0)
+        for c, n in enumerate(offsets):
+            xc = _channel(x, cax, c)
+            mc = None if mask is None else _channel(mask, cax, c)
+            oc = _take(out, cax, c, c + 1)
+            f = fractions[c]
+            _write(lib, _take(oc, ax, n, n + width), xc if f == 0 else xc * (1 - f), mc)
+            if f != 0:
+                zc = xc * f if mc is None else xc * (mc * f)
+                window = _take(oc, ax, n + 1, n + 1 + width)
+                lib.add(window, zc, out=window)
+        return out
+    gaps = gap_views(tuple(wide), ax, cax, offsets, width)
+    view = windows_view(tuple(wide), tuple(x.shape), ax, cax, offsets)
+    if gaps is not None and view is not None:
+        zeros = [_view(lib, out, v) for v in gaps]
+        windows = _view(lib, out, view)
+
+        # Views that start with x's first axis are cut along it with x (each part zeroes,
+        # then fills, its own slab, so a view that covers windows too is zeroed before
+        # they are filled); the others cover gaps only and are zeroed by the first part.
+        def work(part: int, parts: int) -> None:
+            for z in zeros:
+                if z.ndim > 1 and z.shape[0] == x.shape[0]:
+                    _part(z, part, parts).fill(0)
+                elif part == 0:
+                    z.fill(0)
+            xm = mask if mask is None or mask.shape[0] == 1 else _part(mask, part, parts)
+            _write(lib, _part(windows, part, parts), _part(x, part, parts), xm)
+
+        (parallel if ax != 0 else serial)(work)
+        return out
+    if gaps is None:
+        out.fill(0)
+    else:
+        for v in gaps:
+            _view(lib, out, v).fill(0)
+    if view is not None:
+        _write(lib, _view(lib, out, view), x, mask)
+        return out
+    for c, n in enumerate(offsets):
+        dst = _take(_take(out, cax, c, c + 1), ax, n, n + width)
+        _write(lib, dst, _channel(x, cax, c), None if mask is None else _channel(mask, cax, c))
+    return out
+
+
+def unshear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> Any:
+    """One strided copy (times the conjugated mask) of every window of ``y``."""
+    y, offsets, fractions, ax, cax, mask, _ = a
+    width = y.shape[ax] - growth(offsets, fractions)
+    shape = list(y.shape)
+    shape[ax] = width
+    out = empty(shape, _result_dtype(lib, a))
+    if out.size == 0:
+        return out
+    if mask is not None and lib.iscomplexobj(mask):
+        mask = lib.conj(mask)
+    lin = linear_step(offsets) if fractions is None else None
+    if lin is not None:
+        step, base = lin
+        start = _take(y, ax, base, y.shape[ax])
+        strides = window_strides(tuple(start.strides), ax, cax, step)
+        windows = _as_strided(lib, start, tuple(shape), strides)
+
+        def work(part: int, parts: int) -> None:
+            m = mask if mask is None or mask.shape[0] == 1 else _part(mask, part, parts)
+            _write(lib, _part(out, part, parts), _part(windows, part, parts), m)
+
+        (parallel if ax != 0 else serial)(work)
+        return out
+    for c, n in enumerate(offsets):
+        yc = _take(y, cax, c, c + 1)
+        dst = _take(out, cax, c, c + 1)
+        mc = None if mask is None else _channel(mask, cax, c)
+        f = 0.0 if fractions is None else fractions[c]
+        if f == 0:
+            _write(lib, dst, _take(yc, ax, n, n + width), mc)
+            continue
+        lib.multiply(_take(yc, ax, n, n + width), 1 - f, out=dst)
+        lib.add(dst, _take(yc, ax, n + 1, n + 1 + width) * f, out=dst)
+        if mc is not None:
+            lib.multiply(dst, mc, out=dst)
+    return out

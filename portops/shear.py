@@ -1,0 +1,267 @@
+"""The sheared cube of CASSI: each channel shifted into a wider axis, without the sum.
+
+``shear(x)`` is what CASSI codes call ``shift``: channel ``c`` of ``x`` lands at offset
+``o_c`` of an axis lengthened by ``max(o)``, zeros elsewhere, so ``(B, C, H, W)``
+becomes ``(B, C, H, W + max(o))``. ``unshear(y)`` crops each channel's window back (the
+4-D ``shift_back``); it is the exact adjoint of ``shear`` and its left inverse. Summing
+``shear(x)`` over channels gives :func:`portops.shift_sum`.
+
+Both take the keyword arguments of the shift_sum family (offsets, axes, layouts, masks,
+dtypes) and also accept a fractional step (sub-pixel dispersion by linear
+interpolation). Validation happens here, once; implementations receive a
+:class:`ShearArgs`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from . import _dispatch
+from ._arrays import inspect_arrays
+from .shift_sum import _axes, _check_array, _check_dtype, _normalize_mask, _normalize_offsets
+
+__all__ = ["ShearArgs", "dispersion_offsets", "shear", "unshear"]
+
+
+class ShearArgs(NamedTuple):
+    """Normalised arguments shared by every shear / unshear implementation.
+
+    ``array`` is ``x`` for :func:`shear` and ``y`` for :func:`unshear`; both have the
+    channel axis. ``offsets`` are the whole-pixel parts ``n_c`` of the offsets (ints,
+    ``min == 0`` for integer dispersion); ``fractions`` is ``None`` for integer
+    dispersion, else the sub-pixel parts ``f_c`` in ``[0, 1)`` (channel ``c`` goes
+    ``1 - f_c`` to ``n_c`` and ``f_c`` to ``n_c + 1``). ``mask`` is ``None`` or has the
+    number of dimensions of ``x``, each of size 1 or the size of ``x``'s.
+    """
+
+    array: Any
+    offsets: tuple[int, ...]
+    fractions: tuple[float, ...] | None
+    axis: int
+    channel_axis: int
+    mask: Any
+    xp: Any
+
+
+def growth(offsets: tuple[int, ...], fractions: tuple[float, ...] | None) -> int:
+    """How much the shifted axis lengthens: ``ceil(max(o))``."""
+    if fractions is None:
+        return max(offsets)
+    return max(n + (f > 0) for n, f in zip(offsets, fractions, strict=True))
+
+
+def _fractional(v: Any) -> bool:
+    """A real number that is not an integer type (float, NumPy float, ...)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral)
+
+
+def dispersion_offsets(
+    step: Any, channels: int, argname: str = "step"
+) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
+    """Whole-pixel offsets ``n_c`` and sub-pixel fractions ``f_c`` (None if all are 0).
+
+    Integer steps and offsets give ``min(n) == 0`` and no fractions, as in the
+    shift_sum family; real ones are shifted so that ``min(o) == 0``, then split.
+    Type checks come first, without exceptions, so that torch.compile traces this.
+    """
+    if not isinstance(step, (Sequence, numbers.Number, str, bytes)) and hasattr(step, "__len__"):
+        step = list(step)  # NumPy or other 1-d arrays
+    if _fractional(step):
+        values = [c * float(step) for c in range(channels)]
+    elif isinstance(step, Sequence) and not isinstance(step, (str, bytes)):
+        if not any(_fractional(v) for v in step):
+            return _normalize_offsets(step, channels, argname), None
+        for v in step:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise TypeError(f"{argname} must contain numbers, got {type(v).__name__}")
+        if len(step) != channels:
+            raise ValueError(f"{argname} has {len(step)} offsets but there are {channels} channels")
+        values = [float(v) for v in step]
+    else:
+        return _normalize_offsets(step, channels, argname), None
+    # Plain comparisons rather than math.isfinite / math.floor: torch.compile traces
+    # those as tensor operations.
+    if not all(-math.inf < v < math.inf for v in values):
+        raise ValueError(f"{argname} must be finite, got {step!r}")
+    low = min(values)
+    whole, fractions = [], []
+    for v in values:
+        o = v - low
+        n = int(o)  # o >= 0: truncation is the floor
+        whole.append(n)
+        fractions.append(o - n)
+    if not any(fractions):
+        return tuple(whole), None
+    return tuple(whole), tuple(fractions)
+
+
+def _prepare_shear(
+    x: Any, step: Any, *, axis: int = -1, channel_axis: int = -3, mask: Any = None
+) -> _dispatch.Call:
+    lib = inspect_arrays(("x", "mask"), (x, mask))
+    _check_array(x, "x")
+    xp = lib.xp
+    _check_dtype(xp, x, "x", allow_int=True)
+    ax, cax = _axes(axis, channel_axis, x.ndim)
+    shape = tuple(x.shape)
+    offsets, fractions = dispersion_offsets(step, shape[cax])
+    if fractions is not None:
+        _check_fractional_dtype(xp, x, "x")
+    m = _normalize_mask(xp, mask, shape, x.dtype)
+    return _dispatch.Call(
+        lib.library, lib.device, (ShearArgs(x, offsets, fractions, ax, cax, m, xp),)
+    )
+
+
+def _check_fractional_dtype(xp: Any, a: Any, name: str) -> None:
+    try:
+        _check_dtype(xp, a, name, allow_int=False)
+    except TypeError:
+        raise TypeError(
+            f"{name} must have a floating-point dtype for a fractional step "
+            f"(linear interpolation), got {a.dtype}"
+        ) from None
+
+
+def _prepare_unshear(
+    y: Any, step: Any, *, axis: int = -1, channel_axis: int = -3, mask: Any = None
+) -> _dispatch.Call:
+    lib = inspect_arrays(("y", "mask"), (y, mask))
+    _check_array(y, "y")
+    xp = lib.xp
+    _check_dtype(xp, y, "y", allow_int=True)
+    ax, cax = _axes(axis, channel_axis, y.ndim)
+    offsets, fractions = dispersion_offsets(step, y.shape[cax])
+    if fractions is not None:
+        _check_fractional_dtype(xp, y, "y")
+    grow = growth(offsets, fractions)
+    if y.shape[ax] < grow:
+        raise ValueError(
+            f"y is too narrow: its axis {axis} has length {y.shape[ax]}, but "
+            f"{len(offsets)} channels with offsets up to {grow} need at least {grow}"
+        )
+    x_shape = list(y.shape)
+    x_shape[ax] -= grow
+    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype)
+    return _dispatch.Call(
+        lib.library, lib.device, (ShearArgs(y, offsets, fractions, ax, cax, m, xp),)
+    )
+
+
+_dispatch.define_operation("shear", _prepare_shear)
+_dispatch.define_operation("unshear", _prepare_unshear)
+
+
+def shear(
+    x: Any,
+    step: float | Sequence[float],
+    *,
+    axis: int = -1,
+    channel_axis: int = -3,
+    mask: Any = None,
+) -> Any:
+    """Shift channel ``c`` of `x` by ``o_c`` into an axis lengthened by ``max(o)``.
+
+    ``out[..., c, h, w + o_c] = (mask * x)[..., c, h, w]`` and 0 elsewhere, with
+    ``o_c = c * step`` normalised so that ``min(o) == 0``: the sheared cube of CASSI
+    (MST's ``shift``, its ``mask_3d_shift``). Summing the result over `channel_axis`
+    gives :func:`portops.shift_sum`; :func:`unshear` is its adjoint and left inverse.
+
+    Parameters
+    ----------
+    x : array
+        Input with a channel axis, for example ``(B, C, H, W)``; integer, real or
+        complex floating dtype (floating for a fractional step). Not modified.
+    step : int, float, or sequence of them
+        Shift per channel, or the ``C`` offsets themselves (non-linear dispersion).
+        Fractional values shift by linear interpolation: channel ``c`` with offset
+        ``n + f`` goes ``(1 - f)`` to ``n`` and ``f`` to ``n + 1``, and the axis
+        lengthens by ``ceil(max(o))`` (DeepInverse's ``shear_factor=0.5`` is
+        ``step=0.5``).
+    axis : int, optional
+        Axis along which channels are shifted (default: the last).
+    channel_axis : int, optional
+        Axis that holds the channels (default ``-3``; ``-1`` with ``axis=-2`` for
+        channels-last ``(H, W, C)`` data).
+    mask : array, optional
+        Coded aperture multiplied into `x` before shifting; broadcasts against `x`.
+
+    Returns
+    -------
+    array
+        `x`'s shape with `axis` lengthened by ``ceil(max(o))``; dtype
+        ``result_type(x, mask)``; same library and device as `x`.
+
+    Raises
+    ------
+    TypeError
+        If `x` or `mask` is not an array, they come from two libraries, `step` is not
+        made of numbers, or a fractional step meets an integer `x`.
+    ValueError
+        If the axes coincide or are out of range, `step` has the wrong length, `mask`
+        does not broadcast, or the arrays are on two devices.
+
+    Examples
+    --------
+    >>> import numpy as np, portops
+    >>> x = np.array([[1, 1], [2, 2], [3, 3]])
+    >>> portops.shear(x, 1, channel_axis=0)
+    array([[1, 1, 0, 0],
+           [0, 2, 2, 0],
+           [0, 0, 3, 3]])
+    """
+    return _dispatch.invoke("shear", x, step, axis=axis, channel_axis=channel_axis, mask=mask)
+
+
+def unshear(
+    y: Any,
+    step: float | Sequence[float],
+    *,
+    axis: int = -1,
+    channel_axis: int = -3,
+    mask: Any = None,
+) -> Any:
+    """Crop each channel's window of a sheared cube: the adjoint of :func:`shear`.
+
+    ``x[..., c, h, w] = conj(mask) * y[..., c, h, w + o_c]`` (the 4-D ``shift_back``
+    of MST, MST++ and BiSRNet), so that ``<shear(x), y> == <x, unshear(y)>`` and,
+    without a mask, ``unshear(shear(x)) == x``. For a fractional offset ``n + f`` the
+    window is interpolated: ``(1 - f) * y[n + w] + f * y[n + 1 + w]``.
+
+    Parameters
+    ----------
+    y : array
+        Sheared cube, shaped like the output of :func:`shear` with the same keyword
+        arguments (a wider `y` is cropped to the first ``W`` columns of each window).
+        Not modified.
+    step : int, float, or sequence of them
+        As for :func:`shear`; the number of channels is ``y.shape[channel_axis]``.
+    axis, channel_axis : int, optional
+        As for :func:`shear`.
+    mask : array, optional
+        The same mask as given to :func:`shear`; broadcasts against the result.
+
+    Returns
+    -------
+    array
+        `y`'s shape with `axis` shortened by ``ceil(max(o))``; dtype
+        ``result_type(y, mask)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As for :func:`shear`; also when `y` is too narrow for its channels' offsets.
+
+    Examples
+    --------
+    >>> import numpy as np, portops
+    >>> y = portops.shear(np.arange(6).reshape(3, 2), 1, channel_axis=0)
+    >>> portops.unshear(y, 1, channel_axis=0)
+    array([[0, 1],
+           [2, 3],
+           [4, 5]])
+    """
+    return _dispatch.invoke("unshear", y, step, axis=axis, channel_axis=channel_axis, mask=mask)

@@ -1,0 +1,147 @@
+"""Dispersion: the operator object agrees with the functional API and keeps Phi."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import shift_sum_reference as sref
+from backends import assert_matches
+
+import portops
+
+
+def _problem(backend, step=2, shape=(2, 4, 5, 6), mask_shape=(5, 6)):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    mask = (rng.random(mask_shape) > 0.3).astype(np.float64)
+    mask.flat[0] = 0.5
+    y = rng.standard_normal(sref.forward(np.zeros(shape), step).shape)
+    return x, mask, y
+
+
+def test_matches_the_functional_api(backend):
+    x, mask, y = _problem(backend)
+    xb, mb, yb = backend.asarray(x), backend.asarray(mask), backend.asarray(y)
+    A = portops.Dispersion(2, 4, mask=mb)
+    assert_matches(backend, A(xb), sref.forward(x, 2, mask=mask))
+    assert_matches(backend, A.forward(xb, keepdims=True), sref.forward(x, 2, mask=mask)[:, None])
+    assert_matches(backend, A.adjoint(yb), sref.adjoint(y, 2, channels=4, mask=mask))
+    want = backend.to_numpy(portops.shift_sum_pinv(yb, 2, channels=4, mask=mb))
+    for _ in range(2):  # computing Phi, then with the kept Phi
+        assert_matches(backend, A.pinv(yb), want)
+    assert_matches(backend, A.shear(xb), portops.shear(x, 2, mask=mask))
+    cube = backend.asarray(portops.shear(x, 2))
+    assert_matches(backend, A.unshear(cube), x * mask)
+
+
+def test_phi_is_computed_once(monkeypatch):
+    x, mask, y = _problem(None)
+    A = portops.Dispersion(2, 4, mask=mask)
+    calls = []
+    real = portops.dispersion.shift_sum
+
+    def counting(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(portops.dispersion, "shift_sum", counting)
+    first = A.pinv(y)
+    second = A.pinv(y * 2)
+    assert len(calls) == 1
+    np.testing.assert_allclose(second, 2 * first, rtol=1e-14)
+    phi = A.phi(y)
+    assert phi.shape == (1, *y.shape[1:])  # broadcasts against y
+    np.testing.assert_allclose(phi[0], sref.forward(np.broadcast_to(mask**2, x.shape[1:]), 2))
+    A.pinv(y.astype(np.float32))  # another dtype: its own Phi
+    assert len(calls) == 2
+
+
+def test_pinv_is_exact_and_finite_with_zeros_in_the_mask():
+    x, mask, _ = _problem(None)
+    mask[:, :2] = 0
+    A = portops.Dispersion([0, 3, 1, 6], 4, mask=mask)
+    y = A(x)
+    x0 = A.pinv(y)
+    assert np.all(np.isfinite(x0))
+    np.testing.assert_allclose(A(x0), y, rtol=1e-12, atol=1e-12)
+    dense = sref.dense_matrix(x.shape, [0, 3, 1, 6], mask=mask)
+    want = (np.linalg.pinv(dense) @ y.reshape(-1)).reshape(x.shape)
+    np.testing.assert_allclose(x0, want, rtol=1e-10, atol=1e-10)
+
+
+def test_scale_recipes():
+    """MST's ``/ nC * 2`` and DeepInverse's ``1 / C`` as `scale`; pinv undoes it."""
+    x, mask, y = _problem(None)
+    for scale in (2 / 4, 1 / 4, 2 / 4 * 1.2):
+        A = portops.Dispersion(2, 4, mask=mask, scale=scale)
+        np.testing.assert_allclose(A(x), sref.forward(x, 2, mask=mask) * scale, rtol=1e-14)
+        lhs, rhs = np.vdot(A(x), y), np.vdot(x, A.adjoint(y))
+        assert abs(lhs - rhs) <= 1e-12 * abs(lhs)
+        np.testing.assert_allclose(A(A.pinv(A(x))), A(x), rtol=1e-12)
+
+
+def test_fractional_step_forward_adjoint_and_no_pinv(backend):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 3, 5))
+    mask = rng.random((3, 5))
+    xb, mb = backend.asarray(x), backend.asarray(mask)
+    A = portops.Dispersion(0.5, 4, mask=mb, x_shape=x.shape)
+    assert A.fractional and A.grow == 2 and A.y_shape == (2, 3, 7)
+    y = rng.standard_normal(A.y_shape)
+    ax = backend.to_numpy(A(xb))
+    np.testing.assert_allclose(ax, portops.shear(x, 0.5, mask=mask).sum(axis=1), rtol=1e-12)
+    aty = backend.to_numpy(A.adjoint(backend.asarray(y)))
+    lhs, rhs = np.vdot(ax, y), np.vdot(x, aty)
+    assert abs(lhs - rhs) <= 1e-12 * abs(lhs)
+    with pytest.raises(ValueError, match="pinv needs integer offsets"):
+        A.pinv(backend.asarray(y))
+
+
+def test_shapes_and_errors():
+    A = portops.Dispersion(2, 28, x_shape=(16, 28, 256, 256))
+    assert A.y_shape == (16, 256, 310)
+    assert A.shape == (16 * 256 * 310, 16 * 28 * 256 * 256)
+    assert A.offsets == tuple(range(0, 56, 2)) and A.dtype is None
+    assert "Dispersion(offsets=[0, 2" in repr(A)
+    with pytest.raises(ValueError, match="without x_shape"):
+        _ = portops.Dispersion(2, 3).shape
+    with pytest.raises(ValueError, match="x_shape has 4 channels"):
+        portops.Dispersion(2, 3, x_shape=(1, 4, 5, 6))
+    with pytest.raises(TypeError, match="channels must be a positive integer"):
+        portops.Dispersion(2, 2.0)
+    with pytest.raises(ValueError, match="channels must be a positive integer"):
+        portops.Dispersion(2, 0)
+    with pytest.raises(TypeError, match="mask must be an array"):
+        portops.Dispersion(2, 3, mask=[[1.0]])
+    with pytest.raises(TypeError, match="y must have a floating-point dtype"):
+        portops.Dispersion(2, 3).pinv(np.ones((2, 5, 8), dtype=np.int64))
+
+
+def test_phi_not_kept_inside_jax_jit():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    _x, mask, y = _problem(None)
+    A = portops.Dispersion(2, 4, mask=jnp.asarray(mask))
+    f = jax.jit(A.pinv)
+    got = f(jnp.asarray(y))
+    assert not A._kept  # a tracer must not outlive its trace
+    np.testing.assert_allclose(np.asarray(got), portops.shift_sum_pinv(y, 2, channels=4, mask=mask))
+    np.testing.assert_allclose(np.asarray(A.pinv(jnp.asarray(y))), np.asarray(got), rtol=1e-12)
+    assert A._kept
+
+
+def test_torch_gradients_through_the_object():
+    torch = pytest.importorskip("torch")
+    _x, mask, y = _problem(None)
+    m = torch.tensor(mask + 0.5, requires_grad=True)
+    A = portops.Dispersion(2, 4, mask=m)
+    yt = torch.tensor(y, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: A.pinv(t), (yt,))
+    assert torch.autograd.gradcheck(
+        lambda t, mm: portops.Dispersion(2, 4, mask=mm).pinv(t), (yt, m)
+    )
+    assert not A._kept  # a mask that needs gradients: Phi is part of the graph
+    fixed = portops.Dispersion(2, 4, mask=m.detach())
+    assert torch.autograd.gradcheck(lambda t: fixed.pinv(t), (yt,))
+    assert fixed._kept
