@@ -80,18 +80,22 @@ class PlanCache:
 
 # ----------------------------------------------------------------------------- signatures
 
-_grad_enabled: Callable[[], bool] | None = None
-_compiling: Callable[[], bool] | None = None
+_torch: Any = None  # the torch module, once a tensor has been seen
 
 
-def _torch_hooks() -> tuple[Callable[[], bool], Callable[[], bool]]:
-    global _grad_enabled, _compiling
-    if _grad_enabled is None or _compiling is None:
+def _torch_state() -> tuple[bool, bool]:
+    """(tracing under torch.compile, gradient mode on).
+
+    ``torch.compiler.is_compiling`` is looked up on the module at every call: under
+    torch.compile, dynamo recognises that very attribute and folds it to True.
+    """
+    global _torch
+    torch = _torch
+    if torch is None:
         import torch  # already imported: a tensor was passed
 
-        _grad_enabled = torch.is_grad_enabled
-        _compiling = torch.compiler.is_compiling
-    return _grad_enabled, _compiling
+        _torch = torch
+    return torch.compiler.is_compiling(), torch.is_grad_enabled()
 
 
 def _numpy_array(a: Any) -> Hashable:
@@ -161,10 +165,9 @@ def signature(
         return None
     grad = False
     if reader is _torch_array:
-        grad_enabled, compiling = _torch_hooks()
-        if compiling():
+        compiling, grad = _torch_state()
+        if compiling:
             return None
-        grad = grad_enabled()
     if mask is None:
         mask_key: Hashable = None
     else:
@@ -186,8 +189,7 @@ def pair_signature(a: Any, b: Any, axis: Any, keepdims: Any) -> Hashable | None:
         return None
     grad = False
     if reader is _torch_array:
-        grad_enabled, compiling = _torch_hooks()
-        if compiling():
+        compiling, grad = _torch_state()
+        if compiling:
             return None
-        grad = grad_enabled()
     return (t, reader(a), reader(b), axis, keepdims, grad)
