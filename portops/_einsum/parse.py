@@ -19,6 +19,8 @@ __all__ = ["Equation", "parse", "split_interleaved"]
 
 # Sublist labels are shifted past every letter so the two formats never collide.
 _SUBLIST_BASE = 1 << 16
+# numpy's interleaved labels: 0-25 name 'A'-'Z', 26-51 name 'a'-'z'.
+_SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 class Equation(NamedTuple):
@@ -45,8 +47,14 @@ def split_interleaved(args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
 
 
 def _sublist(s: Any, what: str) -> tuple[Any, ...]:
+    if hasattr(s, "tolist") and getattr(s, "ndim", None) == 1:
+        s = s.tolist()  # an integer array, as numpy accepts
     if isinstance(s, (str, bytes)) or not isinstance(s, Sequence):
-        raise TypeError(f"einsum: {what} must be a list of integers and Ellipsis, got {s!r}")
+        raise TypeError(
+            f"einsum: {what} must be a list of integers and Ellipsis (the interleaved "
+            "format op0, sublist0, op1, ...; or pass the subscripts as a string first), "
+            f"got {type(s).__name__}"
+        )
     items: list[Any] = []
     for v in s:
         if v is Ellipsis:
@@ -60,8 +68,11 @@ def _sublist(s: Any, what: str) -> tuple[Any, ...]:
             raise TypeError(
                 f"einsum: {what} must contain integers or Ellipsis, got {type(v).__name__}"
             ) from None
-        if iv < 0:
-            raise ValueError(f"einsum: {what} contains the negative label {iv}")
+        if not 0 <= iv < len(_SUBLIST_LETTERS):
+            raise ValueError(
+                f"einsum: {what} contains the label {iv}; labels of the interleaved format "
+                f"are 0-{len(_SUBLIST_LETTERS) - 1} (numpy's 52 letters)"
+            )
         items.append(iv)
     return tuple(items)
 
@@ -220,14 +231,19 @@ def _show(subscripts: Any) -> str:
 def label_names(labels: Sequence[int]) -> dict[int, str]:
     """A one-character name per label for readable equations (letters kept as is)."""
     names: dict[int, str] = {}
+    for v in labels:
+        if v >= _SUBLIST_BASE:
+            names[v] = _SUBLIST_LETTERS[v - _SUBLIST_BASE]
+        elif v >= 0:
+            names[v] = chr(v)
+    taken = set(names.values())
     pool = iter(
         c
         for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
         + "".join(chr(x) for x in range(0xC0, 0x250))
-        if ord(c) not in labels
+        if c not in taken
     )
     for v in labels:
-        if v in names:
-            continue
-        names[v] = chr(v) if 0 <= v < _SUBLIST_BASE else next(pool)
+        if v not in names:
+            names[v] = next(pool)
     return names

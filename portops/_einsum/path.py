@@ -14,6 +14,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .parse import Equation
 from .plan import Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
 
@@ -25,31 +27,34 @@ _OPTIMAL_MAX = 6
 
 
 def normalize_optimize(optimize: Any) -> Any:
-    """A hashable form of `optimize`, or raise TypeError/ValueError naming it."""
+    """A hashable form of `optimize`, or raise TypeError/ValueError naming it.
+
+    Forms: ``"auto"``, ``False``, a path finder name, ``("limit", name, elements)``
+    for numpy's ``(name, memory_limit)`` tuples, ``("path", steps)`` for an explicit
+    path.
+    """
     if optimize is True:
         return "auto"
     if optimize is False:
         return False
     if isinstance(optimize, str):
-        if optimize in PATH_NAMES:
-            return optimize
-        try:
-            from opt_einsum.paths import get_path_fn
-
-            get_path_fn(optimize)
-        except ImportError:
-            raise ValueError(
-                f"einsum: optimize={optimize!r} needs opt_einsum; without it use one of "
-                f"{PATH_NAMES}, True, False or an explicit path"
-            ) from None
-        except KeyError:
-            raise ValueError(
-                f"einsum: unknown optimize={optimize!r}; expected one of {PATH_NAMES}, an "
-                "opt_einsum path finder name, True, False or an explicit path"
-            ) from None
-        return optimize
+        return _check_name(optimize)
     if isinstance(optimize, (list, tuple)):
         items = list(optimize)
+        if (
+            len(items) == 2
+            and isinstance(items[0], str)
+            and items[0] != "einsum_path"
+            and not isinstance(items[1], (list, tuple))
+        ):
+            name = _check_name(items[0])
+            limit = items[1]
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+                raise TypeError(
+                    "einsum: optimize=(path finder, memory_limit) needs a number of elements "
+                    f"as its memory_limit, got {type(limit).__name__}"
+                )
+            return ("limit", "auto" if name == "auto" else name, int(limit))
         if items and items[0] == "einsum_path":
             items = items[1:]
         path = []
@@ -62,9 +67,29 @@ def normalize_optimize(optimize: Any) -> Any:
             path.append(tuple(_position(p) for p in c))
         return ("path", tuple(path))
     raise TypeError(
-        f"einsum: optimize must be a bool, a path finder name or an explicit path, "
-        f"got {type(optimize).__name__}"
+        f"einsum: optimize must be a bool, a path finder name, a (name, memory_limit) tuple "
+        f"or an explicit path, got {type(optimize).__name__}"
     )
+
+
+def _check_name(optimize: str) -> str:
+    if optimize in PATH_NAMES:
+        return optimize
+    try:
+        from opt_einsum.paths import get_path_fn
+
+        get_path_fn(optimize)
+    except ImportError:
+        raise ValueError(
+            f"einsum: optimize={optimize!r} needs opt_einsum; without it use one of "
+            f"{PATH_NAMES}, True, False or an explicit path"
+        ) from None
+    except KeyError:
+        raise ValueError(
+            f"einsum: unknown optimize={optimize!r}; expected one of {PATH_NAMES}, an "
+            "opt_einsum path finder name, True, False or an explicit path"
+        ) from None
+    return optimize
 
 
 def _position(p: Any) -> int:
@@ -83,7 +108,7 @@ def _check_path(path: Sequence[tuple[int, ...]], n: int) -> None:
             )
         remaining -= len(c) - 1
     if remaining != 1:
-        raise ValueError(
+        raise RuntimeError(
             f"einsum: the explicit path leaves {remaining} operands; it must contract all "
             f"{n} into one"
         )
@@ -126,7 +151,11 @@ def _greedy(sets: list[set[int]], output: set[int], sizes: dict[int, int]) -> li
 
 
 def _opt_einsum_paths(
-    names: Sequence[str], sets: list[set[int]], output: set[int], sizes: dict[int, int]
+    names: Sequence[str],
+    sets: list[set[int]],
+    output: set[int],
+    sizes: dict[int, int],
+    limit: int | None = None,
 ) -> list[list[tuple[int, ...]]]:
     try:
         from opt_einsum.paths import get_path_fn
@@ -134,26 +163,63 @@ def _opt_einsum_paths(
         return []
     found = []
     for name in names:
-        path = get_path_fn(name)(sets, output, sizes, None)
+        path = get_path_fn(name)(sets, output, sizes, limit)
         found.append([tuple(c) for c in path])
     return found
 
 
+def _numpy_path(
+    eq: Equation,
+    shapes: Sequence[Sequence[int]],
+    names: dict[int, str],
+    finder: str,
+    limit: int | None,
+) -> list[tuple[int, ...]] | None:
+    """numpy's own path finder ``finder`` ("greedy" or "optimal"), or None when the
+    equation has more labels than numpy's letters."""
+    terms = ["".join(names[x] for x in t) for t in eq.inputs]
+    out = "".join(names[x] for x in eq.output)
+    text = f"{','.join(terms)}->{out}"
+    if not all(c.isascii() and c.isalpha() for c in text.replace(",", "").replace("->", "")):
+        return None
+    stub = np.empty((), dtype=np.float64)
+    stubs = [np.broadcast_to(stub, tuple(s)) for s in shapes]
+    optimize: Any = finder if limit is None else (finder, limit)
+    path, _ = np.einsum_path(text, *stubs, optimize=optimize)
+    return [tuple(c) for c in path[1:]]
+
+
 def candidates(
-    eq: Equation, shapes: Sequence[Sequence[int]], optimize: Any
+    eq: Equation,
+    shapes: Sequence[Sequence[int]],
+    optimize: Any,
+    names: dict[int, str] | None = None,
 ) -> list[list[tuple[int, ...]]]:
     """Contraction orders worth lowering for `optimize` (already normalised)."""
     n = len(eq.inputs)
-    if n == 1:
-        return [[]]
-    if optimize is False:
-        return [list(_left_to_right(n))]
-    if isinstance(optimize, tuple):
+    if isinstance(optimize, tuple) and optimize[0] == "path":
         _check_path(optimize[1], n)
         return [list(optimize[1])]
+    if n == 1:
+        return [[(0,)]]
+    if optimize is False:  # numpy's meaning: one step over every operand
+        return [[tuple(range(n))]]
     sizes = sizes_of(eq, shapes)
     sets = effective_labels(eq, shapes)
     output = set(eq.output)
+    limit = None
+    if isinstance(optimize, tuple):  # ("limit", finder, elements): numpy's tuples
+        _, optimize, limit = optimize
+        if optimize == "auto":
+            optimize = "greedy"
+    if optimize in ("greedy", "optimal") and names is not None:
+        found = _numpy_path(eq, shapes, names, optimize, limit)
+        if found is not None:
+            return [found]
+    if limit is not None:
+        oe = _opt_einsum_paths([optimize], sets, output, sizes, limit)
+        if oe:
+            return oe
     if optimize == "greedy":
         oe = _opt_einsum_paths(["greedy"], sets, output, sizes)
         return oe or [list(_greedy(sets, output, sizes))]
@@ -188,7 +254,7 @@ def choose(
     """The cheapest lowering among the candidate orders, chunked under `memory_limit`."""
     best: Plan | None = None
     best_fit: Plan | None = None
-    for path in candidates(eq, shapes, optimize):
+    for path in candidates(eq, shapes, optimize, names):
         plan = build(eq, shapes, orders, boolean, path, names)
         if best is None or plan.cost < best.cost:
             best = plan

@@ -79,7 +79,8 @@ _OPS = NumpyOps()
 
 def numpy_matmul(a: EinsumArgs) -> Any:
     """Batched matmul lowering with NumPy views and BLAS-ready layouts."""
-    return run(a.plan, cast(a.operands, a.dtype, _OPS), _OPS, a.plan_for)
+    r = run(a.plan, cast(a.operands, a.dtype, _OPS), _OPS, a.plan_for)
+    return r[()] if r.ndim == 0 else r  # a NumPy scalar, as numpy.einsum returns
 
 
 def numpy_einsum(a: EinsumArgs) -> Any:
