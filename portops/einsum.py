@@ -437,7 +437,9 @@ def einsum(
     call, _ = _lookup(operands, optimize, memory_limit, wanted, casting)
     result = _dispatch.select("einsum", call).func(*call.args)
     if out is not None:
-        return write_out(result, out, call.library, casting)
+        # NumPy applies `casting` to out only without optimize; its optimized einsum
+        # assigns the result to out whatever the dtypes.
+        return write_out(result, out, call.library, casting if optimize is False else "unsafe")
     return with_order(result, order, call.library, call.args[0].operands)
 
 

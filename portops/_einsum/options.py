@@ -126,7 +126,8 @@ def _to_library(value: np.ndarray, like: Any) -> Any:
     if library_of(like) == TORCH:
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(value)).to(like.device)
+        value = value if value.flags.c_contiguous else value.copy()  # keeps 0-d as 0-d
+        return torch.from_numpy(value).to(like.device)
     try:
         return xp.asarray(value, device=compat.device(like))
     except TypeError:

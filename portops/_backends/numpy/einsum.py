@@ -79,7 +79,10 @@ _OPS = NumpyOps()
 
 def numpy_matmul(a: EinsumArgs) -> Any:
     """Batched matmul lowering with NumPy views and BLAS-ready layouts."""
-    r = run(a.plan, cast(a.operands, a.dtype, _OPS), _OPS, a.plan_for)
+    operands = cast(a.operands, a.dtype, _OPS)
+    if np.dtype(a.dtype).kind == "O":  # Python objects: no BLAS to lower to
+        return np.einsum(a.subscripts, *operands)
+    r = run(a.plan, operands, _OPS, a.plan_for)
     return r[()] if r.ndim == 0 else r  # a NumPy scalar, as numpy.einsum returns
 
 
