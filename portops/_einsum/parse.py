@@ -236,14 +236,16 @@ def label_names(labels: Sequence[int]) -> dict[int, str]:
             names[v] = _SUBLIST_LETTERS[v - _SUBLIST_BASE]
         elif v >= 0:
             names[v] = chr(v)
+    if len(names) == len(set(labels)):
+        return names  # no ellipsis labels to name
     taken = set(names.values())
-    pool = iter(
-        c
-        for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-        + "".join(chr(x) for x in range(0xC0, 0x250))
-        if c not in taken
-    )
+    pool = iter(c for c in _POOL if c not in taken)
     for v in labels:
         if v not in names:
             names[v] = next(pool)
     return names
+
+
+_POOL = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" + "".join(
+    chr(x) for x in range(0xC0, 0x250)
+)

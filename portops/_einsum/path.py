@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .parse import Equation
-from .plan import Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
+from .plan import WRITE_COST, Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
 
 __all__ = ["PATH_NAMES", "choose", "normalize_optimize"]
 
@@ -236,10 +236,58 @@ def candidates(
         return _opt_einsum_paths([optimize], sets, output, sizes)
     if n <= _EXHAUSTIVE_MAX:
         return [list(p) for p in all_paths(n)]
-    found = _opt_einsum_paths(["auto", "greedy"], sets, output, sizes)
+    found = _opt_einsum_paths(["greedy"], sets, output, sizes)
     found.append(list(_greedy(sets, output, sizes)))
-    found.append(list(_left_to_right(n)))
+    quick = min(estimate(p, sets, output, sizes) for p in found)
+    if quick > SEARCH_COST:  # worth a longer search: opt_einsum's branch and bound, ...
+        found += _opt_einsum_paths(["auto"], sets, output, sizes)
+        found.append(list(_left_to_right(n)))
     return found
+
+
+# A contraction estimated above this cost (GEMM multiply-adds, about a millisecond
+# here) is worth a wider search: more candidate orders, each lowered and ranked.
+SEARCH_COST = float(1 << 20)
+_SHORTLIST = 4
+
+
+def estimate(
+    path: Sequence[tuple[int, ...]],
+    sets: Sequence[set[int]],
+    output: set[int],
+    sizes: dict[int, int],
+) -> float:
+    """A quick cost of `path` from label sets alone: the products each step
+    multiplies plus the elements it writes (no copies or layouts)."""
+    remaining = [frozenset(s) for s in sets]
+    total = 0.0
+    for c in path:
+        picked = [remaining[i] for i in c]
+        for i in sorted(c, reverse=True):
+            del remaining[i]
+        union = frozenset().union(*picked)
+        kept = union & output.union(*remaining)
+        total += max(len(c) - 1, 1) * math.prod([sizes[x] for x in union])
+        total += WRITE_COST * math.prod([sizes[x] for x in kept])
+        remaining.append(kept)
+    return total
+
+
+def _shortlist(
+    eq: Equation, shapes: Sequence[Sequence[int]], paths: list[list[tuple[int, ...]]]
+) -> list[list[tuple[int, ...]]]:
+    """The candidates worth lowering: the quick estimate's best for a cheap
+    contraction; for one costly enough to repay lowering several orders, those within
+    4x of the best, whose copies and layouts the full cost model then ranks."""
+    sizes = sizes_of(eq, shapes)
+    sets = effective_labels(eq, shapes)
+    output = set(eq.output)
+    costs = [estimate(p, sets, output, sizes) for p in paths]
+    best = min(costs)
+    slack = 4.0 if best > SEARCH_COST else 1.0
+    ranked = sorted(range(len(paths)), key=costs.__getitem__)
+    keep = [k for k in ranked if costs[k] <= slack * best]
+    return [paths[k] for k in keep[: 1 if best <= SEARCH_COST else _SHORTLIST]]
 
 
 def choose(
@@ -254,7 +302,10 @@ def choose(
     """The cheapest lowering among the candidate orders, chunked under `memory_limit`."""
     best: Plan | None = None
     best_fit: Plan | None = None
-    for path in candidates(eq, shapes, optimize, names):
+    paths = candidates(eq, shapes, optimize, names)
+    if len(paths) > 1 and memory_limit is None:
+        paths = _shortlist(eq, shapes, paths)
+    for path in paths:
         plan = build(eq, shapes, orders, boolean, path, names)
         if best is None or plan.cost < best.cost:
             best = plan

@@ -43,7 +43,7 @@ class Step(NamedTuple):
 
     kind: str
     operands: tuple[int, ...]
-    equation: str
+    terms: tuple[tuple[int, ...], ...]  # the step's input labels, then its output's
     batch: int
     m: int
     n: int
@@ -154,10 +154,10 @@ class _Builder:
         for labels, order in zip(eq.inputs, orders, strict=True):
             self.values.append(_Value(labels, [labels[a] for a in order]))
 
-    def eqstr(self, *terms: Sequence[int], out: Sequence[int]) -> str:
-        n = self.names
-        lhs = ",".join("".join(n[x] for x in t) for t in terms)
-        return f"{lhs}->{''.join(n[x] for x in out)}"
+    @staticmethod
+    def eqstr(*terms: Sequence[int], out: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+        """The step's labels; the report spells them out (only when asked for)."""
+        return (*(tuple(t) for t in terms), tuple(out))
 
     def size(self, labels: Sequence[int]) -> int:
         return _prod([self.sizes[x] for x in labels])
