@@ -212,10 +212,12 @@ def _plan(
     boolean = bool(xp.isdtype(result_dtype, "bool"))
     plan = choose(eq, shapes, orders, boolean, optimize, memory_limit, names)
 
-    @lru_cache(maxsize=64)
     def _chunk_plan(chunks: tuple[tuple[int, int], ...]) -> Plan:
         cs = chunk_shapes(eq, shapes, dict(chunks))
         return build(eq, cs, orders, boolean, plan.path, names)
+
+    if plan.slices:  # chunks of one shape share their plan
+        _chunk_plan = lru_cache(maxsize=64)(_chunk_plan)
 
     def plan_for(chunks: dict[int, int]) -> Plan:
         return _chunk_plan(tuple(sorted(chunks.items())))

@@ -236,11 +236,12 @@ def candidates(
         return _opt_einsum_paths([optimize], sets, output, sizes)
     if n <= _EXHAUSTIVE_MAX:
         return [list(p) for p in all_paths(n)]
-    found = _opt_einsum_paths(["greedy"], sets, output, sizes)
-    found.append(list(_greedy(sets, output, sizes)))
-    quick = min(estimate(p, sets, output, sizes) for p in found)
+    found = _opt_einsum_paths(["greedy"], sets, output, sizes) or [_greedy(sets, output, sizes)]
+    estimate = _Estimator(sets, output, sizes)
+    quick = min(estimate(p) for p in found)
     if quick > SEARCH_COST:  # worth a longer search: opt_einsum's branch and bound, ...
         found += _opt_einsum_paths(["auto"], sets, output, sizes)
+        found.append(list(_greedy(sets, output, sizes)))
         found.append(list(_left_to_right(n)))
     return found
 
@@ -251,26 +252,54 @@ SEARCH_COST = float(1 << 20)
 _SHORTLIST = 4
 
 
-def estimate(
-    path: Sequence[tuple[int, ...]],
-    sets: Sequence[set[int]],
-    output: set[int],
-    sizes: dict[int, int],
-) -> float:
-    """A quick cost of `path` from label sets alone: the products each step
-    multiplies plus the elements it writes (no copies or layouts)."""
-    remaining = [frozenset(s) for s in sets]
-    total = 0.0
-    for c in path:
-        picked = [remaining[i] for i in c]
-        for i in sorted(c, reverse=True):
-            del remaining[i]
-        union = frozenset().union(*picked)
-        kept = union & output.union(*remaining)
-        total += max(len(c) - 1, 1) * math.prod([sizes[x] for x in union])
-        total += WRITE_COST * math.prod([sizes[x] for x in kept])
-        remaining.append(kept)
-    return total
+class _Estimator:
+    """Quick costs of paths from label sets alone: the products each step multiplies
+    plus the elements it writes (no copies or layouts). Label sets are bit masks, and
+    steps that several paths share are costed once."""
+
+    def __init__(self, sets: Sequence[set[int]], output: set[int], sizes: dict[int, int]):
+        labels = sorted(set(output).union(*sets))
+        bit = {x: 1 << i for i, x in enumerate(labels)}
+        self.weights = [sizes[x] for x in labels]
+        self.masks = [sum(bit[x] for x in s) for s in sets]
+        self.output = sum(bit[x] for x in output)
+        self.sizes: dict[int, int] = {}
+        self.steps: dict[tuple[Any, ...], tuple[int, float]] = {}
+
+    def size(self, mask: int) -> int:
+        found = self.sizes.get(mask)
+        if found is None:
+            found, m, i = 1, mask, 0
+            while m:
+                if m & 1:
+                    found *= self.weights[i]
+                m >>= 1
+                i += 1
+            self.sizes[mask] = found
+        return found
+
+    def __call__(self, path: Sequence[tuple[int, ...]]) -> float:
+        remaining = list(self.masks)
+        total = 0.0
+        for c in path:
+            picked = tuple(sorted([remaining[i] for i in c]))
+            for i in sorted(c, reverse=True):
+                del remaining[i]
+            rest = self.output
+            for m in remaining:
+                rest |= m
+            key = (picked, rest)
+            found = self.steps.get(key)
+            if found is None:
+                union = 0
+                for m in picked:
+                    union |= m
+                kept = union & rest
+                cost = max(len(c) - 1, 1) * self.size(union) + WRITE_COST * self.size(kept)
+                found = self.steps[key] = (kept, cost)
+            total += found[1]
+            remaining.append(found[0])
+        return total
 
 
 def _shortlist(
@@ -282,7 +311,8 @@ def _shortlist(
     sizes = sizes_of(eq, shapes)
     sets = effective_labels(eq, shapes)
     output = set(eq.output)
-    costs = [estimate(p, sets, output, sizes) for p in paths]
+    estimate = _Estimator(sets, output, sizes)
+    costs = [estimate(p) for p in paths]
     best = min(costs)
     slack = 4.0 if best > SEARCH_COST else 1.0
     ranked = sorted(range(len(paths)), key=costs.__getitem__)
