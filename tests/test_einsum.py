@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import numpy as np
 import pytest
 from backends import Backend, assert_matches
 from einsum_cases import CASES, DTYPES, case_id, make_operands, random_cases
 
 import portops
+from portops import _dispatch
 
 # Implementations registered per library, reached with portops.prefer.
 IMPLEMENTATIONS = {
@@ -20,9 +24,12 @@ def _implementations(backend: Backend) -> tuple[str, ...]:
     return IMPLEMENTATIONS.get(backend.library, ("generic",))
 
 
-def _native_refuses(impl: str, dtype: str, backend: Backend) -> bool:
-    """Native einsums that refuse a dtype (their ``applies`` says so)."""
-    return impl == "torch_einsum" and dtype == "bool"
+def _refusal(impl: str, eq: str, inputs: list[Any]) -> str | None:
+    """Why implementation `impl` does not take these arguments (its own ``applies`` and
+    registration say so), or None when it does."""
+    call = _dispatch._operations["einsum"].prepare(eq, *inputs)
+    found = {i.name: i for i in _dispatch._registry["einsum"]}
+    return found[impl].reason_not_applicable(call)
 
 
 def _check(backend: Backend, eq: str, arrays: list[np.ndarray], **kw: object) -> None:
@@ -40,16 +47,22 @@ def test_cases_match_numpy(backend: Backend, case: tuple, dtype: str) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_every_implementation_matches_numpy(backend: Backend, case: tuple) -> None:
+@pytest.mark.parametrize("dtype", ["float64", "complex128", "int64", "bool"])
+@pytest.mark.parametrize("role", range(3), ids=["lowering", "native", "generic"])
+def test_every_implementation_matches_numpy(
+    backend: Backend, role: int, dtype: str, case: tuple
+) -> None:
+    impls = _implementations(backend)
+    if role >= len(impls):
+        pytest.skip(f"{backend.library} has only the generic implementation")
+    impl = impls[role]
     eq, shapes = case
-    rng = np.random.default_rng(1)
-    for dtype in ("float64", "complex128", "int64", "bool"):
-        arrays = make_operands(shapes, dtype, rng)
-        for impl in _implementations(backend):
-            if _native_refuses(impl, dtype, backend):
-                continue
-            with portops.prefer(einsum=impl):
-                _check(backend, eq, arrays)
+    arrays = make_operands(shapes, dtype, np.random.default_rng(1))
+    reason = _refusal(impl, eq, [backend.asarray(a) for a in arrays])
+    if reason is not None:
+        pytest.skip(f"{impl}: {reason}")
+    with portops.prefer(einsum=impl):
+        _check(backend, eq, arrays)
 
 
 def test_random_equations_match_numpy(backend: Backend) -> None:
@@ -60,8 +73,8 @@ def test_random_equations_match_numpy(backend: Backend) -> None:
         dtype = ("float64", "int64", "complex128", "bool")[k % 4]
         arrays = make_operands(shapes, dtype, rng)
         for impl in _implementations(backend):
-            if _native_refuses(impl, dtype, backend):
-                continue
+            if _refusal(impl, eq, [backend.asarray(a) for a in arrays]) is not None:
+                continue  # e.g. torch.einsum on bool, or on integers on CUDA
             with portops.prefer(einsum=impl):
                 try:
                     _check(backend, eq, arrays)
@@ -434,3 +447,25 @@ def test_torch_loop_over_unmergeable_batch(monkeypatch: pytest.MonkeyPatch) -> N
     assert calls
     np.testing.assert_allclose(got.detach().numpy(), np.einsum("bind,bjnd->bnij", a, b))
     assert torch.autograd.gradcheck(lambda x, y: portops.einsum("bind,bjnd->bnij", x, y), (ta, tb))
+
+
+def test_torch_cuda_default_is_torch_einsum_where_it_applies() -> None:
+    """The choice on CUDA, checked on CPU tensors presented as a CUDA call."""
+    torch = pytest.importorskip("torch")
+    einsum_module = importlib.import_module("portops.einsum")
+
+    def chosen(eq: str, *ops: Any, memory_limit: int | None = None) -> str:
+        call, _ = einsum_module._lookup((eq, *ops), "auto", memory_limit)
+        return _dispatch.select("einsum", call._replace(device="cuda")).name
+
+    a, b = torch.ones(2, 3, 4), torch.ones(2, 4, 5)
+    assert chosen("bij,bjk->bik", a, b) == "torch_einsum_cuda"
+    assert chosen("bij,bjk->bik", a.to(torch.complex64), b.to(torch.complex64)) == (
+        "torch_einsum_cuda"
+    )
+    assert chosen("bij,bjk->bik", a.long(), b.long()) == "torch_matmul"
+    assert chosen("bij,bjk->bik", a.bool(), b.bool()) == "torch_matmul"
+    c = torch.ones(5, 2)
+    assert chosen("bij,bjk,kl->bil", a, b, c, memory_limit=8) == "torch_matmul"
+    names = {i["name"]: i for i in portops.implementations("einsum")}
+    assert names["torch_einsum_cuda"]["devices"] == ["cuda"]

@@ -129,7 +129,28 @@ def _native_applies(a: EinsumArgs) -> str | None:
     return None
 
 
+def _cuda_default_applies(a: EinsumArgs) -> str | None:
+    if a.plan.slices:
+        return "memory_limit needs chunking, which torch.einsum does not do"
+    if not a.subscripts.isascii():
+        return "more labels than torch.einsum's 52 letters"
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return "torch.einsum on CUDA takes floating and complex dtypes (integers and bool: the lowering)"
+    return None
+
+
 _dispatch.register("einsum", "torch_matmul", libraries=["torch"], priority=10)(torch_matmul)
+# On CUDA torch.einsum beat the lowering (H100: 43.9 vs 49.4 µs, 83.2 vs 90.2 µs, 41.7 vs
+# 63.0 µs on the MXNet-issue patterns), so it is the default there for what it takes.
+_dispatch.register(
+    "einsum",
+    "torch_einsum_cuda",
+    libraries=["torch"],
+    devices=["cuda"],
+    priority=20,
+    applies=_cuda_default_applies,
+    summary="torch.einsum itself, the CUDA default for floating and complex dtypes",
+)(torch_einsum)
 _dispatch.register(
     "einsum", "torch_einsum", libraries=["torch"], priority=-10, applies=_native_applies
 )(torch_einsum)
