@@ -135,7 +135,7 @@ def _cuda_default_applies(a: EinsumArgs) -> str | None:
     if not a.subscripts.isascii():
         return "more labels than torch.einsum's 52 letters"
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
-        return "torch.einsum on CUDA takes floating and complex dtypes (integers and bool: the lowering)"
+        return "torch.einsum on CUDA is the default for floating and complex dtypes only"
     return None
 
 
