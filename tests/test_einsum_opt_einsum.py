@@ -19,9 +19,9 @@ from backends import Backend, require
 import portops
 
 pytest.importorskip("opt_einsum")
-from opt_einsum.testing import build_views  # noqa: E402
-from opt_einsum.tests.test_contract import tests as CONTRACT_EQUATIONS  # noqa: E402
-from opt_einsum.tests.test_input import build_views as build_input_views  # noqa: E402
+from opt_einsum.testing import build_views
+from opt_einsum.tests.test_contract import tests as CONTRACT_EQUATIONS
+from opt_einsum.tests.test_input import build_views as build_input_views
 
 LIBRARIES = ("numpy", "torch")
 OPTIMIZE = ("auto", True, False, "greedy", "optimal", "dp", "branch-2")
