@@ -455,8 +455,9 @@ def _numpy_objects(
     operands: tuple[Any, ...], out: Any, dtype: Any, order: str, casting: str, optimize: Any
 ) -> Any:
     """Object arrays: numpy.einsum itself (Python objects have no BLAS to lower to)."""
-    opt = False if optimize == "auto" else optimize
-    return np.einsum(*operands, out=out, dtype=dtype, order=order, casting=casting, optimize=opt)
+    kwargs: dict[str, Any] = {"out": out, "dtype": dtype, "order": order, "casting": casting}
+    kwargs["optimize"] = False if optimize == "auto" else optimize
+    return np.einsum(*operands, **kwargs)
 
 
 def einsum_path(

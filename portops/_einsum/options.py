@@ -71,7 +71,7 @@ def _cast_error(what: str, src: Any, dst: Any, casting: str) -> TypeError:
     )
 
 
-def check_operand_casts(dtypes: Sequence[Any], dtype: np.dtype[Any], casting: str) -> None:
+def check_operand_casts(dtypes: Sequence[Any], dtype: np.dtype[Any], casting: Any) -> None:
     """NumPy's rule for ``dtype=``: every operand must cast to it under `casting`."""
     for k, d in enumerate(dtypes):
         src = numpy_dtype(d)
@@ -161,7 +161,7 @@ def _f_contiguous(a: Any, library: str) -> bool:
     return True
 
 
-def write_out(result: Any, out: Any, library: str, casting: str) -> Any:
+def write_out(result: Any, out: Any, library: str, casting: Any) -> Any:
     """Write `result` into `out` in place (NumPy's rules on shape and casting); return out."""
     out_library = library_of(out)
     if out_library is None:

@@ -236,14 +236,15 @@ def candidates(
         return _opt_einsum_paths([optimize], sets, output, sizes)
     if n <= _EXHAUSTIVE_MAX:
         return [list(p) for p in all_paths(n)]
-    found = _opt_einsum_paths(["greedy"], sets, output, sizes) or [_greedy(sets, output, sizes)]
+    paths = _opt_einsum_paths(["greedy"], sets, output, sizes)
+    if not paths:
+        paths = [list(_greedy(sets, output, sizes))]
     estimate = _Estimator(sets, output, sizes)
-    quick = min(estimate(p) for p in found)
-    if quick > SEARCH_COST:  # worth a longer search: opt_einsum's branch and bound, ...
-        found += _opt_einsum_paths(["auto"], sets, output, sizes)
-        found.append(list(_greedy(sets, output, sizes)))
-        found.append(list(_left_to_right(n)))
-    return found
+    if min(estimate(p) for p in paths) > SEARCH_COST:  # worth a longer search
+        paths += _opt_einsum_paths(["auto"], sets, output, sizes)
+        paths.append(list(_greedy(sets, output, sizes)))
+        paths.append(list(_left_to_right(n)))
+    return paths
 
 
 # A contraction estimated above this cost (GEMM multiply-adds, about a millisecond
