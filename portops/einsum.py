@@ -77,8 +77,10 @@ def _np_dtype(d: Any) -> np.dtype[Any]:
 def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
     """numpy's result type of `dtypes`, as a dtype of `xp`."""
     try:
-        name = np.result_type(*[_np_dtype(d) for d in dtypes]).name
-        return getattr(xp, name)
+        found = np.result_type(*[_np_dtype(d) for d in dtypes])
+        if isinstance(dtypes[0], np.dtype):
+            return found  # NumPy arrays: a dtype instance compares fastest with theirs
+        return getattr(xp, found.name)
     except (TypeError, AttributeError):  # a dtype numpy lacks (bfloat16, ...)
         return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)
 
@@ -206,7 +208,7 @@ def _plan(
         result_dtype = _result_dtype(xp, dtypes)
     else:
         try:
-            result_dtype = getattr(xp, dtype.name)
+            result_dtype = dtype if isinstance(dtypes[0], np.dtype) else getattr(xp, dtype.name)
         except AttributeError:
             raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}") from None
     boolean = bool(xp.isdtype(result_dtype, "bool"))
@@ -270,6 +272,7 @@ class _Signature(NamedTuple):
 
 
 _signatures: dict[tuple[Any, ...], _Signature] = {}
+_make_args = EinsumArgs._make
 _SIGNATURES_MAX = 1024
 
 
@@ -293,7 +296,7 @@ def _signature_key(subscripts: str, ops: tuple[Any, ...], optimize: Any) -> tupl
         if fast[0] == NUMPY:
             key += (a.shape, a.strides, a.dtype)
         else:
-            key += (a.shape, a.stride(), a.dtype, a.device)
+            key += (a.shape, a.stride(), a.dtype, None if a.is_cpu else a.device)
             torch_seen = True
     if torch_seen:
         extra = _torch_extra()
@@ -322,7 +325,7 @@ def _fast_call(operands: tuple[Any, ...], optimize: Any) -> Any:
         _signatures[key] = _Signature(impl.func, entry, args.xp, _dispatch._generation[0])
         return impl.func(args)
     e = hit.entry
-    return hit.func(EinsumArgs(e.plan, ops, e.dtype, hit.xp, e.plan_for, e.subscripts))
+    return hit.func(_make_args((e.plan, ops, e.dtype, hit.xp, e.plan_for, e.subscripts)))
 
 
 def einsum(

@@ -28,6 +28,7 @@ def _refusal(impl: str, eq: str, inputs: list[Any]) -> str | None:
     """Why implementation `impl` does not take these arguments (its own ``applies`` and
     registration say so), or None when it does."""
     call = _dispatch._operations["einsum"].prepare(eq, *inputs)
+    _dispatch._load_backend(call.library)
     found = {i.name: i for i in _dispatch._registry["einsum"]}
     return found[impl].reason_not_applicable(call)
 

@@ -11,6 +11,7 @@ same thing as broadcasting size-1 labelled axes.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -20,6 +21,7 @@ __all__ = ["Equation", "parse", "split_interleaved"]
 # Sublist labels are shifted past every letter so the two formats never collide.
 _SUBLIST_BASE = 1 << 16
 # numpy's interleaved labels: 0-25 name 'A'-'Z', 26-51 name 'a'-'z'.
+_PLAIN = re.compile(r"[A-Za-z,]*(->[A-Za-z]*)?")
 _SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -112,6 +114,11 @@ def _letters(term: str, subscripts: str, what: str) -> tuple[Any, ...]:
 
 def _raw_terms(subscripts: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] | None]:
     """Terms as tuples of int labels / Ellipsis, for either format."""
+    if isinstance(subscripts, str) and _PLAIN.fullmatch(subscripts):
+        # Letters, commas and one '->' only (the common case): no checks needed.
+        lhs, arrow, rhs = subscripts.partition("->")
+        plain = [tuple(map(ord, t)) for t in lhs.split(",")]
+        return plain, (tuple(map(ord, rhs)) if arrow else None)
     if isinstance(subscripts, str):
         terms, out = _string_terms(subscripts)
         inputs = [_letters(t, subscripts, f"operand {k}'s term") for k, t in enumerate(terms)]

@@ -204,6 +204,8 @@ def candidates(
         return [[(0,)]]
     if optimize is False:  # numpy's meaning: one step over every operand
         return [[tuple(range(n))]]
+    if optimize == "auto" and n <= _EXHAUSTIVE_MAX:
+        return [list(p) for p in all_paths(n)]
     sizes = sizes_of(eq, shapes)
     sets = effective_labels(eq, shapes)
     output = set(eq.output)

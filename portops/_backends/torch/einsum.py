@@ -79,7 +79,7 @@ class TorchOps(ArrayAPIOps):
         return torch.logical_and(a, b)
 
     def matmul(self, a: Any, b: Any) -> Any:
-        if a.device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
+        if not a.is_cpu and not (a.dtype.is_floating_point or a.dtype.is_complex):
             return integer_matmul(a, b)
         if _loop_first_batch_axis(a, b):
             return torch.stack([torch.matmul(a[k], b[k]) for k in range(a.shape[0])])
