@@ -11,6 +11,9 @@ Run ``python -m benchmarks.einsum_first_call``. For every equation (operands fro
 Each figure is the median of ``--rounds`` rounds; the report gives per-equation times
 and the geometric means of portops' first call over NumPy's and of its cached call
 over the best of NumPy and opt_einsum.
+
+``--tiny`` instead times a repeated call on tiny operands (``bchw,bchw->bc``, (1, 4, 8,
+8)) against ``np.einsum`` and ``torch.einsum``: the per-call overhead.
 """
 
 from __future__ import annotations
@@ -102,10 +105,56 @@ def report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def tiny(rounds: int, calls: int = 2000) -> str:
+    """Per-call cost of a repeated ``bchw,bchw->bc`` on (1, 4, 8, 8) float64 operands:
+    portops against ``np.einsum`` (NumPy) and ``torch.einsum`` (torch CPU), interleaved
+    rounds of `calls` calls each, medians in µs."""
+    import portops
+
+    eq = "bchw,bchw->bc"
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(size=(1, 4, 8, 8)), rng.uniform(size=(1, 4, 8, 8))
+    entries: dict[str, Callable[[], Any]] = {
+        "np.einsum": functools.partial(np.einsum, eq, a, b),
+        "portops.einsum (NumPy)": functools.partial(portops.einsum, eq, a, b),
+    }
+    try:
+        import torch
+
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        entries["torch.einsum"] = functools.partial(torch.einsum, eq, ta, tb)
+        entries["portops.einsum (torch)"] = functools.partial(portops.einsum, eq, ta, tb)
+    except ImportError:
+        pass
+    for fn in entries.values():
+        fn(), fn()  # plan, then fill the signature cache
+    samples: dict[str, list[float]] = {k: [] for k in entries}
+    for _ in range(rounds):
+        for name, fn in entries.items():
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter_ns() - t0) / calls / 1e3)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    lines = [f"{k:<24} {v:7.2f} µs" for k, v in med.items()]
+    lines.append(f"portops - np.einsum: {med['portops.einsum (NumPy)'] - med['np.einsum']:+.2f} µs")
+    if "torch.einsum" in med:
+        lines.append(
+            f"portops - torch.einsum: {med['portops.einsum (torch)'] - med['torch.einsum']:+.2f} µs"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--tiny", action="store_true", help="per-call cost on tiny operands instead"
+    )
     args = parser.parse_args()
+    if args.tiny:
+        print(tiny(max(args.rounds, 15)))
+        return
     print(report(measure(args.rounds)))
 
 

@@ -212,11 +212,12 @@ def _plan(
         except AttributeError:
             raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}") from None
     boolean = bool(xp.isdtype(result_dtype, "bool"))
-    plan = choose(eq, shapes, orders, boolean, optimize, memory_limit, names)
+    merge = "dask" not in getattr(xp, "__name__", "")  # see plan.build
+    plan = choose(eq, shapes, orders, boolean, optimize, memory_limit, names, merge)
 
     def _chunk_plan(chunks: tuple[tuple[int, int], ...]) -> Plan:
         cs = chunk_shapes(eq, shapes, dict(chunks))
-        return build(eq, cs, orders, boolean, plan.path, names)
+        return build(eq, cs, orders, boolean, plan.path, names, merge)
 
     if plan.slices:  # chunks of one shape share their plan
         _chunk_plan = lru_cache(maxsize=64)(_chunk_plan)

@@ -331,6 +331,7 @@ def choose(
     optimize: Any,
     memory_limit: int | None,
     names: dict[int, str],
+    merge_reshapes: bool = True,
 ) -> Plan:
     """The cheapest lowering among the candidate orders, chunked under `memory_limit`."""
     best: Plan | None = None
@@ -339,7 +340,7 @@ def choose(
     if len(paths) > 1 and memory_limit is None:
         paths = _shortlist(eq, shapes, paths)
     for path in paths:
-        plan = build(eq, shapes, orders, boolean, path, names)
+        plan = build(eq, shapes, orders, boolean, path, names, merge_reshapes)
         if best is None or plan.cost < best.cost:
             best = plan
         if memory_limit is not None and plan.peak <= memory_limit:
@@ -350,7 +351,7 @@ def choose(
         return best
     if best_fit is not None:
         return best_fit
-    return _sliced(eq, shapes, orders, boolean, best, memory_limit, names)
+    return _sliced(eq, shapes, orders, boolean, best, memory_limit, names, merge_reshapes)
 
 
 def chunk_shapes(
@@ -371,6 +372,7 @@ def _sliced(
     plan: Plan,
     memory_limit: int,
     names: dict[int, str],
+    merge_reshapes: bool,
 ) -> Plan:
     """Cut labels into chunks until every intermediate fits in `memory_limit`."""
     sizes = sizes_of(eq, shapes)
@@ -387,7 +389,9 @@ def _sliced(
             if current <= 1:
                 break
         chunks[lab] = (current + 1) // 2
-        sub = build(eq, chunk_shapes(eq, shapes, chunks), orders, boolean, plan.path, names)
+        sub = build(
+            eq, chunk_shapes(eq, shapes, chunks), orders, boolean, plan.path, names, merge_reshapes
+        )
     specs = []
     for lab, chunk in chunks.items():
         axes = tuple(

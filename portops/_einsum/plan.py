@@ -143,7 +143,9 @@ class _Builder:
         orders: tuple[tuple[int, ...], ...],
         boolean: bool,
         names: dict[int, str],
+        merge_reshapes: bool = True,
     ) -> None:
+        self.merge_reshapes = merge_reshapes
         self.eq = eq
         self.shapes = shapes
         self.sizes = sizes_of(eq, shapes)
@@ -161,7 +163,7 @@ class _Builder:
     def emit(self, ins: tuple[Any, ...]) -> None:
         """Append an instruction; a reshape replaces a reshape of the same slot that
         nothing has used since (a view of a view: one call instead of two)."""
-        if ins[0] == "reshape":
+        if ins[0] == "reshape" and self.merge_reshapes:
             slot = ins[1]
             for k in range(len(self.instr) - 1, -1, -1):
                 prev = self.instr[k]
@@ -369,6 +371,9 @@ class _Builder:
         if views and inner in rows:
             # Unit stride in the first group: a transposed view, read by BLAS as is.
             self._permute(k, batch + cols + rows)
+            if rs == 1 or cs == 1:  # one side of size 1: the transpose is a reshape
+                self.emit(("reshape", k, (*bsh, rs, cs)))
+                return False
             if len(rows) != 1 or len(cols) != 1:
                 self.emit(("reshape", k, (*bsh, cs, rs)))
             self.instr.append(("swap", k))
@@ -433,9 +438,13 @@ def build(
     boolean: bool,
     path: Sequence[tuple[int, ...]],
     names: dict[int, str],
+    merge_reshapes: bool = True,
 ) -> Plan:
-    """Lower `eq` along `path` (numpy's format: positions in the shrinking list)."""
-    b = _Builder(eq, shapes, orders, boolean, names)
+    """Lower `eq` along `path` (numpy's format: positions in the shrinking list).
+
+    `merge_reshapes` lets a reshape of a reshape become one call (Dask cannot always
+    do in one reshape what it does in two)."""
+    b = _Builder(eq, shapes, orders, boolean, names, merge_reshapes)
     res, used = b.run(path)
     return Plan(
         equation=eq,
