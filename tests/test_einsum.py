@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from backends import Backend, assert_matches
+from backends import Backend, assert_matches, requested_backends, require
 from einsum_cases import CASES, DTYPES, case_id, make_operands, random_cases
 
 import portops
@@ -47,16 +47,21 @@ def test_cases_match_numpy(backend: Backend, case: tuple, dtype: str) -> None:
     _check(backend, eq, make_operands(shapes, dtype, rng))
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`backend_impl`: each requested backend with each implementation of its library."""
+    if "backend_impl" in metafunc.fixturenames:
+        names, _ = requested_backends()
+        pairs = [(n, i) for n in names for i in _implementations(Backend(n))]
+        metafunc.parametrize("backend_impl", pairs, ids=[f"{n}-{i}" for n, i in pairs])
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 @pytest.mark.parametrize("dtype", ["float64", "complex128", "int64", "bool"])
-@pytest.mark.parametrize("role", range(3), ids=["lowering", "native", "generic"])
 def test_every_implementation_matches_numpy(
-    backend: Backend, role: int, dtype: str, case: tuple
+    backend_impl: tuple[str, str], dtype: str, case: tuple
 ) -> None:
-    impls = _implementations(backend)
-    if role >= len(impls):
-        pytest.skip(f"{backend.library} has only the generic implementation")
-    impl = impls[role]
+    name, impl = backend_impl
+    backend = require(name)
     eq, shapes = case
     arrays = make_operands(shapes, dtype, np.random.default_rng(1))
     reason = _refusal(impl, eq, [backend.asarray(a) for a in arrays])
