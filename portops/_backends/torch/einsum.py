@@ -53,11 +53,9 @@ class TorchOps(ArrayAPIOps):
     def astype(self, x: Any, dtype: Any) -> Any:
         return x.to(dtype)
 
-    def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
-        return x.reshape(shape)
-
-    def permute(self, x: Any, perm: tuple[int, ...]) -> Any:
-        return x.permute(perm)
+    # Tensor's own methods, called unbound: one Python frame less per instruction.
+    reshape = staticmethod(torch.Tensor.reshape)  # type: ignore[assignment]
+    permute = staticmethod(torch.Tensor.permute)  # type: ignore[assignment]
 
     def swap(self, x: Any) -> Any:
         return x.transpose(-1, -2)
@@ -81,6 +79,8 @@ class TorchOps(ArrayAPIOps):
     def matmul(self, a: Any, b: Any) -> Any:
         if not a.is_cpu and not (a.dtype.is_floating_point or a.dtype.is_complex):
             return integer_matmul(a, b)
+        if a.ndim == 3 and b.ndim == 3 and a.shape[0] == b.shape[0]:
+            return torch.bmm(a, b)  # matmul's broadcasting logic costs several µs per call
         if _loop_first_batch_axis(a, b):
             return torch.stack([torch.matmul(a[k], b[k]) for k in range(a.shape[0])])
         return torch.matmul(a, b)
