@@ -32,9 +32,11 @@ class NumpyOps(ArrayAPIOps):
     def astype(self, x: Any, dtype: Any) -> Any:
         return x.astype(dtype)
 
-    # ndarray's own methods, called unbound: one Python frame less per instruction.
-    reshape = staticmethod(np.ndarray.reshape)  # type: ignore[assignment]
-    permute = staticmethod(np.ndarray.transpose)  # type: ignore[assignment]
+    def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
+        return x.reshape(shape)  # x may be a NumPy scalar (a sum to 0-d)
+
+    def permute(self, x: Any, perm: tuple[int, ...]) -> Any:
+        return x.transpose(perm)
 
     def swap(self, x: Any) -> Any:
         return x.swapaxes(-1, -2)
