@@ -164,11 +164,17 @@ def _lookup(
     memory_limit: Any,
     dtype: Any = None,
     casting: str = "safe",
+    split: tuple[Any, tuple[Any, ...]] | None = None,
 ) -> tuple[_dispatch.Call, _Entry]:
-    key_subs, ops = _split(operands)
-    if not ops:
-        raise ValueError("einsum: at least one operand is required")
-    ops, _ = as_arrays(ops)
+    """The call and plan entry; `split` passes subscripts and operands already split and
+    converted."""
+    if split is None:
+        key_subs, ops = _split(operands)
+        if not ops:
+            raise ValueError("einsum: at least one operand is required")
+        ops, _ = as_arrays(ops)
+    else:
+        key_subs, ops = split
     lib = _inspect(ops)
     library = lib.library
     if library == DASK:
@@ -436,11 +442,13 @@ def einsum(
     wanted = None if dtype is None else requested_dtype(dtype)
     if out is not None and library_of(out) is None:
         raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
-    _, ops = _split(operands)
+    key_subs, ops = _split(operands)
+    if not ops:
+        raise ValueError("einsum: at least one operand is required")
     arrays, _ = as_arrays(ops)
-    if arrays and library_of(arrays[0]) == NUMPY and _has_objects(arrays, wanted):
+    if library_of(arrays[0]) == NUMPY and _has_objects(arrays, wanted):
         return _numpy_objects(operands, out, dtype, order, casting, optimize)
-    call, _ = _lookup(operands, optimize, memory_limit, wanted, casting)
+    call, _ = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
     result = _dispatch.select("einsum", call).func(*call.args)
     if out is not None:
         # NumPy applies `casting` to out only without optimize; its optimized einsum

@@ -27,6 +27,7 @@ __all__ = [
     "with_order",
 ]
 
+_PYTHON_VALUES = frozenset({int, float, complex, bool, list, tuple})
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 _ORDERS = ("K", "A", "C", "F")
 
@@ -89,7 +90,7 @@ def as_arrays(operands: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
     first = None
     missing = False
     for a in operands:
-        if library_of(a) is None:
+        if type(a) in _PYTHON_VALUES or library_of(a) is None:
             missing = True
         elif first is None:
             first = a
@@ -97,7 +98,7 @@ def as_arrays(operands: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
         return operands, False
     converted = []
     for k, a in enumerate(operands):
-        if library_of(a) is not None:
+        if type(a) not in _PYTHON_VALUES and library_of(a) is not None:
             converted.append(a)
             continue
         try:
