@@ -23,6 +23,7 @@ __all__ = ["PATH_NAMES", "choose", "normalize_optimize"]
 
 PATH_NAMES = ("auto", "greedy", "optimal")
 _EXHAUSTIVE_MAX = 4
+_SUBSETS_MAX = 5  # dynamic programming over subsets: 3**n / 2 splits
 _OPTIMAL_MAX = 6
 
 
@@ -383,7 +384,7 @@ def choose(
     best_fit: Plan | None = None
     n = len(eq.inputs)
     paths: list[list[tuple[int, ...]]] | None = None
-    if optimize == "auto" and memory_limit is None and 3 <= n <= _EXHAUSTIVE_MAX:
+    if optimize == "auto" and memory_limit is None and 3 <= n <= _SUBSETS_MAX:
         estimate = _Estimator(effective_labels(eq, shapes), set(eq.output), sizes_of(eq, shapes))
         tree, cost = _best_tree(estimate, n)
         if cost <= SEARCH_COST:  # cheap: the estimate's best order is the one lowered
