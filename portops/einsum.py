@@ -1,11 +1,13 @@
 """``einsum`` and ``einsum_path`` with numpy's semantics on every array-API library.
 
-The array API standard has no einsum. This one parses numpy's subscripts (both
-formats), chooses a contraction order, and lowers every pairwise step to one batched
+The array API standard has no einsum. This one takes ``numpy.einsum``'s arguments
+(both formats, ``out``, ``dtype``, ``order``, ``casting``, Python numbers and lists as
+operands), chooses a contraction order, and lowers every pairwise step to one batched
 ``matmul`` of the arrays' own namespace, so it runs wherever ``matmul``, ``reshape`` and
 ``permute_dims`` do, keeps gradients, and is as fast as the backend's GEMM. Plans are
-cached per (library, subscripts, shapes, dtypes, strides, optimize, memory_limit), so a
-repeated call costs a dictionary lookup plus the arithmetic.
+cached per (library, subscripts, shapes, dtypes, strides, optimize, memory_limit, dtype);
+a repeated call with NumPy or torch operands and default keywords goes through a
+per-signature cache that also remembers the chosen implementation.
 """
 
 from __future__ import annotations

@@ -475,3 +475,29 @@ def test_torch_cuda_default_is_torch_einsum_where_it_applies() -> None:
     assert chosen("bij,bjk,kl->bil", a, b, c, memory_limit=8) == "torch_matmul"
     names = {i["name"]: i for i in portops.implementations("einsum")}
     assert names["torch_einsum_cuda"]["devices"] == ["cuda"]
+
+
+# -- numpy.einsum's keywords on every library ------------------------------------------------
+
+
+def test_out_dtype_and_order_on_every_backend(backend: Backend) -> None:
+    rng = np.random.default_rng(19)
+    a, b = make_operands(((3, 4), (4, 5)), "float64", rng)
+    xa, xb = backend.asarray(a), backend.asarray(b)
+    expected = np.einsum("ij,jk->ik", a, b)
+    got = portops.einsum("ij,jk->ik", xa, xb, dtype="float32", casting="same_kind")
+    assert_matches(backend, got, expected.astype(np.float32))
+    assert_matches(backend, portops.einsum("ij,jk->ik", xa, xb, order="C"), expected)
+    with pytest.raises(TypeError, match="cannot cast operand 0 from float64 to int64"):
+        portops.einsum("ij,jk->ik", xa, xb, dtype="int64")
+    out = backend.asarray(np.zeros((3, 5)))
+    if backend.library == "jax":
+        with pytest.raises(TypeError, match="JAX arrays are immutable"):
+            portops.einsum("ij,jk->ik", xa, xb, out=out)
+        return
+    if backend.name == "numpy_readonly" or backend.library == "dask":
+        return  # read-only arrays cannot be written; dask arrays are written lazily
+    assert portops.einsum("ij,jk->ik", xa, xb, out=out) is out
+    np.testing.assert_allclose(backend.to_numpy(out), expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="out has shape"):
+        portops.einsum("ij,jk->ik", xa, xb, out=backend.asarray(np.zeros((5, 3))))
