@@ -1,11 +1,13 @@
 """``einsum`` and ``einsum_path`` with numpy's semantics on every array-API library.
 
-The array API standard has no einsum. This one parses numpy's subscripts (both
-formats), chooses a contraction order, and lowers every pairwise step to one batched
+The array API standard has no einsum. This one takes ``numpy.einsum``'s arguments
+(both formats, ``out``, ``dtype``, ``order``, ``casting``, Python numbers and lists as
+operands), chooses a contraction order, and lowers every pairwise step to one batched
 ``matmul`` of the arrays' own namespace, so it runs wherever ``matmul``, ``reshape`` and
 ``permute_dims`` do, keeps gradients, and is as fast as the backend's GEMM. Plans are
-cached per (library, subscripts, shapes, dtypes, strides, optimize, memory_limit), so a
-repeated call costs a dictionary lookup plus the arithmetic.
+cached per (library, subscripts, shapes, dtypes, strides, optimize, memory_limit, dtype);
+a repeated call with NumPy or torch operands and default keywords goes through a
+per-signature cache that also remembers the chosen implementation.
 """
 
 from __future__ import annotations
@@ -19,8 +21,25 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _dispatch
-from ._arrays import DASK, NUMPY, TORCH, ArrayArgs, as_dask_operands, inspect_arrays
-from ._einsum.parse import Equation, label_names, parse, split_interleaved
+from ._arrays import (
+    DASK,
+    NUMPY,
+    TORCH,
+    ArrayArgs,
+    as_dask_operands,
+    inspect_arrays,
+    library_of,
+)
+from ._einsum.options import (
+    as_arrays,
+    check_casting,
+    check_operand_casts,
+    check_order,
+    requested_dtype,
+    with_order,
+    write_out,
+)
+from ._einsum.parse import Equation, _parse_cached, label_names, parse, split_interleaved
 from ._einsum.path import choose, chunk_shapes, normalize_optimize
 from ._einsum.plan import Plan, build
 from ._einsum.report import describe
@@ -68,8 +87,10 @@ def _np_dtype(d: Any) -> np.dtype[Any]:
 def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
     """numpy's result type of `dtypes`, as a dtype of `xp`."""
     try:
-        name = np.result_type(*[_np_dtype(d) for d in dtypes]).name
-        return getattr(xp, name)
+        found = np.result_type(*[_np_dtype(d) for d in dtypes])
+        if isinstance(dtypes[0], np.dtype):
+            return found  # NumPy arrays: a dtype instance compares fastest with theirs
+        return getattr(xp, found.name)
     except (TypeError, AttributeError):  # a dtype numpy lacks (bfloat16, ...)
         return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)
 
@@ -98,18 +119,15 @@ def _check_memory_limit(memory_limit: Any) -> int | None:
     return limit
 
 
-def _split(subscripts: Any, operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+def _split(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
     """(subscripts key, operands) for either calling format."""
+    if not operands:
+        raise ValueError("einsum: no subscripts and no operands given")
+    subscripts = operands[0]
     if isinstance(subscripts, str):
-        return subscripts, operands
-    if hasattr(subscripts, "shape") and hasattr(subscripts, "dtype"):
-        ops, key = split_interleaved((subscripts, *operands))
-        return key, ops
-    raise TypeError(
-        "einsum: subscripts must be a string such as 'ij,jk->ik', or the first operand of "
-        f"the interleaved format (op0, sublist0, op1, sublist1, ...), got "
-        f"{type(subscripts).__name__}"
-    )
+        return subscripts, operands[1:]
+    ops, key = split_interleaved(operands)
+    return key, ops
 
 
 def _layout(library: str, a: Any) -> tuple[int, ...] | None:
@@ -154,14 +172,22 @@ def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
 
 
 def _lookup(
-    subscripts: Any,
     operands: tuple[Any, ...],
     optimize: Any,
     memory_limit: Any,
+    dtype: Any = None,
+    casting: str = "safe",
+    split: tuple[Any, tuple[Any, ...]] | None = None,
 ) -> tuple[_dispatch.Call, _Entry]:
-    key_subs, ops = _split(subscripts, operands)
-    if not ops:
-        raise ValueError("einsum: at least one operand is required")
+    """The call and plan entry; `split` passes subscripts and operands already split and
+    converted."""
+    if split is None:
+        key_subs, ops = _split(operands)
+        if not ops:
+            raise ValueError("einsum: at least one operand is required")
+        ops, _ = as_arrays(ops)
+    else:
+        key_subs, ops = split
     lib = _inspect(ops)
     library = lib.library
     if library == DASK:
@@ -172,10 +198,12 @@ def _lookup(
     else:
         shapes = tuple(tuple(a.shape) for a in ops)
     dtypes = tuple(a.dtype for a in ops)
+    if dtype is not None:
+        check_operand_casts(dtypes, dtype, casting)
     layouts = tuple(_layout(library, a) for a in ops)
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)
     limit = _check_memory_limit(memory_limit)
-    plan_args = (lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit)
+    plan_args = (lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit, dtype)
     try:
         entry = _cached_plan(*plan_args)
     except TypeError:  # an unhashable sublist element: plan without caching
@@ -192,24 +220,34 @@ def _plan(
     layouts: tuple[Any, ...],
     optimize: Any,
     memory_limit: int | None,
+    dtype: np.dtype[Any] | None = None,
 ) -> _Entry:
     eq = parse(subscripts, tuple(len(s) for s in shapes))
     labels = [x for t in eq.inputs for x in t]
     names = label_names(labels)
     orders = tuple(_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True))
-    dtype = _result_dtype(xp, dtypes)
-    boolean = bool(xp.isdtype(dtype, "bool"))
-    plan = choose(eq, shapes, orders, boolean, optimize, memory_limit, names)
+    if dtype is None:
+        result_dtype = _result_dtype(xp, dtypes)
+    else:
+        try:
+            result_dtype = dtype if isinstance(dtypes[0], np.dtype) else getattr(xp, dtype.name)
+        except AttributeError:
+            raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}") from None
+    boolean = bool(xp.isdtype(result_dtype, "bool"))
+    merge = "dask" not in getattr(xp, "__name__", "")  # see plan.build
+    plan = choose(eq, shapes, orders, boolean, optimize, memory_limit, names, merge)
 
-    @lru_cache(maxsize=64)
     def _chunk_plan(chunks: tuple[tuple[int, int], ...]) -> Plan:
         cs = chunk_shapes(eq, shapes, dict(chunks))
-        return build(eq, cs, orders, boolean, plan.path, names)
+        return build(eq, cs, orders, boolean, plan.path, names, merge)
+
+    if plan.slices:  # chunks of one shape share their plan
+        _chunk_plan = lru_cache(maxsize=64)(_chunk_plan)
 
     def plan_for(chunks: dict[int, int]) -> Plan:
         return _chunk_plan(tuple(sorted(chunks.items())))
 
-    return _Entry(plan, dtype, plan_for, _equation_string(eq, names), names)
+    return _Entry(plan, result_dtype, plan_for, _equation_string(eq, names), names)
 
 
 # An lru_cache rather than a dict: torch.compile traces through the wrapper without
@@ -218,43 +256,151 @@ def _plan(
 _cached_plan = lru_cache(maxsize=_CACHE_MAX)(_plan)
 
 
+def clear_caches() -> None:
+    """Empty every einsum plan cache (benchmarks of a first call use it)."""
+    _cached_plan.cache_clear()
+    _parse_cached.cache_clear()
+    _signatures.clear()
+
+
 def _equation_string(eq: Equation, names: dict[int, str]) -> str:
     lhs = ",".join("".join(names[x] for x in t) for t in eq.inputs)
     return f"{lhs}->{''.join(names[x] for x in eq.output)}"
 
 
 def _prepare(
-    subscripts: Any, *operands: Any, optimize: Any = "auto", memory_limit: Any = None
+    *operands: Any,
+    optimize: Any = "auto",
+    memory_limit: Any = None,
+    dtype: Any = None,
+    casting: str = "safe",
 ) -> _dispatch.Call:
-    return _lookup(subscripts, operands, optimize, memory_limit)[0]
+    return _lookup(operands, optimize, memory_limit, dtype, casting)[0]
 
 
 _dispatch.define_operation("einsum", _prepare)
 
 
+# -- the per-signature fast path ---------------------------------------------------------
+# A repeated call with the same subscripts, operand types, shapes, strides, dtypes
+# (devices, torch's grad mode) and optimize reuses the implementation chosen the first
+# time: a key, one dict lookup and the implementation's own work.
+
+
+class _Signature(NamedTuple):
+    func: Callable[[EinsumArgs], Any]
+    entry: _Entry
+    xp: Any
+    generation: int  # the registry's generation when chosen (a registration resets)
+
+
+_signatures: dict[tuple[Any, ...], _Signature] = {}
+_make_args = EinsumArgs._make
+_SIGNATURES_MAX = 1024
+
+
+def _torch_extra() -> tuple[Any, ...] | None:
+    """What a torch call's choice may depend on beyond its arrays, or None when tracing
+    (torch.compile must see the whole dispatch, not a cached shortcut)."""
+    import torch
+
+    if torch.compiler.is_compiling():
+        return None
+    return (torch.is_grad_enabled(),)
+
+
+def _signature_key(subscripts: str, ops: tuple[Any, ...], optimize: Any) -> tuple[Any, ...] | None:
+    key: list[Any] = [subscripts, optimize]
+    torch_seen = False
+    for a in ops:
+        fast = _fast_types.get(type(a))
+        if fast is None:
+            return None
+        if fast[0] == NUMPY:
+            key += (a.shape, a.strides, a.dtype)
+        else:
+            key += (a.shape, a.stride(), a.dtype, None if a.is_cpu else a.device)
+            torch_seen = True
+    if torch_seen:
+        extra = _torch_extra()
+        if extra is None:
+            return None
+        key += extra
+    return tuple(key)
+
+
+def _fast_call(operands: tuple[Any, ...], optimize: Any) -> Any:
+    """Run a string-subscripts call through the signature cache; NotImplemented when the
+    call does not qualify (non-array operands, an unhashable optimize, prefer, ...)."""
+    if not isinstance(optimize, (str, bool)) or _dispatch._preferred_name("einsum") is not None:
+        return NotImplemented
+    ops = operands[1:]
+    key = _signature_key(operands[0], ops, optimize)
+    if key is None:
+        return NotImplemented
+    hit = _signatures.get(key)
+    if hit is None or hit.generation != _dispatch._generation[0]:
+        call, entry = _lookup(operands, optimize, None)
+        (args,) = call.args
+        impl = _dispatch.select("einsum", call)
+        if len(_signatures) >= _SIGNATURES_MAX:
+            _signatures.clear()
+        _signatures[key] = _Signature(impl.func, entry, args.xp, _dispatch._generation[0])
+        return impl.func(args)
+    e = hit.entry
+    return hit.func(_make_args((e.plan, ops, e.dtype, hit.xp, e.plan_for, e.subscripts)))
+
+
 def einsum(
-    subscripts: Any, *operands: Any, optimize: Any = "auto", memory_limit: Any = None
+    *operands: Any,
+    out: Any = None,
+    dtype: Any = None,
+    order: str = "K",
+    casting: str = "safe",
+    optimize: Any = "auto",
+    memory_limit: Any = None,
 ) -> Any:
     """Evaluate the Einstein summation `subscripts` on `operands`, as ``numpy.einsum``.
 
+    Called as ``einsum(subscripts, *operands, ...)`` or in numpy's interleaved format
+    ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out], ...)``.
+
     Parameters
     ----------
-    subscripts : str or array
+    subscripts : str
         Subscripts such as ``"bnid,bnjd->bnij"``: letters label axes, ``...`` stands
         for broadcast dimensions, ``->`` introduces the output (without it the output is
         the labels that appear once, sorted, after any ellipsis dimensions). A label
         repeated in one operand takes a diagonal; labels missing from the output are
-        summed. numpy's interleaved format ``einsum(op0, [0, 1], op1, [1, 2], [0, 2])``
-        is accepted too, with any number of integer labels.
-    *operands : arrays
+        summed. In the interleaved format, sublists are lists (or 1-d integer arrays)
+        of labels 0-51 and ``Ellipsis``.
+    *operands : arrays, numbers or sequences of numbers
         Arrays of one array-API library (NumPy, CuPy, PyTorch, JAX, Dask,
-        array-api-strict, ...) on one device. Axes of size 1 broadcast against the
-        same label in other operands. Not modified.
-    optimize : bool, str or path, optional
+        array-api-strict, ...) on one device. Python numbers and sequences become
+        arrays of that library (NumPy decides their dtype, as in ``numpy.einsum``);
+        with no array among the operands, NumPy arrays. Axes of size 1 broadcast
+        against the same label in other operands. Not modified.
+    out : array, optional
+        Written in place with the result (cast under `casting`) and returned; an array
+        of the operands' library with the result's shape. JAX arrays are immutable, so
+        `out` raises ``TypeError`` there.
+    dtype : data type, optional
+        Compute in this dtype (a NumPy dtype, a name such as ``"f8"`` or the library's
+        own dtype); the operands are cast to it under `casting`. Default: the result
+        type of the operands, as NumPy computes it.
+    order : {"K", "A", "C", "F"}, optional
+        Memory layout of the result, as in NumPy; ``"K"`` (default) keeps whatever
+        layout the computation produced. Honoured for NumPy and torch; other
+        libraries choose their own layout.
+    casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, optional
+        Which casts `dtype` and `out` may make (NumPy's rules, default ``"safe"``).
+    optimize : bool, str, tuple or path, optional
         Contraction order: ``"auto"`` (default) or ``True`` ranks candidate orders with
-        a cost model counting FLOPs, copies and transposes; ``"greedy"``, ``"optimal"``
-        or another opt_einsum path finder name; ``False`` contracts left to right; or an
-        explicit path as returned by :func:`einsum_path`.
+        a cost model counting FLOPs, copies and transposes; ``"greedy"`` and
+        ``"optimal"`` use NumPy's own path finders (``(name, memory_limit)`` tuples
+        too), other opt_einsum path finder names (``"dp"``, ``"branch-2"``, ...)
+        opt_einsum's; ``False`` contracts every operand in one step, as NumPy does,
+        left to right; or an explicit path as returned by :func:`einsum_path`.
     memory_limit : int, optional
         Largest number of elements any intermediate (a pairwise result, a copy or a
         broadcast temporary) may have. When the best order exceeds it, the
@@ -263,20 +409,27 @@ def einsum(
     Returns
     -------
     array
-        Same library and device as the operands; dtype as numpy computes it (the
-        result type of the operands); bool operands give bool (any of the products).
-        Complex operands are not conjugated. May be a view of an operand when no
-        arithmetic is needed (a transpose or a diagonal), as with numpy.
+        Same library and device as the operands; dtype as NumPy computes it (the
+        result type of the operands, or `dtype`); bool operands give bool (any of the
+        products). Complex operands are not conjugated. May be a view of an operand
+        when no arithmetic is needed (a transpose or a diagonal), as with NumPy; a
+        0-d NumPy result is a NumPy scalar, as from ``numpy.einsum``. `out` when given.
+        NumPy operands of object dtype are handed to ``numpy.einsum`` itself.
 
     Raises
     ------
     TypeError
-        If an operand is not an array, the operands come from two libraries, or
-        `subscripts`, `optimize` or `memory_limit` has the wrong type.
+        If an operand is not an array, a number or a sequence of numbers, the operands
+        come from two libraries, `subscripts`, `out`, `dtype`, `optimize` or
+        `memory_limit` has the wrong type, or a cast is not allowed by `casting`.
     ValueError
-        For malformed subscripts, too many or too few labels for an operand's
-        dimensions, labels whose sizes differ, an output label not in any input,
-        operands on two devices, or a non-positive `memory_limit`.
+        For no operands, malformed subscripts, too many or too few labels for an
+        operand's dimensions, labels whose sizes differ, an output label not in any
+        input, an interleaved label outside 0-51, operands on two devices, `out` of
+        the wrong shape, an unknown `order` or `casting`, or a non-positive
+        `memory_limit`.
+    RuntimeError
+        If an explicit path does not contract every operand into one (as NumPy).
 
     Examples
     --------
@@ -286,29 +439,73 @@ def einsum(
     array([[ 5., 14.],
            [14., 50.]])
     >>> portops.einsum("ii", np.eye(3))
-    array(3.)
+    np.float64(3.0)
     """
-    return _dispatch.invoke(
-        "einsum", subscripts, *operands, optimize=optimize, memory_limit=memory_limit
+    if (
+        out is None
+        and dtype is None
+        and memory_limit is None
+        and order == "K"
+        and casting == "safe"
+        and operands
+        and type(operands[0]) is str
+    ):
+        result = _fast_call(operands, optimize)
+        if result is not NotImplemented:
+            return result
+    casting = check_casting(casting)
+    order = check_order(order)
+    wanted = None if dtype is None else requested_dtype(dtype)
+    if out is not None and library_of(out) is None:
+        raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
+    key_subs, ops = _split(operands)
+    if not ops:
+        raise ValueError("einsum: at least one operand is required")
+    arrays, _ = as_arrays(ops)
+    if library_of(arrays[0]) == NUMPY and _has_objects(arrays, wanted):
+        return _numpy_objects(operands, out, dtype, order, casting, optimize)
+    call, _ = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
+    result = _dispatch.select("einsum", call).func(*call.args)
+    if out is not None:
+        # NumPy applies `casting` to out only without optimize; its optimized einsum
+        # assigns the result to out whatever the dtypes.
+        return write_out(result, out, call.library, casting if optimize is False else "unsafe")
+    return with_order(result, order, call.library, call.args[0].operands)
+
+
+def _has_objects(arrays: tuple[Any, ...], dtype: np.dtype[Any] | None) -> bool:
+    return (dtype is not None and dtype.kind == "O") or any(
+        getattr(getattr(a, "dtype", None), "kind", None) == "O" for a in arrays
     )
 
 
+def _numpy_objects(
+    operands: tuple[Any, ...], out: Any, dtype: Any, order: str, casting: str, optimize: Any
+) -> Any:
+    """Object arrays: numpy.einsum itself (Python objects have no BLAS to lower to)."""
+    kwargs: dict[str, Any] = {"out": out, "dtype": dtype, "order": order, "casting": casting}
+    kwargs["optimize"] = False if optimize == "auto" else optimize
+    return np.einsum(*operands, **kwargs)
+
+
 def einsum_path(
-    subscripts: Any, *operands: Any, optimize: Any = "auto", memory_limit: Any = None
+    *operands: Any, optimize: Any = "auto", memory_limit: Any = None
 ) -> tuple[list[Any], str]:
     """The contraction order :func:`einsum` uses, and a readable report of its steps.
 
     Parameters
     ----------
     subscripts, *operands, optimize, memory_limit
-        As for :func:`einsum`.
+        As for :func:`einsum` (only the operands' shapes, dtypes and layouts matter).
 
     Returns
     -------
     path : list
         ``["einsum_path", (i, j), ...]``, numpy's format: each tuple names positions in
         the list of remaining operands; the result goes to the end. Pass it back as
-        ``optimize=path``.
+        ``optimize=path``. ``optimize=False`` gives one step over every operand, and
+        ``("greedy", memory_limit)`` NumPy's path under that limit, as from
+        ``numpy.einsum_path``.
     report : str
         For each step: its kind (batched matmul, multiply, multiply-and-sum,
         diagonal, sum, transpose), equation, batch, M, N, K, FLOPs, the elements of
@@ -317,10 +514,10 @@ def einsum_path(
 
     Raises
     ------
-    TypeError, ValueError
+    TypeError, ValueError, RuntimeError
         As for :func:`einsum`.
     """
-    _, entry = _lookup(subscripts, operands, optimize, memory_limit)
+    _, entry = _lookup(operands, optimize, memory_limit)
     limit = _check_memory_limit(memory_limit)
     report = describe(entry.plan, entry.subscripts, entry.names, limit)
     return ["einsum_path", *entry.plan.path], report

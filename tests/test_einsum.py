@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import numpy as np
 import pytest
-from backends import Backend, assert_matches
+from backends import Backend, assert_matches, requested_backends, require
 from einsum_cases import CASES, DTYPES, case_id, make_operands, random_cases
 
 import portops
+from portops import _dispatch
 
 # Implementations registered per library, reached with portops.prefer.
 IMPLEMENTATIONS = {
@@ -20,9 +24,13 @@ def _implementations(backend: Backend) -> tuple[str, ...]:
     return IMPLEMENTATIONS.get(backend.library, ("generic",))
 
 
-def _native_refuses(impl: str, dtype: str, backend: Backend) -> bool:
-    """Native einsums that refuse a dtype (their ``applies`` says so)."""
-    return impl == "torch_einsum" and dtype == "bool"
+def _refusal(impl: str, eq: str, inputs: list[Any]) -> str | None:
+    """Why implementation `impl` does not take these arguments (its own ``applies`` and
+    registration say so), or None when it does."""
+    call = _dispatch._operations["einsum"].prepare(eq, *inputs)
+    _dispatch._load_backend(call.library)
+    found = {i.name: i for i in _dispatch._registry["einsum"]}
+    return found[impl].reason_not_applicable(call)
 
 
 def _check(backend: Backend, eq: str, arrays: list[np.ndarray], **kw: object) -> None:
@@ -39,17 +47,28 @@ def test_cases_match_numpy(backend: Backend, case: tuple, dtype: str) -> None:
     _check(backend, eq, make_operands(shapes, dtype, rng))
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`backend_impl`: each requested backend with each implementation of its library."""
+    if "backend_impl" in metafunc.fixturenames:
+        names, _ = requested_backends()
+        pairs = [(n, i) for n in names for i in _implementations(Backend(n))]
+        metafunc.parametrize("backend_impl", pairs, ids=[f"{n}-{i}" for n, i in pairs])
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_every_implementation_matches_numpy(backend: Backend, case: tuple) -> None:
+@pytest.mark.parametrize("dtype", ["float64", "complex128", "int64", "bool"])
+def test_every_implementation_matches_numpy(
+    backend_impl: tuple[str, str], dtype: str, case: tuple
+) -> None:
+    name, impl = backend_impl
+    backend = require(name)
     eq, shapes = case
-    rng = np.random.default_rng(1)
-    for dtype in ("float64", "complex128", "int64", "bool"):
-        arrays = make_operands(shapes, dtype, rng)
-        for impl in _implementations(backend):
-            if _native_refuses(impl, dtype, backend):
-                continue
-            with portops.prefer(einsum=impl):
-                _check(backend, eq, arrays)
+    arrays = make_operands(shapes, dtype, np.random.default_rng(1))
+    reason = _refusal(impl, eq, [backend.asarray(a) for a in arrays])
+    if reason is not None:
+        pytest.skip(f"{impl}: {reason}")
+    with portops.prefer(einsum=impl):
+        _check(backend, eq, arrays)
 
 
 def test_random_equations_match_numpy(backend: Backend) -> None:
@@ -60,8 +79,8 @@ def test_random_equations_match_numpy(backend: Backend) -> None:
         dtype = ("float64", "int64", "complex128", "bool")[k % 4]
         arrays = make_operands(shapes, dtype, rng)
         for impl in _implementations(backend):
-            if _native_refuses(impl, dtype, backend):
-                continue
+            if _refusal(impl, eq, [backend.asarray(a) for a in arrays]) is not None:
+                continue  # e.g. torch.einsum on bool, or on integers on CUDA
             with portops.prefer(einsum=impl):
                 try:
                     _check(backend, eq, arrays)
@@ -103,17 +122,15 @@ def test_sublist_format(backend: Backend) -> None:
     assert_matches(backend, implicit, np.einsum(a, [Ellipsis, 1]))
 
 
-def test_sublist_format_with_many_labels() -> None:
-    """More labels than numpy's 52 letters: numpy cannot, portops can."""
-    shape = (1,) * 55 + (2, 3)
-    a = np.random.default_rng(8).uniform(size=shape)
-    labels = list(range(100, 157))
-    got = portops.einsum(a, labels, [labels[-1], labels[0]])
-    np.testing.assert_allclose(got, a.reshape(2, 3).sum(axis=0).reshape(3, 1))
-    with portops.prefer(einsum="generic"):
-        np.testing.assert_allclose(
-            portops.einsum(a, labels, [labels[-1], labels[0]]), got, rtol=1e-14
-        )
+def test_sublist_labels_follow_numpy() -> None:
+    """Labels 0-51 (numpy's letters, also as an integer array); 52 and up raise."""
+    a = np.random.default_rng(8).uniform(size=(3, 3))
+    np.testing.assert_allclose(portops.einsum(a, np.asarray([0, 0])), np.trace(a))
+    np.testing.assert_allclose(portops.einsum(a, [51, 0], [0, 51]), a.T)
+    with pytest.raises(ValueError, match="labels of the interleaved format are 0-51"):
+        portops.einsum(a, [0, 52])
+    _, report = portops.einsum_path(np.ones((1,) * 27), range(27))
+    assert "ABCDEFGHIJKLMNOPQRSTUVWXYZa->ABCDEFGHIJKLMNOPQRSTUVWXYZa" in report
 
 
 # -- gradients ---------------------------------------------------------------------------
@@ -270,9 +287,12 @@ def test_plan_is_cached() -> None:
     a, b = np.ones((3, 4)), np.ones((4, 5))
     portops.einsum("ij,jk->ik", a, b)
     before = einsum_module._cached_plan.cache_info()
-    portops.einsum("ij,jk->ik", a + 1, b)
+    signatures = len(einsum_module._signatures)
+    portops.einsum("ij,jk->ik", a + 1, b)  # the signature cache answers
+    portops.einsum("ij,jk->ik", a + 1, b, casting="unsafe")  # the plan cache answers
     after = einsum_module._cached_plan.cache_info()
-    assert after.hits == before.hits + 1 and after.currsize == before.currsize
+    assert after.misses == before.misses and after.hits == before.hits + 1
+    assert len(einsum_module._signatures) == signatures
 
 
 def test_threads_share_the_cache() -> None:
@@ -321,12 +341,12 @@ def test_malformed_subscripts_raise(backend: Backend, eq: str, shapes: tuple, ma
 
 def test_argument_type_errors() -> None:
     a = np.ones((2, 2))
-    with pytest.raises(TypeError, match="operand 1 must be an array"):
-        portops.einsum("ij,jk", a, [[1.0, 2.0]])
-    with pytest.raises(TypeError, match="subscripts must be a string"):
+    with pytest.raises(TypeError, match="pass the subscripts as a string"):
         portops.einsum(3, a)
     with pytest.raises(ValueError, match="at least one operand"):
         portops.einsum("ij")
+    with pytest.raises(ValueError, match="no subscripts and no operands"):
+        portops.einsum()
     with pytest.raises(TypeError, match="memory_limit must be a positive integer"):
         portops.einsum("ij", a, memory_limit=2.5)
     with pytest.raises(ValueError, match="memory_limit must be a positive integer"):
@@ -339,8 +359,16 @@ def test_argument_type_errors() -> None:
         portops.einsum("ij,jk", a, a, optimize=[(0, 5)])
     with pytest.raises(TypeError, match="sublist 0 must contain integers"):
         portops.einsum(a, ["i", "j"])
-    with pytest.raises(ValueError, match="negative label"):
+    with pytest.raises(ValueError, match="labels of the interleaved format are 0-51"):
         portops.einsum(a, [0, -1])
+    with pytest.raises(RuntimeError, match="explicit path leaves 2 operands"):
+        portops.einsum("ij,jk,kl", a, a, a, optimize=[(0, 1)])
+
+
+def test_non_numeric_operand_raises() -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="operand 1 must be an array, a number"):
+        portops.einsum("ij,jk", torch.ones(2, 2), object())
 
 
 def test_mixed_libraries_raise() -> None:
@@ -425,3 +453,51 @@ def test_torch_loop_over_unmergeable_batch(monkeypatch: pytest.MonkeyPatch) -> N
     assert calls
     np.testing.assert_allclose(got.detach().numpy(), np.einsum("bind,bjnd->bnij", a, b))
     assert torch.autograd.gradcheck(lambda x, y: portops.einsum("bind,bjnd->bnij", x, y), (ta, tb))
+
+
+def test_torch_cuda_default_is_torch_einsum_where_it_applies() -> None:
+    """The choice on CUDA, checked on CPU tensors presented as a CUDA call."""
+    torch = pytest.importorskip("torch")
+    einsum_module = importlib.import_module("portops.einsum")
+
+    def chosen(eq: str, *ops: Any, memory_limit: int | None = None) -> str:
+        call, _ = einsum_module._lookup((eq, *ops), "auto", memory_limit)
+        return _dispatch.select("einsum", call._replace(device="cuda")).name
+
+    a, b = torch.ones(2, 3, 4), torch.ones(2, 4, 5)
+    assert chosen("bij,bjk->bik", a, b) == "torch_einsum_cuda"
+    assert chosen("bij,bjk->bik", a.to(torch.complex64), b.to(torch.complex64)) == (
+        "torch_einsum_cuda"
+    )
+    assert chosen("bij,bjk->bik", a.long(), b.long()) == "torch_matmul"
+    assert chosen("bij,bjk->bik", a.bool(), b.bool()) == "torch_matmul"
+    c = torch.ones(5, 2)
+    assert chosen("bij,bjk,kl->bil", a, b, c, memory_limit=8) == "torch_matmul"
+    names = {i["name"]: i for i in portops.implementations("einsum")}
+    assert names["torch_einsum_cuda"]["devices"] == ["cuda"]
+
+
+# -- numpy.einsum's keywords on every library ------------------------------------------------
+
+
+def test_out_dtype_and_order_on_every_backend(backend: Backend) -> None:
+    rng = np.random.default_rng(19)
+    a, b = make_operands(((3, 4), (4, 5)), "float64", rng)
+    xa, xb = backend.asarray(a), backend.asarray(b)
+    expected = np.einsum("ij,jk->ik", a, b)
+    got = portops.einsum("ij,jk->ik", xa, xb, dtype="float32", casting="same_kind")
+    assert_matches(backend, got, expected.astype(np.float32))
+    assert_matches(backend, portops.einsum("ij,jk->ik", xa, xb, order="C"), expected)
+    with pytest.raises(TypeError, match="cannot cast operand 0 from float64 to int64"):
+        portops.einsum("ij,jk->ik", xa, xb, dtype="int64")
+    out = backend.asarray(np.zeros((3, 5)))
+    if backend.library == "jax":
+        with pytest.raises(TypeError, match="JAX arrays are immutable"):
+            portops.einsum("ij,jk->ik", xa, xb, out=out)
+        return
+    if backend.name == "numpy_readonly" or backend.library == "dask":
+        return  # read-only arrays cannot be written; dask arrays are written lazily
+    assert portops.einsum("ij,jk->ik", xa, xb, out=out) is out
+    np.testing.assert_allclose(backend.to_numpy(out), expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="out has shape"):
+        portops.einsum("ij,jk->ik", xa, xb, out=backend.asarray(np.zeros((5, 3))))

@@ -11,6 +11,7 @@ same thing as broadcasting size-1 labelled axes.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -19,6 +20,9 @@ __all__ = ["Equation", "parse", "split_interleaved"]
 
 # Sublist labels are shifted past every letter so the two formats never collide.
 _SUBLIST_BASE = 1 << 16
+# numpy's interleaved labels: 0-25 name 'A'-'Z', 26-51 name 'a'-'z'.
+_PLAIN = re.compile(r"[A-Za-z,]*(->[A-Za-z]*)?")
+_SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 class Equation(NamedTuple):
@@ -45,8 +49,14 @@ def split_interleaved(args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
 
 
 def _sublist(s: Any, what: str) -> tuple[Any, ...]:
+    if hasattr(s, "tolist") and getattr(s, "ndim", None) == 1:
+        s = s.tolist()  # an integer array, as numpy accepts
     if isinstance(s, (str, bytes)) or not isinstance(s, Sequence):
-        raise TypeError(f"einsum: {what} must be a list of integers and Ellipsis, got {s!r}")
+        raise TypeError(
+            f"einsum: {what} must be a list of integers and Ellipsis (the interleaved "
+            "format op0, sublist0, op1, ...; or pass the subscripts as a string first), "
+            f"got {type(s).__name__}"
+        )
     items: list[Any] = []
     for v in s:
         if v is Ellipsis:
@@ -60,8 +70,11 @@ def _sublist(s: Any, what: str) -> tuple[Any, ...]:
             raise TypeError(
                 f"einsum: {what} must contain integers or Ellipsis, got {type(v).__name__}"
             ) from None
-        if iv < 0:
-            raise ValueError(f"einsum: {what} contains the negative label {iv}")
+        if not 0 <= iv < len(_SUBLIST_LETTERS):
+            raise ValueError(
+                f"einsum: {what} contains the label {iv}; labels of the interleaved format "
+                f"are 0-{len(_SUBLIST_LETTERS) - 1} (numpy's 52 letters)"
+            )
         items.append(iv)
     return tuple(items)
 
@@ -101,6 +114,11 @@ def _letters(term: str, subscripts: str, what: str) -> tuple[Any, ...]:
 
 def _raw_terms(subscripts: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] | None]:
     """Terms as tuples of int labels / Ellipsis, for either format."""
+    if isinstance(subscripts, str) and _PLAIN.fullmatch(subscripts):
+        # Letters, commas and one '->' only (the common case): no checks needed.
+        lhs, arrow, rhs = subscripts.partition("->")
+        plain = [tuple(map(ord, t)) for t in lhs.split(",")]
+        return plain, (tuple(map(ord, rhs)) if arrow else None)
     if isinstance(subscripts, str):
         terms, out = _string_terms(subscripts)
         inputs = [_letters(t, subscripts, f"operand {k}'s term") for k, t in enumerate(terms)]
@@ -220,14 +238,21 @@ def _show(subscripts: Any) -> str:
 def label_names(labels: Sequence[int]) -> dict[int, str]:
     """A one-character name per label for readable equations (letters kept as is)."""
     names: dict[int, str] = {}
-    pool = iter(
-        c
-        for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-        + "".join(chr(x) for x in range(0xC0, 0x250))
-        if ord(c) not in labels
-    )
     for v in labels:
-        if v in names:
-            continue
-        names[v] = chr(v) if 0 <= v < _SUBLIST_BASE else next(pool)
+        if v >= _SUBLIST_BASE:
+            names[v] = _SUBLIST_LETTERS[v - _SUBLIST_BASE]
+        elif v >= 0:
+            names[v] = chr(v)
+    if len(names) == len(set(labels)):
+        return names  # no ellipsis labels to name
+    taken = set(names.values())
+    pool = iter(c for c in _POOL if c not in taken)
+    for v in labels:
+        if v not in names:
+            names[v] = next(pool)
     return names
+
+
+_POOL = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" + "".join(
+    chr(x) for x in range(0xC0, 0x250)
+)

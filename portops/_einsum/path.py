@@ -14,42 +14,48 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .parse import Equation
-from .plan import Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
+from .plan import WRITE_COST, Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
 
 __all__ = ["PATH_NAMES", "choose", "normalize_optimize"]
 
 PATH_NAMES = ("auto", "greedy", "optimal")
 _EXHAUSTIVE_MAX = 4
+_SUBSETS_MAX = 5  # dynamic programming over subsets: 3**n / 2 splits
 _OPTIMAL_MAX = 6
 
 
 def normalize_optimize(optimize: Any) -> Any:
-    """A hashable form of `optimize`, or raise TypeError/ValueError naming it."""
+    """A hashable form of `optimize`, or raise TypeError/ValueError naming it.
+
+    Forms: ``"auto"``, ``False``, a path finder name, ``("limit", name, elements)``
+    for numpy's ``(name, memory_limit)`` tuples, ``("path", steps)`` for an explicit
+    path.
+    """
     if optimize is True:
         return "auto"
     if optimize is False:
         return False
     if isinstance(optimize, str):
-        if optimize in PATH_NAMES:
-            return optimize
-        try:
-            from opt_einsum.paths import get_path_fn
-
-            get_path_fn(optimize)
-        except ImportError:
-            raise ValueError(
-                f"einsum: optimize={optimize!r} needs opt_einsum; without it use one of "
-                f"{PATH_NAMES}, True, False or an explicit path"
-            ) from None
-        except KeyError:
-            raise ValueError(
-                f"einsum: unknown optimize={optimize!r}; expected one of {PATH_NAMES}, an "
-                "opt_einsum path finder name, True, False or an explicit path"
-            ) from None
-        return optimize
+        return _check_name(optimize)
     if isinstance(optimize, (list, tuple)):
         items = list(optimize)
+        if (
+            len(items) == 2
+            and isinstance(items[0], str)
+            and items[0] != "einsum_path"
+            and not isinstance(items[1], (list, tuple))
+        ):
+            name = _check_name(items[0])
+            limit = items[1]
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)):
+                raise TypeError(
+                    "einsum: optimize=(path finder, memory_limit) needs a number of elements "
+                    f"as its memory_limit, got {type(limit).__name__}"
+                )
+            return ("limit", "auto" if name == "auto" else name, int(limit))
         if items and items[0] == "einsum_path":
             items = items[1:]
         path = []
@@ -62,9 +68,29 @@ def normalize_optimize(optimize: Any) -> Any:
             path.append(tuple(_position(p) for p in c))
         return ("path", tuple(path))
     raise TypeError(
-        f"einsum: optimize must be a bool, a path finder name or an explicit path, "
-        f"got {type(optimize).__name__}"
+        f"einsum: optimize must be a bool, a path finder name, a (name, memory_limit) tuple "
+        f"or an explicit path, got {type(optimize).__name__}"
     )
+
+
+def _check_name(optimize: str) -> str:
+    if optimize in PATH_NAMES:
+        return optimize
+    try:
+        from opt_einsum.paths import get_path_fn
+
+        get_path_fn(optimize)
+    except ImportError:
+        raise ValueError(
+            f"einsum: optimize={optimize!r} needs opt_einsum; without it use one of "
+            f"{PATH_NAMES}, True, False or an explicit path"
+        ) from None
+    except KeyError:
+        raise ValueError(
+            f"einsum: unknown optimize={optimize!r}; expected one of {PATH_NAMES}, an "
+            "opt_einsum path finder name, True, False or an explicit path"
+        ) from None
+    return optimize
 
 
 def _position(p: Any) -> int:
@@ -83,7 +109,7 @@ def _check_path(path: Sequence[tuple[int, ...]], n: int) -> None:
             )
         remaining -= len(c) - 1
     if remaining != 1:
-        raise ValueError(
+        raise RuntimeError(
             f"einsum: the explicit path leaves {remaining} operands; it must contract all "
             f"{n} into one"
         )
@@ -126,7 +152,11 @@ def _greedy(sets: list[set[int]], output: set[int], sizes: dict[int, int]) -> li
 
 
 def _opt_einsum_paths(
-    names: Sequence[str], sets: list[set[int]], output: set[int], sizes: dict[int, int]
+    names: Sequence[str],
+    sets: list[set[int]],
+    output: set[int],
+    sizes: dict[int, int],
+    limit: int | None = None,
 ) -> list[list[tuple[int, ...]]]:
     try:
         from opt_einsum.paths import get_path_fn
@@ -134,26 +164,65 @@ def _opt_einsum_paths(
         return []
     found = []
     for name in names:
-        path = get_path_fn(name)(sets, output, sizes, None)
+        path = get_path_fn(name)(sets, output, sizes, limit)
         found.append([tuple(c) for c in path])
     return found
 
 
+def _numpy_path(
+    eq: Equation,
+    shapes: Sequence[Sequence[int]],
+    names: dict[int, str],
+    finder: str,
+    limit: int | None,
+) -> list[tuple[int, ...]] | None:
+    """numpy's own path finder ``finder`` ("greedy" or "optimal"), or None when the
+    equation has more labels than numpy's letters."""
+    terms = ["".join(names[x] for x in t) for t in eq.inputs]
+    out = "".join(names[x] for x in eq.output)
+    text = f"{','.join(terms)}->{out}"
+    if not all(c.isascii() and c.isalpha() for c in text.replace(",", "").replace("->", "")):
+        return None
+    stub = np.empty((), dtype=np.float64)
+    stubs = [np.broadcast_to(stub, tuple(s)) for s in shapes]
+    optimize: Any = finder if limit is None else (finder, limit)
+    path, _ = np.einsum_path(text, *stubs, optimize=optimize)
+    return [tuple(c) for c in path[1:]]
+
+
 def candidates(
-    eq: Equation, shapes: Sequence[Sequence[int]], optimize: Any
+    eq: Equation,
+    shapes: Sequence[Sequence[int]],
+    optimize: Any,
+    names: dict[int, str] | None = None,
 ) -> list[list[tuple[int, ...]]]:
     """Contraction orders worth lowering for `optimize` (already normalised)."""
     n = len(eq.inputs)
-    if n == 1:
-        return [[]]
-    if optimize is False:
-        return [list(_left_to_right(n))]
-    if isinstance(optimize, tuple):
+    if isinstance(optimize, tuple) and optimize[0] == "path":
         _check_path(optimize[1], n)
         return [list(optimize[1])]
+    if n == 1:
+        return [[(0,)]]
+    if optimize is False:  # numpy's meaning: one step over every operand
+        return [[tuple(range(n))]]
+    if optimize == "auto" and n <= _EXHAUSTIVE_MAX:
+        return [list(p) for p in all_paths(n)]
     sizes = sizes_of(eq, shapes)
     sets = effective_labels(eq, shapes)
     output = set(eq.output)
+    limit = None
+    if isinstance(optimize, tuple):  # ("limit", finder, elements): numpy's tuples
+        _, optimize, limit = optimize
+        if optimize == "auto":
+            optimize = "greedy"
+    if optimize in ("greedy", "optimal") and names is not None:
+        found = _numpy_path(eq, shapes, names, optimize, limit)
+        if found is not None:
+            return [found]
+    if limit is not None:
+        oe = _opt_einsum_paths([optimize], sets, output, sizes, limit)
+        if oe:
+            return oe
     if optimize == "greedy":
         oe = _opt_einsum_paths(["greedy"], sets, output, sizes)
         return oe or [list(_greedy(sets, output, sizes))]
@@ -170,10 +239,134 @@ def candidates(
         return _opt_einsum_paths([optimize], sets, output, sizes)
     if n <= _EXHAUSTIVE_MAX:
         return [list(p) for p in all_paths(n)]
-    found = _opt_einsum_paths(["auto", "greedy"], sets, output, sizes)
-    found.append(list(_greedy(sets, output, sizes)))
-    found.append(list(_left_to_right(n)))
-    return found
+    paths = _opt_einsum_paths(["greedy"], sets, output, sizes)
+    if not paths:
+        paths = [list(_greedy(sets, output, sizes))]
+    estimate = _Estimator(sets, output, sizes)
+    if min(estimate(p) for p in paths) > SEARCH_COST:  # worth a longer search
+        paths += _opt_einsum_paths(["auto"], sets, output, sizes)
+        paths.append(list(_greedy(sets, output, sizes)))
+        paths.append(list(_left_to_right(n)))
+    return paths
+
+
+# A contraction estimated above this cost (GEMM multiply-adds, about a millisecond
+# here) is worth a wider search: more candidate orders, each lowered and ranked.
+SEARCH_COST = float(1 << 20)
+_SHORTLIST = 4
+
+
+class _Estimator:
+    """Quick costs of paths from label sets alone: the products each step multiplies
+    plus the elements it writes (no copies or layouts). Label sets are bit masks, and
+    steps that several paths share are costed once."""
+
+    def __init__(self, sets: Sequence[set[int]], output: set[int], sizes: dict[int, int]):
+        labels = sorted(set(output).union(*sets))
+        bit = {x: 1 << i for i, x in enumerate(labels)}
+        self.weights = [sizes[x] for x in labels]
+        self.masks = [sum(bit[x] for x in s) for s in sets]
+        self.output = sum(bit[x] for x in output)
+        self.sizes: dict[int, int] = {}
+        self.steps: dict[tuple[Any, ...], tuple[int, float]] = {}
+
+    def size(self, mask: int) -> int:
+        found = self.sizes.get(mask)
+        if found is None:
+            found, m, i = 1, mask, 0
+            while m:
+                if m & 1:
+                    found *= self.weights[i]
+                m >>= 1
+                i += 1
+            self.sizes[mask] = found
+        return found
+
+    def __call__(self, path: Sequence[tuple[int, ...]]) -> float:
+        remaining = list(self.masks)
+        total = 0.0
+        for c in path:
+            picked = tuple(sorted([remaining[i] for i in c]))
+            for i in sorted(c, reverse=True):
+                del remaining[i]
+            rest = self.output
+            for m in remaining:
+                rest |= m
+            key = (picked, rest)
+            found = self.steps.get(key)
+            if found is None:
+                union = 0
+                for m in picked:
+                    union |= m
+                kept = union & rest
+                cost = max(len(c) - 1, 1) * self.size(union) + WRITE_COST * self.size(kept)
+                found = self.steps[key] = (kept, cost)
+            total += found[1]
+            remaining.append(found[0])
+        return total
+
+
+def _best_tree(estimate: _Estimator, n: int) -> tuple[list[tuple[int, ...]], float]:
+    """The order of pairwise contractions with the lowest quick estimate, by dynamic
+    programming over subsets of operands (what ranking every order finds, in far fewer
+    steps), in numpy's path format."""
+    full = (1 << n) - 1
+    labels = [0] * (full + 1)
+    for s in range(1, full + 1):
+        low = s & -s
+        labels[s] = labels[s ^ low] | estimate.masks[low.bit_length() - 1]
+    kept = [labels[s] & (estimate.output | labels[full ^ s]) for s in range(full + 1)]
+    cost = [0.0] * (full + 1)
+    split = [0] * (full + 1)
+    for s in range(1, full + 1):
+        if s & (s - 1) == 0:
+            continue  # one operand: nothing to contract
+        best, best_a = math.inf, 0
+        a = (s - 1) & s
+        while a:
+            b = s ^ a
+            if a < b:
+                c = cost[a] + cost[b] + estimate.size(kept[a] | kept[b])
+                if c < best:
+                    best, best_a = c, a
+            a = (a - 1) & s
+        cost[s] = best + WRITE_COST * estimate.size(kept[s])
+        split[s] = best_a
+    items = [1 << k for k in range(n)]
+    path: list[tuple[int, ...]] = []
+
+    def emit(s: int) -> None:
+        if s & (s - 1) == 0:
+            return
+        a = split[s]
+        emit(a)
+        emit(s ^ a)
+        i, j = sorted((items.index(a), items.index(s ^ a)))
+        items.pop(j)
+        items.pop(i)
+        items.append(s)
+        path.append((i, j))
+
+    emit(full)
+    return path, cost[full]
+
+
+def _shortlist(
+    eq: Equation, shapes: Sequence[Sequence[int]], paths: list[list[tuple[int, ...]]]
+) -> list[list[tuple[int, ...]]]:
+    """The candidates worth lowering: the quick estimate's best for a cheap
+    contraction; for one costly enough to repay lowering several orders, those within
+    4x of the best, whose copies and layouts the full cost model then ranks."""
+    sizes = sizes_of(eq, shapes)
+    sets = effective_labels(eq, shapes)
+    output = set(eq.output)
+    estimate = _Estimator(sets, output, sizes)
+    costs = [estimate(p) for p in paths]
+    best = min(costs)
+    slack = 4.0 if best > SEARCH_COST else 1.0
+    ranked = sorted(range(len(paths)), key=costs.__getitem__)
+    keep = [k for k in ranked if costs[k] <= slack * best]
+    return [paths[k] for k in keep[: 1 if best <= SEARCH_COST else _SHORTLIST]]
 
 
 def choose(
@@ -184,12 +377,24 @@ def choose(
     optimize: Any,
     memory_limit: int | None,
     names: dict[int, str],
+    merge_reshapes: bool = True,
 ) -> Plan:
     """The cheapest lowering among the candidate orders, chunked under `memory_limit`."""
     best: Plan | None = None
     best_fit: Plan | None = None
-    for path in candidates(eq, shapes, optimize):
-        plan = build(eq, shapes, orders, boolean, path, names)
+    n = len(eq.inputs)
+    paths: list[list[tuple[int, ...]]] | None = None
+    if optimize == "auto" and memory_limit is None and 3 <= n <= _SUBSETS_MAX:
+        estimate = _Estimator(effective_labels(eq, shapes), set(eq.output), sizes_of(eq, shapes))
+        tree, cost = _best_tree(estimate, n)
+        if cost <= SEARCH_COST:  # cheap: the estimate's best order is the one lowered
+            paths = [tree]
+    if paths is None:
+        paths = candidates(eq, shapes, optimize, names)
+        if len(paths) > 1 and memory_limit is None:
+            paths = _shortlist(eq, shapes, paths)
+    for path in paths:
+        plan = build(eq, shapes, orders, boolean, path, names, merge_reshapes)
         if best is None or plan.cost < best.cost:
             best = plan
         if memory_limit is not None and plan.peak <= memory_limit:
@@ -200,7 +405,7 @@ def choose(
         return best
     if best_fit is not None:
         return best_fit
-    return _sliced(eq, shapes, orders, boolean, best, memory_limit, names)
+    return _sliced(eq, shapes, orders, boolean, best, memory_limit, names, merge_reshapes)
 
 
 def chunk_shapes(
@@ -221,6 +426,7 @@ def _sliced(
     plan: Plan,
     memory_limit: int,
     names: dict[int, str],
+    merge_reshapes: bool,
 ) -> Plan:
     """Cut labels into chunks until every intermediate fits in `memory_limit`."""
     sizes = sizes_of(eq, shapes)
@@ -237,7 +443,9 @@ def _sliced(
             if current <= 1:
                 break
         chunks[lab] = (current + 1) // 2
-        sub = build(eq, chunk_shapes(eq, shapes, chunks), orders, boolean, plan.path, names)
+        sub = build(
+            eq, chunk_shapes(eq, shapes, chunks), orders, boolean, plan.path, names, merge_reshapes
+        )
     specs = []
     for lab, chunk in chunks.items():
         axes = tuple(

@@ -15,6 +15,7 @@ intermediates); :mod:`portops._einsum.execute` runs it with a backend's primitiv
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ class Step(NamedTuple):
 
     kind: str
     operands: tuple[int, ...]
-    equation: str
+    terms: tuple[tuple[int, ...], ...]  # the step's input labels, then its output's
     batch: int
     m: int
     n: int
@@ -131,6 +132,9 @@ def _prod(xs: Sequence[int]) -> int:
     return math.prod(xs) if xs else 1
 
 
+_BINARY_OPS = frozenset({"matmul", "matmul_bool", "mul", "logical_and"})
+
+
 class _Builder:
     def __init__(
         self,
@@ -139,7 +143,9 @@ class _Builder:
         orders: tuple[tuple[int, ...], ...],
         boolean: bool,
         names: dict[int, str],
+        merge_reshapes: bool = True,
     ) -> None:
+        self.merge_reshapes = merge_reshapes
         self.eq = eq
         self.shapes = shapes
         self.sizes = sizes_of(eq, shapes)
@@ -154,10 +160,27 @@ class _Builder:
         for labels, order in zip(eq.inputs, orders, strict=True):
             self.values.append(_Value(labels, [labels[a] for a in order]))
 
-    def eqstr(self, *terms: Sequence[int], out: Sequence[int]) -> str:
-        n = self.names
-        lhs = ",".join("".join(n[x] for x in t) for t in terms)
-        return f"{lhs}->{''.join(n[x] for x in out)}"
+    def emit(self, ins: tuple[Any, ...]) -> None:
+        """Append an instruction; a reshape replaces a reshape of the same slot that
+        nothing has used since (a view of a view: one call instead of two)."""
+        if ins[0] == "reshape" and self.merge_reshapes:
+            slot = ins[1]
+            for k in range(len(self.instr) - 1, -1, -1):
+                prev = self.instr[k]
+                if prev[0] in _BINARY_OPS:
+                    if slot in (prev[1], prev[2], prev[3]):
+                        break
+                elif prev[1] == slot:
+                    if prev[0] == "reshape":
+                        self.instr[k] = ins
+                        return
+                    break
+        self.instr.append(ins)
+
+    @staticmethod
+    def eqstr(*terms: Sequence[int], out: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+        """The step's labels; the report spells them out (only when asked for)."""
+        return (*(tuple(t) for t in terms), tuple(out))
 
     def size(self, labels: Sequence[int]) -> int:
         return _prod([self.sizes[x] for x in labels])
@@ -173,6 +196,9 @@ class _Builder:
         """Diagonals, size-1 axes and private sums of operand `k` (slot k)."""
         v = self.values[k]
         shape = self.shapes[k]
+        if 1 not in shape and len(set(v.labels)) == len(v.labels):
+            if needed_elsewhere.issuperset(v.labels):
+                return  # nothing to prepare: the common case
         labels = list(v.labels)
         # Diagonals: the diagonal axis goes last (what numpy/torch diagonal do).
         for lab in dict.fromkeys(labels):
@@ -190,7 +216,7 @@ class _Builder:
         # Size-1 axes: broadcast against the other operands (or size 1 everywhere).
         keep = [x for x in labels if local_size[x] != 1]
         if len(keep) != len(labels):
-            self.instr.append(("reshape", k, tuple(local_size[x] for x in keep)))
+            self.emit(("reshape", k, tuple(local_size[x] for x in keep)))
             labels = keep
         # Labels no other operand and not the output need: sum them now.
         private = [i for i, x in enumerate(labels) if x not in needed_elsewhere]
@@ -246,8 +272,8 @@ class _Builder:
             self._permute(i, a_order)
             self._permute(j, b_order)
             kk = (kp,) if ks else ()
-            self.instr.append(("reshape", i, bsh + msh + (1,) * len(ns) + kk))
-            self.instr.append(("reshape", j, bsh + (1,) * len(ms) + nsh + kk))
+            self.emit(("reshape", i, bsh + msh + (1,) * len(ns) + kk))
+            self.emit(("reshape", j, bsh + (1,) * len(ms) + nsh + kk))
             mul = "logical_and" if self.boolean else "mul"
             self.instr.append((mul, i, j, out))
             temp = result * kp
@@ -285,7 +311,7 @@ class _Builder:
                 copy_labels = v.labels if len(v.labels) > len(copy_labels) else copy_labels
         self.instr.append(("matmul_bool" if self.boolean else "matmul", i, j, out))
         if len(ms) != 1 or len(ns) != 1:
-            self.instr.append(("reshape", out, bsh + msh + nsh))
+            self.emit(("reshape", out, bsh + msh + nsh))
         flops = 2 * result * kp
         self.cost += flops + COPY_COST * copies + WRITE_COST * result
         self.values.append(_Value(out_labels, out_labels))
@@ -345,13 +371,16 @@ class _Builder:
         if views and inner in rows:
             # Unit stride in the first group: a transposed view, read by BLAS as is.
             self._permute(k, batch + cols + rows)
+            if rs == 1 or cs == 1:  # one side of size 1: the transpose is a reshape
+                self.emit(("reshape", k, (*bsh, rs, cs)))
+                return False
             if len(rows) != 1 or len(cols) != 1:
-                self.instr.append(("reshape", k, (*bsh, cs, rs)))
+                self.emit(("reshape", k, (*bsh, cs, rs)))
             self.instr.append(("swap", k))
             return False
         self._permute(k, batch + rows + cols)
         if len(rows) != 1 or len(cols) != 1:
-            self.instr.append(("reshape", k, (*bsh, rs, cs)))
+            self.emit(("reshape", k, (*bsh, rs, cs)))
         return not (views and (inner is None or inner in cols))
 
     # -- the whole plan ----------------------------------------------------------------
@@ -393,7 +422,7 @@ class _Builder:
             eqs = self.eqstr(final_labels, out=out_big)
             self.steps.append(Step("transpose", (res,), eqs, 1, 0, 0, 0, 0, 0, 0, 0, ()))
         if len(out_big) != len(eq.output):
-            self.instr.append(("reshape", res, tuple(self.sizes[x] for x in eq.output)))
+            self.emit(("reshape", res, tuple(self.sizes[x] for x in eq.output)))
         return res, tuple(used_path)
 
 
@@ -409,9 +438,13 @@ def build(
     boolean: bool,
     path: Sequence[tuple[int, ...]],
     names: dict[int, str],
+    merge_reshapes: bool = True,
 ) -> Plan:
-    """Lower `eq` along `path` (numpy's format: positions in the shrinking list)."""
-    b = _Builder(eq, shapes, orders, boolean, names)
+    """Lower `eq` along `path` (numpy's format: positions in the shrinking list).
+
+    `merge_reshapes` lets a reshape of a reshape become one call (Dask cannot always
+    do in one reshape what it does in two)."""
+    b = _Builder(eq, shapes, orders, boolean, names, merge_reshapes)
     res, used = b.run(path)
     return Plan(
         equation=eq,
@@ -437,12 +470,11 @@ def effective_labels(eq: Equation, shapes: Sequence[Sequence[int]]) -> list[set[
     ]
 
 
-def all_paths(n: int) -> list[list[tuple[int, int]]]:
+@functools.lru_cache(maxsize=8)
+def all_paths(n: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """Every sequence of pairwise contractions of `n` operands (numpy's format)."""
     if n <= 1:
-        return [[]]
-    found = []
-    for i, j in itertools.combinations(range(n), 2):
-        for rest in all_paths(n - 1):
-            found.append([(i, j), *rest])
-    return found
+        return ((),)
+    return tuple(
+        ((i, j), *rest) for i, j in itertools.combinations(range(n), 2) for rest in all_paths(n - 1)
+    )

@@ -29,6 +29,11 @@ def describe(plan: Plan, equation: str, names: dict[int, str], memory_limit: int
         f"{'FLOPs':>10} {'result':>10} {'copied':>9}"
     )
     lines += ["-" * len(header), header, "-" * len(header)]
+
+    def spell(terms: tuple[tuple[int, ...], ...]) -> str:
+        lhs = ",".join("".join(names[x] for x in t) for t in terms[:-1])
+        return f"{lhs}->{''.join(names[x] for x in terms[-1])}"
+
     for k, s in enumerate(plan.steps):
         if s.kind in ("diagonal", "sum", "transpose"):
             dims = f"{'':>6} {'':>6} {'':>6} {'':>6}"
@@ -40,7 +45,7 @@ def describe(plan: Plan, equation: str, names: dict[int, str], memory_limit: int
         elif s.result == 0 and s.kind not in ("diagonal", "sum"):
             result = "output"
         lines.append(
-            f"{k:>4}  {s.kind:<17} {s.equation:<24} {dims} {s.flops:>10.4g} {result!s:>10} "
+            f"{k:>4}  {s.kind:<17} {spell(s.terms):<24} {dims} {s.flops:>10.4g} {result!s:>10} "
             f"{s.copies:>9}"
         )
     if not plan.steps:

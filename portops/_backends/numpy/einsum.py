@@ -33,7 +33,7 @@ class NumpyOps(ArrayAPIOps):
         return x.astype(dtype)
 
     def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
-        return x.reshape(shape)
+        return x.reshape(shape)  # x may be a NumPy scalar (a sum to 0-d)
 
     def permute(self, x: Any, perm: tuple[int, ...]) -> Any:
         return x.transpose(perm)
@@ -79,7 +79,11 @@ _OPS = NumpyOps()
 
 def numpy_matmul(a: EinsumArgs) -> Any:
     """Batched matmul lowering with NumPy views and BLAS-ready layouts."""
-    return run(a.plan, cast(a.operands, a.dtype, _OPS), _OPS, a.plan_for)
+    operands = cast(a.operands, a.dtype, _OPS)
+    if a.dtype.kind == "O":  # Python objects: no BLAS to lower to
+        return np.einsum(a.subscripts, *operands)
+    r = run(a.plan, operands, _OPS, a.plan_for)
+    return r[()] if r.ndim == 0 else r  # a NumPy scalar, as numpy.einsum returns
 
 
 def numpy_einsum(a: EinsumArgs) -> Any:

@@ -53,11 +53,9 @@ class TorchOps(ArrayAPIOps):
     def astype(self, x: Any, dtype: Any) -> Any:
         return x.to(dtype)
 
-    def reshape(self, x: Any, shape: tuple[int, ...]) -> Any:
-        return x.reshape(shape)
-
-    def permute(self, x: Any, perm: tuple[int, ...]) -> Any:
-        return x.permute(perm)
+    # Tensor's own methods, called unbound: one Python frame less per instruction.
+    reshape = staticmethod(torch.Tensor.reshape)  # type: ignore[assignment]
+    permute = staticmethod(torch.Tensor.permute)  # type: ignore[assignment]
 
     def swap(self, x: Any) -> Any:
         return x.transpose(-1, -2)
@@ -79,8 +77,10 @@ class TorchOps(ArrayAPIOps):
         return torch.logical_and(a, b)
 
     def matmul(self, a: Any, b: Any) -> Any:
-        if a.device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
+        if not a.is_cpu and not (a.dtype.is_floating_point or a.dtype.is_complex):
             return integer_matmul(a, b)
+        if a.ndim == 3 and b.ndim == 3 and a.shape[0] == b.shape[0]:
+            return torch.bmm(a, b)  # matmul's broadcasting logic costs several µs per call
         if _loop_first_batch_axis(a, b):
             return torch.stack([torch.matmul(a[k], b[k]) for k in range(a.shape[0])])
         return torch.matmul(a, b)
@@ -129,7 +129,28 @@ def _native_applies(a: EinsumArgs) -> str | None:
     return None
 
 
+def _cuda_default_applies(a: EinsumArgs) -> str | None:
+    if a.plan.slices:
+        return "memory_limit needs chunking, which torch.einsum does not do"
+    if not a.subscripts.isascii():
+        return "more labels than torch.einsum's 52 letters"
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return "torch.einsum on CUDA is the default for floating and complex dtypes only"
+    return None
+
+
 _dispatch.register("einsum", "torch_matmul", libraries=["torch"], priority=10)(torch_matmul)
+# On CUDA torch.einsum beat the lowering (H100: 43.9 vs 49.4 µs, 83.2 vs 90.2 µs, 41.7 vs
+# 63.0 µs on the MXNet-issue patterns), so it is the default there for what it takes.
+_dispatch.register(
+    "einsum",
+    "torch_einsum_cuda",
+    libraries=["torch"],
+    devices=["cuda"],
+    priority=20,
+    applies=_cuda_default_applies,
+    summary="torch.einsum itself, the CUDA default for floating and complex dtypes",
+)(torch_einsum)
 _dispatch.register(
     "einsum", "torch_einsum", libraries=["torch"], priority=-10, applies=_native_applies
 )(torch_einsum)

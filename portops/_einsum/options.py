@@ -1,0 +1,192 @@
+"""numpy.einsum's keyword arguments and operand conversion, for every library.
+
+``dtype``, ``casting``, ``order`` and ``out`` keep NumPy's meaning: the computation
+runs in ``dtype`` (operands cast under ``casting``), the result is laid out as
+``order`` asks, and ``out`` receives it in place (cast under ``casting``). Python
+scalars and sequences among the operands become arrays of the operands' library, as
+NumPy makes arrays of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._arrays import JAX, NUMPY, TORCH, library_of, namespace_of
+
+__all__ = [
+    "CASTINGS",
+    "as_arrays",
+    "check_casting",
+    "check_order",
+    "numpy_dtype",
+    "requested_dtype",
+    "write_out",
+    "with_order",
+]
+
+_PYTHON_VALUES = frozenset({int, float, complex, bool, list, tuple})
+CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+_ORDERS = ("K", "A", "C", "F")
+
+
+def numpy_dtype(d: Any) -> np.dtype[Any] | None:
+    """The NumPy dtype of the same name as `d` (any library's dtype), or None."""
+    if isinstance(d, np.dtype):
+        return d
+    try:
+        return np.dtype(str(d).rsplit(".", 1)[-1])
+    except TypeError:
+        return None  # a dtype NumPy lacks (bfloat16, ...)
+
+
+def check_casting(casting: Any) -> str:
+    if casting not in CASTINGS:
+        raise ValueError(f"einsum: casting must be one of {CASTINGS}, got {casting!r}")
+    return str(casting)
+
+
+def check_order(order: Any) -> str:
+    if not isinstance(order, str) or order.upper() not in _ORDERS:
+        raise ValueError(f"einsum: order must be one of 'K', 'A', 'C', 'F', got {order!r}")
+    return order.upper()
+
+
+def requested_dtype(dtype: Any) -> np.dtype[Any]:
+    """`dtype` as a NumPy dtype (anything ``numpy.dtype`` takes, or a library's dtype)."""
+    found = numpy_dtype(dtype) if not isinstance(dtype, (str, type)) else None
+    if found is not None:
+        return found
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"einsum: dtype must be a data type, got {dtype!r}") from None
+
+
+def _cast_error(what: str, src: Any, dst: Any, casting: str) -> TypeError:
+    return TypeError(
+        f"einsum: cannot cast {what} from {src} to {dst} under casting={casting!r} "
+        "(pass casting='unsafe' to allow it)"
+    )
+
+
+def check_operand_casts(dtypes: Sequence[Any], dtype: np.dtype[Any], casting: Any) -> None:
+    """NumPy's rule for ``dtype=``: every operand must cast to it under `casting`."""
+    for k, d in enumerate(dtypes):
+        src = numpy_dtype(d)
+        if src is not None and not np.can_cast(src, dtype, casting):
+            raise _cast_error(f"operand {k}", src, dtype, casting)
+
+
+def as_arrays(operands: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
+    """Operands with Python scalars and sequences made arrays of the operands' library.
+
+    Returns the operands and whether any was converted. NumPy decides the dtype of a
+    converted value (``3`` is int64, ``2.5`` float64), as in ``numpy.einsum``; with no
+    array among the operands they all become NumPy arrays.
+    """
+    first = None
+    missing = False
+    for a in operands:
+        if type(a) in _PYTHON_VALUES or library_of(a) is None:
+            missing = True
+        elif first is None:
+            first = a
+    if not missing:
+        return operands, False
+    converted = []
+    for k, a in enumerate(operands):
+        if type(a) not in _PYTHON_VALUES and library_of(a) is not None:
+            converted.append(a)
+            continue
+        try:
+            value = np.asarray(a)
+        except Exception as exc:
+            raise TypeError(
+                f"einsum: operand {k} must be an array, a number or a sequence of numbers, "
+                f"got {type(a).__name__} ({exc})"
+            ) from None
+        if first is not None and library_of(first) != NUMPY:
+            if value.dtype == object:
+                raise TypeError(
+                    f"einsum: operand {k} must be an array, a number or a sequence of "
+                    f"numbers, got {type(a).__name__}"
+                )
+            value = _to_library(value, first)
+        converted.append(value)
+    return tuple(converted), True
+
+
+def _to_library(value: np.ndarray, like: Any) -> Any:
+    """A NumPy array as an array of `like`'s library, on its device."""
+    import array_api_compat as compat
+
+    xp = namespace_of(like)
+    if library_of(like) == TORCH:
+        import torch
+
+        value = value if value.flags.c_contiguous else value.copy()  # keeps 0-d as 0-d
+        return torch.from_numpy(value).to(like.device)
+    try:
+        return xp.asarray(value, device=compat.device(like))
+    except TypeError:
+        return xp.asarray(value)
+
+
+def with_order(result: Any, order: str, library: str, operands: Sequence[Any]) -> Any:
+    """`result` laid out as `order` asks (NumPy and torch; other libraries choose their
+    own layout, so 'K' is all they offer and the others leave the result as it is)."""
+    if order == "K" or library not in (NUMPY, TORCH) or result.ndim < 2:
+        return result
+    if order == "A":
+        fortran = all(_f_contiguous(a, library) for a in operands if a.ndim >= 2)
+        order = "F" if fortran and any(a.ndim >= 2 for a in operands) else "C"
+    if library == NUMPY:
+        return np.asfortranarray(result) if order == "F" else np.ascontiguousarray(result)
+    if order == "C":
+        return result.contiguous()
+    rev = tuple(range(result.ndim - 1, -1, -1))
+    return result.permute(rev).contiguous().permute(rev)
+
+
+def _f_contiguous(a: Any, library: str) -> bool:
+    if library == NUMPY:
+        return bool(a.flags.f_contiguous)
+    expected = 1
+    for n, st in zip(a.shape, a.stride(), strict=True):
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def write_out(result: Any, out: Any, library: str, casting: Any) -> Any:
+    """Write `result` into `out` in place (NumPy's rules on shape and casting); return out."""
+    out_library = library_of(out)
+    if out_library is None:
+        raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
+    if out_library != library:
+        raise TypeError(
+            f"einsum: out is a {out_library} array but the operands are {library} arrays; "
+            "out must come from the operands' library"
+        )
+    if library == JAX:
+        raise TypeError(
+            "einsum: out= cannot be written: JAX arrays are immutable; use the returned array"
+        )
+    shape = tuple(result.shape)
+    if tuple(out.shape) != shape:
+        raise ValueError(f"einsum: out has shape {tuple(out.shape)} but the result has {shape}")
+    src, dst = numpy_dtype(result.dtype), numpy_dtype(out.dtype)
+    if src is not None and dst is not None and not np.can_cast(src, dst, casting):
+        raise _cast_error("the result", src, dst, casting)
+    if library == NUMPY:
+        np.copyto(out, result, casting="unsafe")
+    elif library == TORCH:
+        out.copy_(result)
+    else:
+        xp = namespace_of(out)
+        out[...] = result if result.dtype == out.dtype else xp.astype(result, out.dtype)
+    return out
