@@ -255,3 +255,15 @@ def test_seed_pinv(gen):
     y = portops.shift_sum(x, S, mask=mask, keepdims=True)
     assert not torch.isfinite(seed_pinv(y, mask, C, S)).all()
     assert torch.isfinite(portops.shift_sum_pinv(y, S, channels=C, mask=mask, keepdims=True)).all()
+
+
+def test_deepinv_sd_mode_dagger(gen):
+    x = torch.rand(1, 3, 4, 5, generator=gen, dtype=torch.float64)
+    mask = (torch.rand(1, 3, 4, 5, generator=gen) > 0.3).double()
+    y = deepinv_cassi_sd(x, mask)
+    dense = torch.stack(
+        [deepinv_cassi_sd(e.reshape(x.shape), mask).ravel() for e in torch.eye(x.numel())], 1
+    )
+    x_dagger = (torch.linalg.pinv(dense) @ y.ravel()).reshape(x.shape)
+    x0 = portops.shift_sum_pinv(y * 3, 1, channels=3, axis=-2, mask=mask, keepdims=True)
+    torch.testing.assert_close(x0, x_dagger)
