@@ -131,7 +131,7 @@ for i, (label, cube) in enumerate(
     [("scene", truth), ("pseudo-inverse", x0), ("Adam + TV", estimate)]
 ):
     for j, band in enumerate(shown):
-        axes[i, j].imshow(cube[band].cpu(), cmap="viridis", vmin=0, vmax=float(truth.max()))
+        axes[i, j].imshow(cube[band].cpu().numpy(), cmap="viridis", vmin=0, vmax=float(truth.max()))
         axes[i, j].set_xticks([])
         axes[i, j].set_yticks([])
         if i == 0:
