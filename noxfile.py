@@ -82,7 +82,8 @@ def docs(session: nox.Session) -> None:
     shutil.rmtree("docs/_build", ignore_errors=True)
     # The examples are small: one torch/BLAS thread each is faster than threads that
     # spin on a shared two-core CI machine.
-    session.env.setdefault("OMP_NUM_THREADS", "1")
+    if "OMP_NUM_THREADS" not in os.environ:
+        session.env["OMP_NUM_THREADS"] = "1"
     session.run(
         *("python", "-m", "sphinx", "-W", "--keep-going", "-b", "html"),
         *("docs", "docs/_build/html", *session.posargs),
