@@ -6,11 +6,7 @@ CASSI on torch: reconstruction by gradient descent through the operator
 mask: its backward is the exact adjoint, registered with ``torch.library``, so it runs
 inside autograd, ``torch.compile`` and unrolled networks like any torch operation. This
 example reconstructs a hyperspectral cube from one CASSI snapshot by minimising
-
-.. math::
-
-    \\tfrac12 \\lVert A x - y \\rVert^2 + \\lambda \\, \\mathrm{TV}(x)
-
+``0.5 * ||A x - y||² + λ TV(x)``
 with Adam, the gradient of the data term coming from autograd through ``shift_sum``.
 It starts from :func:`portops.shift_sum_pinv` and checks the operator's gradient with
 ``torch.autograd.gradcheck`` first. The same code runs on a GPU with ``DEVICE =
@@ -26,7 +22,7 @@ import portops
 BANDS, SIZE, STEP = 16, 64, 2
 STEPS, LEARNING_RATE, TV_WEIGHT = 100, 0.03, 0.05
 DEVICE = "cpu"
-torch.manual_seed(0)
+generator = torch.manual_seed(0)
 
 # %%
 # The gradient is the adjoint
