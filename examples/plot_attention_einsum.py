@@ -111,4 +111,5 @@ print(
     np.allclose(portops.einsum("ni,ij,nj->n", a, m, b), np.einsum("ni,ij,nj->n", a, m, b)),
 )
 print("trace:", np.isclose(portops.einsum("ii->", m), np.trace(m)))
+print(portops.einsum_path("ni,ij,nj->n", a, m, b)[1])
 plt.show()

@@ -106,8 +106,7 @@ print(
 # %%
 # Results
 # -------
-# The loss and the PSNR per step, and three bands of the scene, of the pseudo-inverse
-# and of the reconstruction.
+# The loss and the PSNR per step.
 
 fig, (ax_loss, ax_psnr) = plt.subplots(1, 2, figsize=(10, 3.5))
 ax_loss.semilogy(loss_history)
@@ -120,6 +119,9 @@ ax_psnr.set_title(f"PSNR: {psnr_history[-1]:.1f} dB after {STEPS} steps")
 for ax in (ax_loss, ax_psnr):
     ax.grid(alpha=0.3)
 fig.tight_layout()
+
+# %%
+# Three bands of the scene, of the pseudo-inverse and of the reconstruction.
 
 shown = np.linspace(0, BANDS - 1, 3).round().astype(int)
 fig, axes = plt.subplots(3, len(shown), figsize=(8, 8))
