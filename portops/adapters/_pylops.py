@@ -85,7 +85,7 @@ def shift_sum_pylops(
     >>> Op = shift_sum_pylops((4, 5, 6), 2)
     >>> Op.dims, Op.dimsd
     ((4, 5, 6), (5, 12))
-    >>> dottest(Op, *Op.shape)
+    >>> bool(dottest(Op, *Op.shape))
     True
     """
     shape = tuple(int(n) for n in x_shape)
