@@ -23,6 +23,7 @@ import portops
 
 BANDS, SIZE, STEP = 16, 128, 2  # channels C, height = width, dispersion per band
 ITERATIONS = 80
+# sphinx_gallery_thumbnail_number = 2
 
 # %%
 # A synthetic hyperspectral cube

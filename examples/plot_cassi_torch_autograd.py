@@ -22,6 +22,7 @@ import portops
 BANDS, SIZE, STEP = 16, 64, 2
 STEPS, LEARNING_RATE, TV_WEIGHT = 100, 0.03, 0.05
 DEVICE = "cpu"
+# sphinx_gallery_thumbnail_number = 2
 generator = torch.manual_seed(0)
 
 # %%
