@@ -1,4 +1,4 @@
-"""Developer commands: ``nox -s tests``, ``nox -s bench``, ``nox -s lint``.
+"""Developer commands: ``nox -s tests``, ``nox -s bench``, ``nox -s lint``, ``nox -s docs``.
 
 Benchmarks: ``nox -s bench`` runs every backend this machine can run and prints a table per
 operation; ``bench_numpy``, ``bench_torch``, ``bench_torch_cuda`` and ``bench_cupy`` run one
@@ -34,12 +34,31 @@ def _installs_packages(session: nox.Session) -> bool:
     return not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv)
 
 
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+CPU_CONSTRAINTS = "constraints-cpu.txt"
+
+
 def _install(session: nox.Session, extras: str) -> None:
-    """Install portops with `extras`; CPU-only machines pin the CPU torch build."""
+    """Install portops with `extras`; CPU-only machines get the CPU build of torch.
+
+    Without an NVIDIA GPU, torch is installed first and alone from PyTorch's CPU wheel
+    index (pinned to the CPU build by ``constraints-cpu.txt``), so pip never resolves the
+    public index's CUDA build and its nvidia-* wheels. That step keeps to one retry: a
+    machine that cannot reach the CPU index but has the wheel locally (a wheelhouse in
+    ``find-links``) goes on quickly. The project's own install then finds torch
+    installed, and the same constraints keep it.
+    """
     if not _installs_packages(session):
         return
-    constraints = [] if HAS_NVIDIA_GPU else ["-c", "constraints-cpu.txt"]
-    session.install(*constraints, "-e", f".[{extras}]")
+    if HAS_NVIDIA_GPU:
+        session.install("-e", f".[{extras}]")
+        return
+    if {"torch", "deepinv"} & set(extras.split(",")):
+        session.install(
+            *("--retries", "1", "--extra-index-url", TORCH_CPU_INDEX),
+            *("-c", CPU_CONSTRAINTS, "torch"),
+        )
+    session.install("-c", CPU_CONSTRAINTS, "-e", f".[{extras}]")
 
 
 @nox.session
@@ -50,6 +69,26 @@ def tests(session: nox.Session) -> None:
     backends = os.environ.get("PORTOPS_TEST_BACKENDS", default)
     session.env["PORTOPS_TEST_BACKENDS"] = backends
     session.run("python", "-m", "pytest", "tests", "-q", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site in docs/_build/html, warnings as errors; runs the gallery.
+
+    Options after ``--`` go to sphinx-build (for example ``-D
+    sphinx_gallery_conf.plot_gallery=0`` to skip running the examples).
+    """
+    _install(session, "docs,torch")
+    shutil.rmtree("docs/_build", ignore_errors=True)
+    # The examples are small: one torch/BLAS thread each is faster than threads that
+    # spin on a shared two-core CI machine.
+    if "OMP_NUM_THREADS" not in os.environ:
+        session.env["OMP_NUM_THREADS"] = "1"
+    session.run(
+        *("python", "-m", "sphinx", "-W", "--keep-going", "-b", "html"),
+        *("docs", "docs/_build/html", *session.posargs),
+    )
+    session.log("open docs/_build/html/index.html")
 
 
 @nox.session

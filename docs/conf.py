@@ -1,0 +1,146 @@
+"""Sphinx configuration of the portops documentation (``nox -s docs``)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path.insert(0, str(ROOT))  # document this checkout, installed or not
+
+import portops  # noqa: E402
+import portops.adapters  # noqa: E402
+
+project = "portops"
+author = "Seed 4d6d0dab maintainers"
+copyright = f"2026, {author}"
+release = version = portops.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.mathjax",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+]
+exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "**/*.codeobj.json"]
+html_theme = "furo"
+html_title = f"portops {release}"
+html_static_path: list[str] = []
+nitpicky = False
+
+autodoc_typehints = "none"  # the numpydoc sections say it in words
+numpydoc_show_class_members = False
+numpydoc_xref_param_type = False
+
+# No network during the build (CI machines may have none): no intersphinx inventories.
+intersphinx_mapping: dict[str, tuple[str, str | None]] = {}
+
+# The gallery runs every example at its CI size; each one renders its figures.
+os.environ.setdefault("MPLBACKEND", "Agg")
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "matplotlib_animations": False,
+    "reset_modules": ("matplotlib",),
+    "abort_on_example_error": True,
+    "show_memory": False,
+}
+
+# --------------------------------------------------------------- generated pages
+
+GENERATED = DOCS / "generated"
+
+# Headings of the API page; a public name missing here is listed under "More".
+# Names listed here but not (yet) public are left out.
+API_GROUPS = {
+    "CASSI dispersion": (
+        "shift_sum",
+        "shift_sum_adjoint",
+        "shift_sum_pinv",
+        "Dispersion",
+        "shear",
+        "unshear",
+    ),
+    "Contractions": ("einsum", "einsum_path", "vecdot"),
+    "Dispatch": ("implementations", "explain", "prefer"),
+    "Threads and caches": (
+        "threads",
+        "get_num_threads",
+        "set_num_threads",
+        "cache_info",
+        "clear_cache",
+        "set_cache_limit",
+    ),
+}
+
+
+def _directive(module: str, name: str) -> str:
+    obj = getattr(sys.modules[module], name)
+    if inspect.isclass(obj):
+        return f".. autoclass:: {module}.{name}\n   :members:\n"
+    if callable(obj):
+        return f".. autofunction:: {module}.{name}\n"
+    return f".. autodata:: {module}.{name}\n   :annotation:\n"
+
+
+def _section(title: str, module: str, names: list[str]) -> str:
+    text = f"{title}\n{'-' * len(title)}\n\n"
+    return text + "\n".join(_directive(module, n) for n in names) + "\n"
+
+
+def write_api_page() -> None:
+    """``generated/api.rst``: every name of ``portops.__all__`` and the adapters'."""
+    public = list(portops.__all__)
+    listed = {n for names in API_GROUPS.values() for n in names}
+    parts = [
+        "API reference\n=============\n\n",
+        "Every public name of ``portops`` (its ``__all__``) and of ``portops.adapters``.\n\n",
+    ]
+    for title, names in API_GROUPS.items():
+        present = [n for n in names if n in public]
+        if present:
+            parts.append(_section(title, "portops", present))
+    more = sorted(n for n in public if n not in listed)
+    if more:
+        parts.append(_section("More", "portops", more))
+    parts.append(
+        _section(
+            "Operator adapters (portops.adapters)",
+            "portops.adapters",
+            list(portops.adapters.__all__),
+        )
+    )
+    (GENERATED / "api.rst").write_text("".join(parts))
+
+
+def write_benchmark_chart() -> None:
+    """``generated/benchmark_chart.inc``: the chart of the last ``nox -s bench`` run."""
+    chart = ROOT / "bench-results" / "bench.png"
+    if chart.is_file():
+        shutil.copyfile(chart, GENERATED / "bench.png")
+        text = (
+            ".. figure:: /generated/bench.png\n   :width: 100%\n   :alt: benchmark chart\n\n"
+            "   The chart of the ``nox -s bench`` run on the machine that built these "
+            "pages (``bench-results/bench.png``).\n"
+        )
+    else:
+        text = (
+            ".. note::\n\n   No benchmark chart on the machine that built these pages. "
+            "Run ``nox -s bench`` (it writes ``bench-results/bench.png``), then "
+            "``nox -s docs``: the chart then appears here.\n"
+        )
+    (GENERATED / "benchmark_chart.inc").write_text(text)
+
+
+GENERATED.mkdir(exist_ok=True)
+write_api_page()
+write_benchmark_chart()
