@@ -397,10 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the entries here")
     parser.add_argument("--text", help="write the table here")
     parser.add_argument("--only", default="shift_sum,tiny,vecdot,einsum")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds per entry (median)")
     args = parser.parse_args(argv)
     parts = set(args.only.split(","))
     cases = QUICK_CASES if args.quick else CASES
-    calls, rounds = (3, 3) if args.quick else (20, 15)
+    calls, rounds = (3, 3) if args.quick else (20, args.rounds)
     entries: list[Entry] = []
     bandwidths: dict[str, float] = {}
     device = "unknown"
