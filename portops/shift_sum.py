@@ -101,7 +101,7 @@ def _has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
     NumPy dtypes (NumPy, CuPy and Dask arrays) are checked by kind, which is faster and
     keeps out datetime64/timedelta64, which NumPy counts as integers.
     """
-    if isinstance(dtype, np.dtype):
+    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # "V": bfloat16 and such
         letters = _LETTERS.get(kinds)
         if letters is None:
             letters = _LETTERS[kinds] = "".join(_KINDS[k] for k in kinds)
@@ -111,7 +111,7 @@ def _has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
 
 def _check_dtype(xp: Any, a: Any, name: str, *, allow_int: bool) -> None:
     dtype = a.dtype
-    if isinstance(dtype, np.dtype):  # NumPy, CuPy, Dask: by kind, without isdtype's cost
+    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # by kind, without isdtype's cost
         ok = dtype.kind in ("fciu" if allow_int else "fc")
     else:
         kinds: tuple[str, ...] = ("real floating", "complex floating")
