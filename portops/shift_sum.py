@@ -100,6 +100,7 @@ def _check_array(a: Any, name: str) -> None:
 
 
 _KINDS = {"real floating": "f", "complex floating": "c", "integral": "iu", "bool": "b"}
+_LETTERS: dict[tuple[str, ...], str] = {}
 
 
 def _has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
@@ -108,18 +109,29 @@ def _has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
     NumPy dtypes (NumPy, CuPy and Dask arrays) are checked by kind, which is faster and
     keeps out datetime64/timedelta64, which NumPy counts as integers.
     """
-    if isinstance(dtype, np.dtype):
-        return dtype.kind in "".join(_KINDS[k] for k in kinds)
+    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # "V": bfloat16 and such
+        letters = _LETTERS.get(kinds)
+        if letters is None:
+            letters = _LETTERS[kinds] = "".join(_KINDS[k] for k in kinds)
+        return dtype.kind in letters
     return bool(xp.isdtype(dtype, kinds))
 
 
 def _check_dtype(xp: Any, a: Any, name: str, *, allow_int: bool) -> None:
-    kinds: tuple[str, ...] = ("real floating", "complex floating")
-    if allow_int:
-        kinds += ("integral",)
-    if not _has_dtype(xp, a.dtype, kinds):
+    dtype = a.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # by kind, without isdtype's cost
+        ok = dtype.kind in ("fciu" if allow_int else "fc")
+    else:
+        kinds: tuple[str, ...] = ("real floating", "complex floating")
+        if allow_int:
+            kinds += ("integral",)
+        ok = bool(xp.isdtype(dtype, kinds))
+    if not ok:
         expected = "a numeric (integer or floating)" if allow_int else "a floating-point"
-        raise TypeError(f"{name} must have {expected} dtype, got {a.dtype}")
+        raise TypeError(f"{name} must have {expected} dtype, got {dtype}")
+
+
+_torch_lacking: tuple[frozenset[Any], frozenset[Any]] | None = None
 
 
 def _check_torch_dtype(library: str, device: str, a: Any, name: str, *, forward: bool) -> None:
@@ -130,21 +142,32 @@ def _check_torch_dtype(library: str, device: str, a: Any, name: str, *, forward:
     """
     if library != "torch":
         return
-    dtype = str(a.dtype).removeprefix("torch.")
-    if forward and dtype in ("uint16", "uint32", "uint64"):
+    global _torch_lacking
+    if _torch_lacking is None:
+        import torch  # already imported: `a` is a tensor
+
+        unsigned = (getattr(torch, n, None) for n in ("uint16", "uint32", "uint64"))
+        _torch_lacking = (
+            frozenset(d for d in unsigned if d is not None),
+            frozenset({torch.complex32}),
+        )
+    unsigned_wide, complex_half = _torch_lacking
+    if forward and a.dtype in unsigned_wide:
         raise TypeError(
-            f"{name} has dtype torch.{dtype}, for which torch has no addition; "
+            f"{name} has dtype {a.dtype}, for which torch has no addition; "
             "cast it to torch.int32 or torch.int64"
         )
-    if not forward and device == "cpu" and dtype in ("complex32", "chalf"):
+    if not forward and device == "cpu" and a.dtype in complex_half:
         raise TypeError(
-            f"{name} has dtype torch.complex32, which torch's CPU kernels do not support "
+            f"{name} has dtype {a.dtype}, which torch's CPU kernels do not support "
             "here; cast it to torch.complex64"
         )
 
 
-def _check_known_shape(a: Any, name: str) -> None:
+def _check_known_shape(library: str, a: Any, name: str) -> None:
     """Sizes must be known (a Dask array after boolean indexing has NaN sizes)."""
+    if library in ("numpy", "torch", "cupy"):
+        return  # their sizes are always known
     for n in a.shape:
         if not isinstance(n, int):
             try:
@@ -157,12 +180,12 @@ def _check_known_shape(a: Any, name: str) -> None:
 
 
 def _normalize_mask(
-    xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any, name: str = "x"
+    xp: Any, mask: Any, x_shape: tuple[int, ...], dtype: Any, name: str = "x", library: str = ""
 ) -> Any:
     """Return `mask` with ``len(x_shape)`` dims, each 1 or equal to x's, or raise."""
     if mask is None:
         return None
-    _check_known_shape(mask, "mask")
+    _check_known_shape(library, mask, "mask")
     if mask.ndim > len(x_shape):
         raise ValueError(
             f"mask has {mask.ndim} dimensions, more than x's {len(x_shape)}; "
@@ -215,7 +238,7 @@ def _prepare_forward(
     _check_dtype(xp, x, "x", allow_int=True)
     _check_torch_dtype(lib.library, lib.device, x, "x", forward=True)
     ax, cax = _axes(axis, channel_axis, x.ndim)
-    _check_known_shape(x, "x")
+    _check_known_shape(lib.library, x, "x")
     shape = tuple(x.shape)
     if shape[cax] == 0:
         raise ValueError(
@@ -228,7 +251,7 @@ def _prepare_forward(
         y_shape = [n for d, n in enumerate(shape) if d != cax]
         y_shape[ax - (ax > cax)] += grow
         _check_result_size(y_shape, x.dtype, f"step={step!r}")
-    m = _normalize_mask(xp, mask, shape, x.dtype)
+    m = _normalize_mask(xp, mask, shape, x.dtype, "x", lib.library)
     flag = as_flag(keepdims, "keepdims")
     return _dispatch.Call(
         lib.library, lib.device, (ShiftSumArgs(x, offsets, ax, cax, m, flag, xp),)
@@ -255,7 +278,7 @@ def _prepare_transposed(
     xp = lib.xp
     _check_dtype(xp, y, "y", allow_int=not floating_only)
     _check_torch_dtype(lib.library, lib.device, y, "y", forward=False)
-    _check_known_shape(y, "y")
+    _check_known_shape(lib.library, y, "y")
     keepdims = as_flag(keepdims, "keepdims")
     if channels is not None:
         if isinstance(channels, bool):
@@ -292,7 +315,7 @@ def _prepare_transposed(
     x_shape = list(y.shape)
     x_shape[cax] = n_channels
     x_shape[ax] = y_width - grow
-    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y")
+    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y", lib.library)
     return _dispatch.Call(
         lib.library, lib.device, (ShiftSumArgs(y, offsets, ax, cax, m, keepdims, xp),)
     )

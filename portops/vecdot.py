@@ -56,7 +56,7 @@ def _check_numeric(library: str, xp: Any, x: Any, name: str) -> None:
 
             _torch_bool = torch.bool
         ok = dtype is not _torch_bool
-    elif isinstance(dtype, np.dtype):  # CuPy, Dask: by kind, which keeps out timedelta64
+    elif isinstance(dtype, np.dtype) and dtype.kind != "V":  # keeps out timedelta64
         ok = dtype.kind in "iufc"
     else:
         ok = bool(xp.isdtype(dtype, "numeric"))

@@ -771,3 +771,108 @@ def test_bad_input_sweep(backend, op, data):
         assume(False)  # this backend cannot hold such an array (str, datetime, ...)
     del _convert_all
     _check_outcome(backend, op, arg, kw)
+
+
+# -- the edge cases and errors found, one by one --------------------------------------
+
+
+def test_pinv_of_zero_width_keeps_the_zero_width(backend):
+    y = backend.asarray(np.ones((2, 4, 1)))
+    mask = backend.asarray(np.ones((4, 1)))
+    for op in (portops.shift_sum_pinv, portops.shift_sum_adjoint):
+        x = op(y, 1, channels=2, mask=mask)
+        backend.check_type(x)
+        assert tuple(x.shape) == (2, 2, 4, 0)
+
+
+def test_mask_with_a_zero_size_dimension(backend):
+    mask = backend.asarray(np.ones((2, 0, 5)))
+    x = portops.shift_sum_pinv(backend.asarray(np.ones((0, 6))), 1, channels=2, mask=mask)
+    assert tuple(x.shape) == (2, 0, 5)
+    y = portops.shift_sum(backend.asarray(np.ones((2, 0, 5))), 1, mask=mask)
+    assert tuple(y.shape) == (0, 6)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda: portops.shift_sum_adjoint(np.ones((2, 4, 5)), 1, channels=10**9),
+            ValueError,
+            "y is too narrow.*1000000000 channels",
+        ),
+        (
+            lambda: portops.shift_sum_pinv(np.ones((2, 4, 5)), -3, channels=10**9),
+            ValueError,
+            "y is too narrow",
+        ),
+        (
+            lambda: portops.shift_sum_adjoint(np.ones((2, 4, 5)), 0, channels=10**18),
+            ValueError,
+            "channels=1000000000000000000 asks for a result",
+        ),
+        (lambda: portops.shift_sum(np.ones((2, 3, 4, 5)), 10**18), ValueError, "step=.*result"),
+        (lambda: portops.shift_sum(np.ones((0, 4, 5)), 1), ValueError, "x has no channels"),
+        (lambda: portops.einsum("i,i", np.ones(3), None), TypeError, "operand 1 must be an array"),
+        (lambda: portops.einsum("i,i", None, np.ones(3)), TypeError, "operand 0 must be an array"),
+        (lambda: portops.einsum_path("i,i", None, np.ones(3)), TypeError, "operand 0"),
+        (lambda: portops.vecdot(None, np.ones(3)), TypeError, "x1 must be an array"),
+        (lambda: portops.vecdot(np.ones(3), None), TypeError, "x2 must be an array"),
+        (
+            lambda: portops.shift_sum(np.ones((2, 3, 4)), 1, axis=True),
+            TypeError,
+            "axis must be an integer, got bool",
+        ),
+        (
+            lambda: portops.shift_sum(np.ones((2, 3, 4)), 1, channel_axis=False),
+            TypeError,
+            "channel_axis must be an integer, got bool",
+        ),
+        (
+            lambda: portops.shift_sum(np.ones((2, 3, 4)), 1, keepdims=np.ones(2)),
+            TypeError,
+            "keepdims must be a bool",
+        ),
+    ],
+)
+def test_clear_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64"])
+def test_torch_unsigned_forward_is_rejected_by_name(dtype):
+    torch = pytest.importorskip("torch")
+    x = torch.ones((2, 3, 4), dtype=getattr(torch, dtype))
+    with pytest.raises(TypeError, match=f"x has dtype torch.{dtype}"):
+        portops.shift_sum(x, 1)
+    y = torch.ones((3, 5), dtype=getattr(torch, dtype))  # the adjoint only copies: it works
+    assert torch.equal(
+        portops.shift_sum_adjoint(y, 1, channels=2).to(torch.int64),
+        torch.ones((2, 3, 4), dtype=torch.int64),
+    )
+
+
+def test_torch_complex32_adjoint_is_rejected_by_name():
+    torch = pytest.importorskip("torch")
+    y = torch.ones((3, 6), dtype=torch.complex32)
+    for op in (portops.shift_sum_adjoint, portops.shift_sum_pinv):
+        with pytest.raises(TypeError, match=r"y has dtype torch\.complex32"):
+            op(y, 1, channels=2)
+
+
+def test_dask_unknown_sizes_and_timedelta_are_rejected():
+    da = pytest.importorskip("dask.array")
+    x = da.ones((2, 3, 4))
+    unknown = x[x[:, 0, 0] > 0]
+    with pytest.raises(ValueError, match=r"x has unknown sizes.*compute_chunk_sizes"):
+        portops.shift_sum(unknown, 1, channel_axis=0)
+    with pytest.raises(ValueError, match="y has unknown sizes"):
+        portops.shift_sum_adjoint(unknown, 1, channels=2)
+    td = da.from_array(np.ones((2, 3, 4)).astype("m8[s]"))
+    with pytest.raises(TypeError, match=r"x must have a numeric .* got timedelta64"):
+        portops.shift_sum(td, 1)
+    with pytest.raises(TypeError, match="mask must have a numeric or bool dtype"):
+        portops.shift_sum(x, 1, mask=td[0])
+    with pytest.raises(TypeError, match="x1 must have a numeric dtype"):
+        portops.vecdot(td, x)
