@@ -431,9 +431,14 @@ def _needs_grad(a: ShearArgs) -> bool:
     return a.array.requires_grad or (a.mask is not None and a.mask.requires_grad)
 
 
+def _compiling() -> bool:
+    """Whether torch.compile is tracing (the custom ops are what it sees)."""
+    return torch.compiler.is_compiling()
+
+
 def _call(a: ShearArgs, kernel: Any, function: Any, op: Any) -> torch.Tensor:
     args = (list(a.offsets), list(a.fractions or ()), a.axis, a.channel_axis)
-    if torch.compiler.is_compiling():
+    if _compiling():
         return op(a.array, *args, a.mask)
     if _needs_grad(a):
         return function.apply(a.array, a.mask, *args)
