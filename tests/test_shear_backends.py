@@ -42,11 +42,10 @@ def test_torch_gradcheck(
     torch, monkeypatch, shape, step, axis, cax, mask_shape, dtype, compiled_op
 ):
     """gradcheck / gradgradcheck in the array and the mask, eager Function and custom op."""
-    if compiled_op:  # the path torch.compile takes, run eagerly
-        # Patched in portops, not in torch: dynamo must keep recognising the real one.
-        from portops._backends.torch import shear as backend
+    if compiled_op:  # the path torch.compile takes (the custom ops), run eagerly
+        from portops._backends.torch import shear as kernels
 
-        monkeypatch.setattr(backend, "_compiling", lambda: True)
+        monkeypatch.setattr(kernels, "_compiling", lambda: True)
     opts = {"dtype": getattr(torch, dtype), "requires_grad": True}
     kw = {"axis": axis, "channel_axis": cax}
     x = torch.randn(shape, **opts)

@@ -432,7 +432,8 @@ def _needs_grad(a: ShearArgs) -> bool:
 
 
 def _compiling() -> bool:
-    return bool(torch.compiler.is_compiling())
+    """Whether torch.compile is tracing (the custom ops are what it sees)."""
+    return torch.compiler.is_compiling()
 
 
 def _call(a: ShearArgs, kernel: Any, function: Any, op: Any) -> torch.Tensor:
