@@ -375,6 +375,41 @@ ADJOINT_PLANS = PlanCache()
 PINV_PLANS = PlanCache()
 
 
+def _call(
+    op: str,
+    plans: PlanCache,
+    array: Any,
+    step: Any,
+    channels: Any,
+    axis: Any,
+    channel_axis: Any,
+    mask: Any,
+    keepdims: Any,
+) -> Any:
+    """Run `op` through the plan of this call's signature, planning it on a first call."""
+    key = None
+    if not _dispatch.preferences_active():
+        key = signature(array, mask, step, axis, channel_axis, keepdims, channels)
+        if key is not None:
+            plan = plans.get(key)
+            if plan is not None:
+                return plan(array, mask)
+    kwargs = {} if op == "shift_sum" else {"channels": channels}
+    return _dispatch.invoke_planned(
+        op,
+        plans,
+        key,
+        (array, mask),
+        array,
+        step,
+        axis=axis,
+        channel_axis=channel_axis,
+        mask=mask,
+        keepdims=keepdims,
+        **kwargs,
+    )
+
+
 def shift_sum(
     x: Any,
     step: int | Sequence[int],
@@ -432,25 +467,7 @@ def shift_sum(
     >>> portops.shift_sum(x, 1, channel_axis=0)
     array([1, 3, 6, 5, 3])
     """
-    key = None
-    if not _dispatch.preferences_active():
-        key = signature(x, mask, step, axis, channel_axis, keepdims)
-        if key is not None:
-            plan = FORWARD_PLANS.get(key)
-            if plan is not None:
-                return plan(x, mask)
-    return _dispatch.invoke_planned(
-        "shift_sum",
-        FORWARD_PLANS,
-        key,
-        (x, mask),
-        x,
-        step,
-        axis=axis,
-        channel_axis=channel_axis,
-        mask=mask,
-        keepdims=keepdims,
-    )
+    return _call("shift_sum", FORWARD_PLANS, x, step, None, axis, channel_axis, mask, keepdims)
 
 
 def shift_sum_adjoint(
@@ -495,25 +512,8 @@ def shift_sum_adjoint(
     TypeError, ValueError
         As for :func:`shift_sum`; also when `y` is too narrow for the channels.
     """
-    key = None
-    if not _dispatch.preferences_active():
-        key = signature(y, mask, step, axis, channel_axis, keepdims, channels)
-        if key is not None:
-            plan = ADJOINT_PLANS.get(key)
-            if plan is not None:
-                return plan(y, mask)
-    return _dispatch.invoke_planned(
-        "shift_sum_adjoint",
-        ADJOINT_PLANS,
-        key,
-        (y, mask),
-        y,
-        step,
-        channels=channels,
-        axis=axis,
-        channel_axis=channel_axis,
-        mask=mask,
-        keepdims=keepdims,
+    return _call(
+        "shift_sum_adjoint", ADJOINT_PLANS, y, step, channels, axis, channel_axis, mask, keepdims
     )
 
 
@@ -552,25 +552,8 @@ def shift_sum_pinv(
     TypeError, ValueError
         As for :func:`shift_sum_adjoint`; also for an integer `y`.
     """
-    key = None
-    if not _dispatch.preferences_active():
-        key = signature(y, mask, step, axis, channel_axis, keepdims, channels)
-        if key is not None:
-            plan = PINV_PLANS.get(key)
-            if plan is not None:
-                return plan(y, mask)
-    return _dispatch.invoke_planned(
-        "shift_sum_pinv",
-        PINV_PLANS,
-        key,
-        (y, mask),
-        y,
-        step,
-        channels=channels,
-        axis=axis,
-        channel_axis=channel_axis,
-        mask=mask,
-        keepdims=keepdims,
+    return _call(
+        "shift_sum_pinv", PINV_PLANS, y, step, channels, axis, channel_axis, mask, keepdims
     )
 
 

@@ -69,7 +69,9 @@ def test_forward_adjoint_pinv(
     x = _rand(shape, dtype, 0)
     mask = None if mask_shape is None else _rand(mask_shape, mask_dtype, 1)
     a = _prepare_forward(_t(x), step, **kw, mask=_t(mask)).args[0]
-    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general=general)
+    got = kernels.forward(
+        a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general_kernel=general
+    )
     want = ref.forward(x, step, **kw, mask=mask, keepdims=True)
     _check(got, want, want.dtype)
 
@@ -77,14 +79,18 @@ def test_forward_adjoint_pinv(
     a = _prepare_transposed(
         _t(y), step, channels=shape[cax], **kw, mask=_t(mask), keepdims=True
     ).args[0]
-    got = kernels.adjoint(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general=general)
+    got = kernels.adjoint(
+        a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general_kernel=general
+    )
     want_adj = ref.adjoint(y, step, channels=shape[cax], **kw, mask=mask, keepdims=True)
     _check(got, want_adj, want_adj.dtype)
 
     if mask is not None:  # the reference pinv: A^H (y / Phi) with the dense matrix
         mask = (np.abs(mask) > 0.3) * mask  # zeros in Phi are handled
         a = a._replace(mask=torch.from_numpy(mask).reshape(a.mask.shape))
-    got = kernels.pinv(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general=general)
+    got = kernels.pinv(
+        a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general_kernel=general
+    )
     dense = ref.dense_matrix(shape, step, **kw, mask=mask)
     want_pinv = (np.linalg.pinv(dense) @ y.reshape(-1)).reshape(shape)
     _check(got, want_pinv, np.complex128 if np.iscomplexobj(got.numpy()) else np.float64)
@@ -109,7 +115,9 @@ def test_dtypes(kernels, dtype, mask_dtype, general):
     x = x.to(torch.bfloat16) if dtype == "bfloat16" else x
     mask = None if mask_dtype is None else torch.from_numpy(_rand((4, 6), mask_dtype, 1))
     a = _prepare_forward(x, step, mask=mask).args[0]
-    got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general=general)
+    got = kernels.forward(
+        a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general_kernel=general
+    )
     want_dtype = x.dtype if mask is None else torch.result_type(x, mask)
     assert got.dtype == want_dtype
     xn = x.float().numpy() if dtype == "bfloat16" else x.numpy()

@@ -920,43 +920,25 @@ def plan_pinv(
 # One-off calls (the tests run both kernel families through these).
 
 
-def forward(
-    x: torch.Tensor,
-    offsets: list[int],
-    axis: int,
-    cax: int,
-    mask: torch.Tensor | None,
-    *,
-    general: bool = False,
-) -> torch.Tensor:
-    """``y`` (channel axis kept with size 1) by the row kernel, or the general one."""
-    plan = _general_forward if general else plan_forward
-    return plan(x, tuple(offsets), axis, cax, mask)(x, mask)
+def _one_off(row: Callable[..., Run], general: Callable[..., Run]) -> Callable[..., torch.Tensor]:
+    def call(
+        a: torch.Tensor,
+        offsets: list[int],
+        axis: int,
+        cax: int,
+        mask: torch.Tensor | None,
+        *,
+        general_kernel: bool = False,
+    ) -> torch.Tensor:
+        plan = general if general_kernel else row
+        return plan(a, tuple(offsets), axis, cax, mask)(a, mask)
+
+    return call
 
 
-def adjoint(
-    y: torch.Tensor,
-    offsets: list[int],
-    axis: int,
-    cax: int,
-    mask: torch.Tensor | None,
-    *,
-    general: bool = False,
-) -> torch.Tensor:
-    """``conj(mask) * window_c(y)`` by the row kernel, or the general one."""
-    plan = _general_adjoint if general else plan_adjoint
-    return plan(y, tuple(offsets), axis, cax, mask)(y, mask)
-
-
-def pinv(
-    y: torch.Tensor,
-    offsets: list[int],
-    axis: int,
-    cax: int,
-    mask: torch.Tensor | None,
-    *,
-    general: bool = False,
-) -> torch.Tensor:
-    """``A^H (y / Phi)`` by the row kernels, or the general ones."""
-    plan = _general_pinv if general else plan_pinv
-    return plan(y, tuple(offsets), axis, cax, mask)(y, mask)
+forward = _one_off(plan_forward, _general_forward)
+forward.__doc__ = "``y`` (channel axis kept with size 1) by the row kernel, or the general one."
+adjoint = _one_off(plan_adjoint, _general_adjoint)
+adjoint.__doc__ = "``conj(mask) * window_c(y)`` by the row kernel, or the general one."
+pinv = _one_off(plan_pinv, _general_pinv)
+pinv.__doc__ = "``A^H (y / Phi)`` by the row kernels, or the general ones."
