@@ -35,6 +35,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from benchmarks.report import cpu_model, gpu_model
 
 QUICK_ENV = "PORTOPS_BENCH_QUICK"
+SWEEP_ENV = "PORTOPS_BENCH_SWEEP"
 KINDS = ("portops", "baseline", "roofline")
 REQUIRED_EXTRA = ("op", "kind", "backend", "device", "name")
 KNOWN_BACKENDS = ("cupy", "torch", "jax", "dask", "array_api_strict", "numpy")
@@ -61,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--quick",
         action="store_true",
         help=f"tiny sizes and 1-2 rounds, for CI (sets {QUICK_ENV}=1)",
+    )
+    group.addoption(
+        "--sweep",
+        action="store_true",
+        help=f"the whole shape sweep of every operation (sets {SWEEP_ENV}=1)",
     )
     group.addoption(
         "--bench-backends",
@@ -114,6 +120,8 @@ def pytest_configure(config: pytest.Config) -> None:
         for name, value in QUICK_OPTIONS.items():
             if hasattr(config.option, name):
                 setattr(config.option, name, value)
+    if config.getoption("sweep"):
+        os.environ[SWEEP_ENV] = "1"
     config.stash[SELECTION] = parse_selection(config.getoption("bench_backends"))
     budget = config.getoption("bench_budget")
     config.stash[DEADLINE] = time.monotonic() + budget if budget and budget > 0 else None

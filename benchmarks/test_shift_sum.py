@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import portops
+from benchmarks import sweep
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 B, C, H, W, S = (2, 4, 32, 32, 2) if QUICK else (16, 28, 256, 256, 2)
@@ -368,3 +369,55 @@ def test_torch_forward_backward(benchmark, torch_data, name):
         _run_roofline(benchmark, **common)
     else:
         _run(benchmark, run(lambda: seed_loop(torch, x, mask)), kind="baseline", **common)
+
+
+# ------------------------------------------------------------------ the sweep
+
+SWEEP_MAX_BYTES = 1 << 27  # x at most 128 MB: B=16 with C=64 or H=W=660 left out
+SWEEP = sweep.grid(
+    [
+        (b, c, h, step, layout, masked)
+        for b in (1, 16)
+        for c in (8, 28, 64)
+        for h in (64, 256, 660)
+        if 4 * b * c * h * h <= SWEEP_MAX_BYTES
+        for step in (1, 2)
+        for layout in ("channels-first", "channels-last")
+        for masked in (False, True)
+    ]
+)
+
+
+def sweep_loop(xp: Any, x: Any, mask: Any, step: int, last: bool) -> Any:
+    """The seed's slice-add loop in its fairest form: no mask multiply without a mask."""
+    z = x if mask is None else x * mask
+    b, c = x.shape[0], x.shape[-1 if last else 1]
+    h, w = x.shape[1:3] if last else x.shape[2:]
+    y = xp.zeros((b, h, w + (c - 1) * step), dtype=x.dtype)
+    for i in range(c):
+        y[..., i * step : i * step + w] += z[..., i] if last else z[:, i]
+    return y
+
+
+@pytest.mark.parametrize(("b", "c", "h", "step", "layout", "masked"), SWEEP, ids=str)
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_sweep(benchmark, backend, b, c, h, step, layout, masked):
+    xp = np if backend == "numpy" else pytest.importorskip("torch")
+    last = layout == "channels-last"
+    gen = np.random.default_rng(c + h)
+    x = gen.random((b, h, h, c) if last else (b, c, h, h), dtype=np.float32)
+    mask = gen.random((h, h, 1) if last else (h, h), dtype=np.float32) if masked else None
+    if xp is not np:
+        x, mask = xp.from_numpy(x), None if mask is None else xp.from_numpy(mask)
+    axes = {"channel_axis": -1, "axis": -2} if last else {}
+    wo = h + (c - 1) * step
+    sweep.run_point(
+        benchmark,
+        lambda: portops.shift_sum(x, step, mask=mask, **axes),
+        {"slice-add loop": lambda: sweep_loop(xp, x, mask, step, last)},
+        op="shift_sum",
+        backend=backend,
+        case=f"B{b} C{c} {h}x{h} step{step} {layout}" + (" mask" if masked else ""),
+        params={"B": b, "C": c, "H": h, "step": step, "layout": layout, "mask": masked},
+        nbytes=4 * (b * c * h * h + b * h * wo + (h * h if masked else 0)),
+    )
