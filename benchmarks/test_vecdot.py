@@ -258,5 +258,5 @@ def test_sweep(benchmark: Any, backend: str, rows: int, n: int, layout: str) -> 
         backend=backend,
         case=f"{rows}x{n} {layout}",
         params={"rows": rows, "n": n, "layout": layout},
-        nbytes=4 * (a.numel() if backend == "torch" else a.size) * (1 if layout == "broadcast" else 2),
+        nbytes=4 * rows * n * (1 if layout == "broadcast" else 2),
     )
