@@ -8,7 +8,7 @@ The torch CPU specialisation calls :func:`vecdot_numpy` on zero-copy views.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -77,7 +77,7 @@ def _matvec(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
     return r.reshape(out)
 
 
-def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int, order: str = "K") -> Any:
+def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int, order: Literal["K", "F"] = "K") -> Any:
     if x1.dtype.kind == "c":
         x1 = np.conj(x1)
     if axis != -1:
