@@ -162,7 +162,26 @@ def _numpy_loop_applies(a: EinsumArgs) -> str | None:
     return loop_wins(a)
 
 
+# torch.einsum's C++ path runs a small one- or two-operand contraction (the same single
+# GEMM or product the lowering makes) with about 10 us less Python per call: it wins
+# below this many multiply-adds, at which the GEMM takes about that long on one core.
+# With three or more operands its path search (opt_einsum) costs more than it saves.
+NATIVE_MAX_FLOPS = 1 << 17
+
+
+def _native_small_applies(a: EinsumArgs) -> str | None:
+    reason = _native_applies(a)
+    if reason is None and len(a.plan.shapes) > 2:
+        reason = "three or more operands: torch.einsum's path search costs more"
+    if reason is None and a.plan.flops > NATIVE_MAX_FLOPS:
+        reason = "a large contraction: the lowering's views save copies"
+    return reason
+
+
 _dispatch.register("einsum", "torch_matmul", libraries=["torch"], priority=10)(torch_matmul)
+_dispatch.register(
+    "einsum", "torch_einsum_small", libraries=["torch"], priority=15, applies=_native_small_applies
+)(torch_einsum)
 _dispatch.register(
     "einsum", "torch_numpy_loop", libraries=["torch"], priority=20, applies=_numpy_loop_applies
 )(torch_numpy_loop)
