@@ -269,10 +269,10 @@ class SelectiveBenchmark(BenchmarkFixture):
             target,
             args,
             kwargs,
-            setup,
-            rounds,
-            warmup_rounds,
-            iterations,  # type: ignore[arg-type]
+            setup=setup,
+            rounds=rounds,
+            warmup_rounds=warmup_rounds,
+            iterations=iterations,
         )
 
 

@@ -49,6 +49,12 @@ def _run(
 ) -> None:
     benchmark.group = f"vecdot {_label(shape)} {backend} {device}{suffix}"
     benchmark.extra_info.update(op="vecdot", kind=kind, backend=backend, device=device, name=name)
+    if not suffix:  # the roofline copies both inputs; vecdot reads them and writes a row
+        inputs = 2 * 4 * int(np.prod(shape))
+        if kind == "roofline":
+            benchmark.extra_info["copy_bytes"] = inputs
+        else:
+            benchmark.extra_info["bytes"] = inputs + 4 * int(np.prod(shape[:-1]))
     rounds, iterations = plan or _plan(shape)
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=1)
 
