@@ -443,8 +443,9 @@ def bench_dir(tmp_path: Path) -> Path:
 
 
 def run_pytest(cwd: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
-    env = {**os.environ, "PYTHONPATH": str(cwd)}
-    env.pop("PORTOPS_BENCH_QUICK", None)
+    # Without the outer run's variables: xdist's would disable pytest-benchmark in it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PORTOPS_BENCH"))}
+    env["PYTHONPATH"] = str(cwd)
     status = cwd / "status.json"
     cmd = [sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "-q"]
     cmd += ["--benchmark-quiet", f"--bench-status={status}", f"--benchmark-json={cwd / 'b.json'}"]
