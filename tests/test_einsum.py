@@ -441,3 +441,12 @@ def test_torch_loop_over_unmergeable_batch(monkeypatch: pytest.MonkeyPatch) -> N
     assert calls
     np.testing.assert_allclose(got.detach().numpy(), np.einsum("bind,bjnd->bnij", a, b))
     assert torch.autograd.gradcheck(lambda x, y: portops.einsum("bind,bjnd->bnij", x, y), (ta, tb))
+
+
+@pytest.mark.parametrize("rows", [1, 300, 5000])
+@pytest.mark.parametrize("c", [1, 2, 3])
+def test_tall_skinny_rows(backend: Backend, rows: int, c: int) -> None:
+    # Short C-contiguous rows run numpy.einsum's loop in Fortran order (one pass per column).
+    rng = np.random.default_rng(19)
+    a, b = make_operands(((rows, c), (rows, c)), "float32", rng)
+    _check(backend, "nc,nc->n", [a, b])

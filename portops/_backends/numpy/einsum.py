@@ -4,13 +4,14 @@ possible), making sure every matrix handed to ``matmul`` is one BLAS can read; a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ... import _dispatch
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ...einsum import EinsumArgs
+from .vecdot import SHORT_BYTES
 
 
 def _blas_ready(x: np.ndarray) -> bool:
@@ -114,9 +115,24 @@ def loop_wins(a: EinsumArgs) -> str | None:
     return "the plan has a GEMM or a broadcast product: the lowering wins"
 
 
+def loop_order(subscripts: str, operands: list[np.ndarray]) -> Literal["K", "F"]:
+    """``"F"`` for batched dot products of short C-contiguous rows (``ab,ab->a`` with
+    rows of at most SHORT_BYTES): one pass per column beats a loop call per row (see
+    :mod:`portops._backends.numpy.vecdot`); ``"K"`` otherwise."""
+    ins, _, out = subscripts.partition("->")
+    terms = ins.split(",")
+    if len(terms) != 2 or terms[0] != terms[1] or len(terms[0]) != 2 or out != terms[0][0]:
+        return "K"
+    x, y = operands
+    if x.shape != y.shape or x.shape[1] * x.itemsize > SHORT_BYTES:
+        return "K"
+    return "F" if x.flags.c_contiguous and y.flags.c_contiguous else "K"
+
+
 def numpy_einsum_loop(a: EinsumArgs) -> Any:
     """numpy.einsum without optimize: one C loop, no temporaries (small or GEMM-free)."""
-    return np.einsum(a.subscripts, *cast(a.operands, a.dtype, _OPS))
+    ops = cast(a.operands, a.dtype, _OPS)
+    return np.einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
 
 
 def _native_applies(a: EinsumArgs) -> str | None:

@@ -18,7 +18,7 @@ import torch
 from ... import _dispatch
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ...einsum import EinsumArgs
-from ..numpy.einsum import loop_wins
+from ..numpy.einsum import loop_order, loop_wins
 
 
 def integer_matmul(a: Any, b: Any) -> Any:
@@ -147,7 +147,8 @@ _NUMPY_DTYPES = frozenset(
 def torch_numpy_loop(a: EinsumArgs) -> Any:
     """numpy.einsum's loop on zero-copy NumPy views of CPU tensors (no autograd)."""
     ops = [x.resolve_conj().resolve_neg().numpy() for x in cast(a.operands, a.dtype, _ops(a.xp))]
-    return torch.from_numpy(np.asarray(np.einsum(a.subscripts, *ops)))
+    r = np.einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
+    return torch.from_numpy(np.asarray(r))
 
 
 def _numpy_loop_applies(a: EinsumArgs) -> str | None:
