@@ -471,7 +471,8 @@ def sweep_summary(points: Sequence[Entry]) -> str:
     misses = sum(is_miss(e) for e in points)
     return (
         f"{len(points)} points, {misses} miss{'es' * (misses != 1)}, worst ratio "
-        f"{format_factor(max(ratios))}, portops {format_factor(geo)} faster (geometric mean)"
+        f"{format_factor(max(ratios))}, geometric-mean speedup over the best native "
+        f"{format_factor(geo)}"
     )
 
 
