@@ -327,7 +327,7 @@ def test_outer_broadcasting(backend: Backend, impl: str, dtype, keepdims: bool) 
 @pytest.mark.parametrize(
     ("s1", "s2", "axis"),
     [
-        ((6, 70), (70,), -1),  # one vector against many
+        ((6, 70), (70,), -1),  # one vector against many: a matrix-vector product
         ((70,), (2, 3, 70), -1),
         ((1, 1, 70), (4, 70), -1),
         ((70, 6), (70, 1), -2),

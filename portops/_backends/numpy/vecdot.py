@@ -24,9 +24,7 @@ from ...vecdot import VecdotArgs
 # - einsum iterates over the whole broadcast shape; for vectors of at most SHORT_BYTES
 #   in memory order its per-vector loop is the bottleneck, and Fortran order (one pass
 #   per column over all vectors) is 3-5x faster (10^6 x 2: 1.6 ms vs 8.6 ms).
-# A single vector against many takes the same rules: a BLAS matrix-vector product
-# would be faster on idle cores, but its threads' wake-up cost 20 ms per call on a
-# loaded 2-core machine (256x4096: 20 ms against 0.2 ms in einsum).
+# - a single vector against many: one matrix-vector product (BLAS, all cores).
 FEW_VECTORS = 128
 SHORT = 32
 SHORT_BYTES = 8
@@ -37,17 +35,46 @@ def _unit(x: np.ndarray, axis: int) -> bool:
 
 
 def _kernel(x1: np.ndarray, x2: np.ndarray, axis: int) -> str:
-    """``"vecdot"``, ``"einsum"`` or ``"einsum_f"`` (see above)."""
+    """``"vecdot"``, ``"einsum"`` or ``"einsum_f"`` for equal-shape inputs (see above)."""
     n = x1.shape[axis]
-    if max(x1.size, x2.size) < FEW_VECTORS * max(n, 1):
+    if x1.size < FEW_VECTORS * max(n, 1):
         return "vecdot"
     if not (_unit(x1, axis) and _unit(x2, axis)):
         return "einsum"
     if n >= SHORT:
         return "vecdot"
-    if n * x1.itemsize <= SHORT_BYTES and x1.shape == x2.shape and x1.ndim == 2:
+    if n * x1.itemsize <= SHORT_BYTES and x1.ndim == 2 and axis in (-1, 1):
         return "einsum_f"
     return "einsum"
+
+
+def _matvec(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
+    """``conj(x1) . x2`` as one matrix-vector product when one input is a single vector.
+
+    Only for single and double precision (NumPy's float16 matmul sums in float16).
+    """
+    if x1.dtype.char not in "fdFD" or x2.dtype.char not in "fdFD" or x1.dtype != x2.dtype:
+        return None
+    n = x1.shape[axis]
+    if n < 2 or min(x1.ndim, x2.ndim) < -axis:
+        return None
+    if x2.size == n and x1.size > n:
+        many, one, conj_result = x1, x2, x1.dtype.kind == "c"  # conj(x1 . conj(x2))
+    elif x1.size == n and x2.size > n:
+        many, one, conj_result = x2, np.conj(x1) if x1.dtype.kind == "c" else x1, False
+    else:
+        return None
+    if axis != -1:
+        many = np.moveaxis(many, axis, -1)
+    one = one.reshape(n)
+    if conj_result:
+        one = np.conj(one)
+    r = np.matmul(many, one)
+    if conj_result:
+        r = np.conj(r)
+    shape = np.broadcast_shapes(x1.shape, x2.shape)
+    out = shape[:axis] + shape[axis + 1 :] if axis != -1 else shape[:-1]
+    return r.reshape(out)
 
 
 def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int, order: Literal["K", "F"] = "K") -> Any:
@@ -116,7 +143,11 @@ def vecdot_numpy(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool) -> n
 
     ``np.vecdot`` already multiplies and sums float16 in float32.
     """
-    r = None if x1.shape == x2.shape else _gemm(x1, x2, axis)
+    r = None
+    if x1.shape != x2.shape:
+        r = _matvec(x1, x2, axis)
+        if r is None:
+            r = _gemm(x1, x2, axis)
     if r is None:
         kernel = _kernel(x1, x2, axis)
         if kernel == "vecdot":
