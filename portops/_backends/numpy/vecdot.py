@@ -146,7 +146,7 @@ def vecdot_numpy(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool) -> n
     r = None
     if x1.shape != x2.shape:
         r = _matvec(x1, x2, axis)
-        if r is None:
+        if r is None and min(x1.size, x2.size) > x1.shape[axis]:  # else not an outer product
             r = _gemm(x1, x2, axis)
     if r is None:
         kernel = _kernel(x1, x2, axis)
