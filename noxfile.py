@@ -2,13 +2,14 @@
 
 Benchmarks: ``nox -s bench`` runs every backend this machine can run and prints a table per
 operation; ``bench_numpy``, ``bench_torch``, ``bench_torch_cuda`` and ``bench_cupy`` run one
-backend each, ``bench_quick`` is the CI-sized check. Options after ``--``: ``--quick`` (tiny
-sizes), ``--compare OLD.json`` (change against a saved run); anything else goes to pytest.
-Results land in ``bench-results/``: ``<session>.json`` (pytest-benchmark), ``<session>.txt``
-(the tables) and ``<session>.png`` (the chart); the run before is kept as
-``<session>.previous.json`` and compared with automatically when it ran the same way.
-Without a GPU, ``nox -s bench`` stops starting benchmarks after 210 s (those left are named)
-so that it keeps to five minutes on two cores; ``-- --bench-budget 0`` lifts that.
+backend each, ``bench_quick`` is the CI-sized check. Options after ``--`` go to pytest:
+``--quick`` (tiny sizes), ``--sweep`` (the whole shape sweep of every operation; the
+default run has a slice of it), ``--benchmark-compare`` (pytest-benchmark's comparison
+with a saved run). Results land in ``bench-results/``: ``<session>.json``
+(pytest-benchmark), ``<session>.txt`` (the tables) and ``<session>.png`` (the chart).
+Without a GPU, ``nox -s bench`` shares 210 s among the benchmarks, shortening their
+rounds to fit, so that it keeps to five minutes on two cores; ``-- --bench-budget 0``
+lifts that, and ``--sweep`` runs without it.
 
 On a machine without a package registry, run ``nox --no-venv -s <session>``: the
 sessions then use what is installed instead of creating virtual environments.
@@ -117,33 +118,10 @@ BENCH_OPTIONS = [
 ]
 ALL_BENCH_BACKENDS = "numpy,torch,torch-cuda,cupy"
 # `nox -s bench` keeps to 5 minutes on a 2-core machine: the install and the report take
-# about a minute, so benchmarks that would start later are skipped and named instead.
+# about a minute, so the benchmarks share the rest (each runs the rounds that fit).
 # Pass `-- --bench-budget 0` to lift the limit (it is not applied where there is a GPU).
 BENCH_BUDGET_S = 210
 NO_GPU = "no NVIDIA GPU on this machine (nvidia-smi not found)"
-
-
-def _split_bench_posargs(posargs: list[str]) -> tuple[list[str], str | None]:
-    """(arguments for pytest, the --compare file or None) from the session's posargs."""
-    args: list[str] = []
-    compare: str | None = None
-    it = iter(posargs)
-    for arg in it:
-        if arg == "--compare":
-            compare = next(it, None)
-        elif arg.startswith("--compare="):
-            compare = arg.partition("=")[2]
-        else:
-            args.append(arg)
-    return args, compare
-
-
-def _rotate(path: Path) -> Path:
-    """Move `path` to ``<stem>.previous<suffix>`` (if it exists); return that path."""
-    previous = path.with_name(f"{path.stem}.previous{path.suffix}")
-    if path.exists():
-        path.replace(previous)
-    return previous
 
 
 def _bench(session: nox.Session, extras: str, backends: str | None = None) -> None:
@@ -165,8 +143,8 @@ def _run_bench(
     `require` names backends whose benchmarks must not be skipped (for CI); `budget` is
     the time in seconds after which the benchmarks left are skipped and named.
     """
-    pytest_args, compare = _split_bench_posargs(list(session.posargs))
-    if budget:
+    pytest_args = list(session.posargs)
+    if budget and "--sweep" not in pytest_args:
         pytest_args.insert(0, f"--bench-budget={budget:g}")
     if quick and "--quick" not in pytest_args:
         pytest_args.append("--quick")
@@ -175,7 +153,6 @@ def _run_bench(
     BENCH_DIR.mkdir(exist_ok=True)
     results = BENCH_DIR / f"{session.name}.json"
     status = BENCH_DIR / f"{session.name}.status.json"
-    previous, previous_status = _rotate(results), _rotate(status)
     selection = ["--bench-backends", backends] if backends else []
     selection += ["--bench-expect", backends or ALL_BENCH_BACKENDS]
     failure = None
@@ -196,10 +173,6 @@ def _run_bench(
         "--png",
         str(results.with_suffix(".png")),
     ]
-    if compare:
-        report += ["--compare", compare]
-    else:
-        report += ["--previous", str(previous), "--previous-status", str(previous_status)]
     session.run(*report)
     if failure is not None:
         session.error(f"some benchmarks failed: {failure.reason}")

@@ -6,8 +6,10 @@
   (``torch`` means torch on the CPU, ``<backend>-cuda`` on a CUDA device). A group is named
   ``"<op> <case> <backend> <device>"``; the benchmarks of other backends are deselected
   where their parameters say which backend they are, and skipped before timing otherwise.
-- ``--bench-budget SECONDS`` skips the benchmarks that would start after that time, each
-  named as not run for that reason, so that a whole run keeps to its time.
+- ``--bench-budget SECONDS`` shares the time left equally among the benchmarks left:
+  each runs as many of its rounds as fit in its share (at least one), so a short run
+  still covers every operation. A line per benchmark names it, with an estimate of
+  the time left.
 - Every benchmark that was skipped for another reason (a backend not installed, no CUDA
   device) is named with its reason at the end of the run, in the pytest-benchmark JSON
   (key ``portops``) and, with ``--bench-status FILE``, in a JSON file that
@@ -35,13 +37,13 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from benchmarks.report import cpu_model, gpu_model
 
 QUICK_ENV = "PORTOPS_BENCH_QUICK"
+SWEEP_ENV = "PORTOPS_BENCH_SWEEP"
 KINDS = ("portops", "baseline", "roofline")
 REQUIRED_EXTRA = ("op", "kind", "backend", "device", "name")
 KNOWN_BACKENDS = ("cupy", "torch", "jax", "dask", "array_api_strict", "numpy")
 DEVICES = ("cpu", "cuda")
 DEFAULT_DEVICE = {"cupy": "cuda"}
 NOT_SELECTED = "not selected by --bench-backends"
-OVER_BUDGET = "not run: the time budget (--bench-budget) was used up"
 VERSIONED_MODULES = ("numpy", "torch", "cupy", "jax", "dask", "opt_einsum", "portops")
 
 # Benchmark options in quick mode: enough to show that every benchmark runs.
@@ -61,6 +63,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--quick",
         action="store_true",
         help=f"tiny sizes and 1-2 rounds, for CI (sets {QUICK_ENV}=1)",
+    )
+    group.addoption(
+        "--sweep",
+        action="store_true",
+        help=f"the whole shape sweep of every operation (sets {SWEEP_ENV}=1)",
     )
     group.addoption(
         "--bench-backends",
@@ -84,7 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="skip (and name) the benchmarks still to run once this many seconds have passed",
+        help="share this many seconds among the benchmarks, shortening their rounds to fit",
     )
     group.addoption(
         "--bench-status",
@@ -114,10 +121,12 @@ def pytest_configure(config: pytest.Config) -> None:
         for name, value in QUICK_OPTIONS.items():
             if hasattr(config.option, name):
                 setattr(config.option, name, value)
+    if config.getoption("sweep"):
+        os.environ[SWEEP_ENV] = "1"
     config.stash[SELECTION] = parse_selection(config.getoption("bench_backends"))
     budget = config.getoption("bench_budget")
     config.stash[DEADLINE] = time.monotonic() + budget if budget and budget > 0 else None
-    config.stash[RECORDER] = RunRecorder()
+    config.stash[RECORDER] = RunRecorder(config.stash[DEADLINE])
     config.pluginmanager.register(config.stash[RECORDER], "portops-bench-recorder")
 
 
@@ -212,38 +221,69 @@ class SelectiveBenchmark(BenchmarkFixture):
     """pytest-benchmark's fixture; skips, before timing, unselected groups and those over budget."""
 
     _portops_selection: frozenset[tuple[str, str]] | None = None
-    _portops_deadline: float | None = None
+    _portops_share: Callable[[], float | None] = staticmethod(lambda: None)
     _portops_targets: dict[str, tuple[str, str]] | None = None
 
     def _before_timing(self) -> None:
-        """Note the test's backend; skip it if unselected or past the time budget."""
+        """Note the test's backend; skip it if unselected."""
         target = benchmark_target(self.group, self.extra_info)
         if target is not None and self._portops_targets is not None:
             self._portops_targets[self.fullname] = target
         if target is not None and not is_selected(target, self._portops_selection):
             pytest.skip(f"{NOT_SELECTED}: {' '.join(target)}")
-        if self._portops_deadline is not None and time.monotonic() > self._portops_deadline:
-            pytest.skip(OVER_BUDGET)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._before_timing()
+        share = self._portops_share()
+        if share is not None:  # calibrated rounds: stop once the share is spent
+            self._max_time = max(1e-3, min(self._max_time, share))
+            self._min_rounds = 1
         parent: Any = super()
         return parent.__call__(*args, **kwargs)
 
-    def pedantic(self, *args: Any, **kwargs: Any) -> Any:
-        """`BenchmarkFixture.pedantic`, after the selection and budget checks."""
+    def pedantic(
+        self,
+        target: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        setup: Callable[[], Any] | None = None,
+        rounds: int = 1,
+        warmup_rounds: int = 0,
+        iterations: int = 1,
+    ) -> Any:
+        """`BenchmarkFixture.pedantic`, after the selection check, with the rounds that
+        fit this benchmark's share of the budget (one untimed round measures them)."""
         self._before_timing()
+        share = self._portops_share()
+        if share is not None:
+            t0 = time.perf_counter()
+            if setup is not None:
+                setup()
+            for _ in range(iterations):
+                target(*args, **(kwargs or {}))
+            per_round = time.perf_counter() - t0
+            rounds = max(1, min(rounds, int(share / max(per_round, 1e-9))))
+            warmup_rounds = min(warmup_rounds, 1) if rounds > 1 else 0
         parent: Any = super()
-        return parent.pedantic(*args, **kwargs)
+        return parent.pedantic(
+            target,
+            args,
+            kwargs,
+            setup=setup,
+            rounds=rounds,
+            warmup_rounds=warmup_rounds,
+            iterations=iterations,
+        )
 
 
 @pytest.fixture
 def benchmark(benchmark: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """pytest-benchmark's fixture, with backend selection and the naming convention checked."""
+    recorder = request.config.stash[RECORDER]
     benchmark.__class__ = SelectiveBenchmark
     benchmark._portops_selection = request.config.stash[SELECTION]
-    benchmark._portops_deadline = request.config.stash[DEADLINE]
-    benchmark._portops_targets = request.config.stash[RECORDER].targets
+    benchmark._portops_share = recorder.share
+    benchmark._portops_targets = recorder.targets
     yield benchmark
     if getattr(benchmark, "stats", None) is not None:
         target = benchmark_target(benchmark.group, benchmark.extra_info)
@@ -283,10 +323,42 @@ class RunRecorder:
     every test that reached the benchmark call, by node id; both filled by the fixture.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float | None = None) -> None:
         self.skips: list[tuple[str, str]] = []
         self.ran: set[tuple[str, str]] = set()
         self.targets: dict[str, tuple[str, str]] = {}
+        self.deadline = deadline
+        self.start = time.monotonic()
+        self.total = 0
+        self.done = 0
+
+    def share(self) -> float | None:
+        """Seconds the running benchmark may take: the budget left over those left."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic()) / max(1, self.total - self.done)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.total = len(session.items)
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        elapsed = time.monotonic() - self.start
+        left = elapsed / self.done * (self.total - self.done) if self.done else None
+        if self.deadline is not None:
+            budget_left = max(0.0, self.deadline - time.monotonic())
+            left = budget_left if left is None else min(left, budget_left)
+        eta = f"about {left:.0f} s left" if left is not None else "estimating"
+        reporter = self._reporter
+        if reporter is not None:
+            reporter.write_line(f"[{self.done + 1}/{self.total}, {eta}] {nodeid}")
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        self.done += 1
+
+    _reporter: Any = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._reporter = session.config.pluginmanager.get_plugin("terminalreporter")
 
     def _record(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         if not report.skipped or hasattr(report, "wasxfail"):

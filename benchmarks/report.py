@@ -1,13 +1,9 @@
-"""Summary tables, chart and run-to-run comparison of the portops benchmarks.
+"""Summary tables and chart of the portops benchmarks.
 
 Reads the JSON written by ``pytest benchmarks --benchmark-json=FILE`` and prints, per
-operation, one table: for each benchmark group (``"<op> <case> <backend> <device>"``) the
-median time of every entry, its ratio to the group's roofline, and the speedup of the
-portops default over every other entry (``other median / default median``). An entry
-whose ``extra_info`` holds ``paired_roofline`` (seconds: the median of a roofline copy
-timed just before each of its rounds) is divided by that instead, so a machine whose
-speed drifts during a run moves both sides of the ratio alike. A PNG chart
-shows the same ratios, and ``--compare OLD.json`` sets the run against a saved earlier one.
+operation, one table (its columns are explained in ``COLUMNS``) and the shape sweep
+(``SWEEP_TEXT``); a PNG chart shows the same ratios. To set two runs side by side, use
+pytest-benchmark's own ``--benchmark-compare``.
 
 Each benchmark describes itself in ``extra_info``: ``op``, ``kind`` (``"portops"``,
 ``"baseline"`` or ``"roofline"``), ``backend``, ``device`` and a short ``name``. The
@@ -17,8 +13,7 @@ portops default of a group is the ``portops`` entry with ``default=True`` in its
 
 Usage::
 
-    python -m benchmarks.report bench-results/bench.json
-    python -m benchmarks.report NEW.json --compare OLD.json --text report.txt --png report.png
+    python -m benchmarks.report bench-results/bench.json --text report.txt --png report.png
 """
 
 from __future__ import annotations
@@ -30,15 +25,27 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 KIND_ORDER = {"roofline": 0, "portops": 1, "baseline": 2}
 DEFAULT_NAMES = ("portops", "default")
-# A change of the median by more than this factor is flagged in the comparison.
-CHANGE_THRESHOLD = 1.10
+# A sweep point misses when portops takes more than this times the best native call,
+# and more than MISS_SECONDS longer (per-call overhead on tiny inputs, noise).
+MISS_RATIO = 1.1
+MISS_SECONDS = 3e-6
+COLUMNS = """\
+Columns: "median" is the median time of one call (a round of several calls is divided
+by its number of calls). "x copy" divides it by the group's roofline entry: for
+shift_sum and vecdot a copy of the same bytes (shift_sum: x + y, vecdot: both inputs)
+on the same device, timed beside the entry's own rounds where "paired" is said;
+for einsum the batched GEMM of the same sizes on contiguous operands. A copy reads
+and writes its bytes, so it moves twice what an operation that reads x and writes
+a smaller y must move: "x limit" divides instead by the real limit, the bytes the
+operation must read and write over the copy's bandwidth ((read + written) / time).
+"default speedup" is the other entry's median over the portops default's."""
 
 
 # --------------------------------------------------------------------------- machine
@@ -110,7 +117,7 @@ def _nvidia_smi_gpu_name() -> str | None:
 # --------------------------------------------------------------------------- loading
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Entry:
     """One benchmark of a run: a group member with its median time in seconds."""
 
@@ -125,11 +132,12 @@ class Entry:
     default: bool = False
     # Median of the roofline copy timed just before each of this entry's rounds.
     paired_roofline: float | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """What identifies this benchmark across runs."""
-        return (self.group, self.name)
+    # Bytes the operation must move (read + written); bytes a roofline copy copies.
+    nbytes: int = 0
+    copy_bytes: int = 0
+    # Sweep points: per-call medians of the native calls and baselines beside it.
+    native: dict[str, float] = field(default_factory=dict)
+    baseline: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -153,6 +161,13 @@ def entry_from_json(bench: dict[str, Any]) -> Entry:
     group = str(bench.get("group") or extra.get("group") or bench.get("name", ""))
     op = str(extra.get("op") or (group.split() or ["?"])[0])
     parts = group.split()
+    calls = max(1, int(extra.get("calls") or 1))
+    median = float(bench["stats"]["median"]) / calls
+    native = dict(extra.get("native") or {})
+    rerun = dict(extra.get("rerun") or {})  # a sweep point that missed, measured again
+    if rerun:
+        median = rerun.pop("portops", median)
+        native = rerun
     return Entry(
         group=group,
         name=str(extra.get("name") or bench.get("name", "?")),
@@ -160,10 +175,14 @@ def entry_from_json(bench: dict[str, Any]) -> Entry:
         op=op,
         backend=str(extra.get("backend") or (parts[-2] if len(parts) >= 4 else "?")),
         device=str(extra.get("device") or (parts[-1] if len(parts) >= 4 else "?")),
-        median=float(bench["stats"]["median"]),
+        median=median,
         rounds=int(bench["stats"].get("rounds", 0)),
         default=bool(extra.get("default", False)),
         paired_roofline=_positive(extra.get("paired_roofline")),
+        nbytes=int(extra.get("bytes") or 0),
+        copy_bytes=int(extra.get("copy_bytes") or 0),
+        native=native,
+        baseline=dict(extra.get("baseline") or {}),
     )
 
 
@@ -236,6 +255,7 @@ class Row:
     roofline_ratio: float | None
     speedup: float | None
     is_default: bool = False
+    limit_ratio: float | None = None
 
 
 @dataclass
@@ -296,8 +316,15 @@ def summarise_group(group: str, entries: Sequence[Entry]) -> GroupTable:
             return None
         return _safe_div(e.median, default.median)
 
+    def limit(e: Entry) -> float | None:
+        # The real limit: the bytes e must move at the copy's (read + written) bandwidth.
+        r = ratio(e)
+        if r is None or roofline is None or not (e.nbytes and roofline.copy_bytes):
+            return None
+        return r * 2 * roofline.copy_bytes / e.nbytes
+
     ordered = sorted(entries, key=lambda e: (KIND_ORDER.get(e.kind, 3), e is not default, e.median))
-    rows = [Row(e, ratio(e), speedup(e), e is default) for e in ordered]
+    rows = [Row(e, ratio(e), speedup(e), e is default, limit(e)) for e in ordered]
     op = entries[0].op if entries else group.split()[0]
     return GroupTable(group, op, rows, roofline, default, notes)
 
@@ -309,61 +336,10 @@ def _safe_div(a: float, b: float) -> float | None:
 def tables_by_op(entries: Iterable[Entry]) -> dict[str, list[GroupTable]]:
     """Group tables, collected per operation in the order the operations ran."""
     tables: dict[str, list[GroupTable]] = {}
-    for group, members in group_entries(entries).items():
+    for group, members in group_entries(e for e in entries if not e.native).items():
         table = summarise_group(group, members)
         tables.setdefault(table.op, []).append(table)
     return tables
-
-
-@dataclass(frozen=True)
-class Change:
-    """One benchmark in two runs; `old` or `new` is None when it is only in one."""
-
-    group: str
-    name: str
-    kind: str
-    old: float | None
-    new: float | None
-    old_ratio: float | None
-    new_ratio: float | None
-
-    @property
-    def factor(self) -> float | None:
-        """new median / old median: below 1 is faster."""
-        if self.old is None or self.new is None:
-            return None
-        return _safe_div(self.new, self.old)
-
-
-def compare_runs(new: Run, old: Run) -> dict[str, list[Change]]:
-    """Per operation, every benchmark of either run with its median in both."""
-    old_rows = _rows_by_key(old.entries)
-    new_rows = _rows_by_key(new.entries)
-    changes: dict[str, list[Change]] = {}
-    for key in list(new_rows) + [k for k in old_rows if k not in new_rows]:
-        n, o = new_rows.get(key), old_rows.get(key)
-        ref = (n or o).entry  # type: ignore[union-attr]
-        changes.setdefault(ref.op, []).append(
-            Change(
-                group=ref.group,
-                name=ref.name,
-                kind=ref.kind,
-                old=o.entry.median if o else None,
-                new=n.entry.median if n else None,
-                old_ratio=o.roofline_ratio if o else None,
-                new_ratio=n.roofline_ratio if n else None,
-            )
-        )
-    return changes
-
-
-def _rows_by_key(entries: Iterable[Entry]) -> dict[tuple[str, str], Row]:
-    rows: dict[tuple[str, str], Row] = {}
-    for tables in tables_by_op(entries).values():
-        for table in tables:
-            for row in table.rows:
-                rows.setdefault(row.entry.key, row)
-    return rows
 
 
 # --------------------------------------------------------------------------- text
@@ -411,58 +387,25 @@ def _group_label(group: str, op: str) -> str:
 
 def op_table(op: str, tables: Sequence[GroupTable]) -> str:
     """The text table of one operation."""
-    headers = ["group", "name", "kind", "median", "x roofline", "default speedup"]
+    headers = ["group", "name", "kind", "median", "x copy", "x limit", "default speedup"]
     rows = []
     for table in tables:
         for i, row in enumerate(table.rows):
             name = row.entry.name + (" (default)" if row.is_default else "")
+            paired = " paired" if row.entry.paired_roofline and row.entry.kind != "roofline" else ""
             rows.append(
                 [
                     _group_label(table.group, op) if i == 0 else "",
                     name,
                     row.entry.kind,
                     format_time(row.entry.median),
-                    format_factor(row.roofline_ratio),
+                    format_factor(row.roofline_ratio) + paired,
+                    format_factor(row.limit_ratio),
                     format_factor(row.speedup),
                 ]
             )
     notes = [f"  note: {n}" for t in tables for n in t.notes]
     return "\n".join([f"## {op}", "", render_table(headers, rows), *notes])
-
-
-def compare_table(op: str, changes: Sequence[Change]) -> str:
-    """The text table of one operation's changes between two runs."""
-    headers = ["group", "name", "kind", "old", "new", "new/old", "x roofline old -> new"]
-    rows = []
-    previous_group = None
-    for c in changes:
-        rows.append(
-            [
-                _group_label(c.group, op) if c.group != previous_group else "",
-                c.name,
-                c.kind,
-                format_time(c.old),
-                format_time(c.new),
-                _format_change(c),
-                f"{format_factor(c.old_ratio)} -> {format_factor(c.new_ratio)}",
-            ]
-        )
-        previous_group = c.group
-    return "\n".join([f"## {op}: change", "", render_table(headers, rows)])
-
-
-def _format_change(change: Change) -> str:
-    if change.old is None:
-        return "only in new"
-    if change.new is None:
-        return "only in old"
-    factor = change.factor
-    text = format_factor(factor)
-    if factor is not None and factor > CHANGE_THRESHOLD:
-        text += " slower"
-    elif factor is not None and factor < 1 / CHANGE_THRESHOLD:
-        text += " faster"
-    return text
 
 
 def header(run: Run) -> str:
@@ -492,36 +435,73 @@ def unavailable_section(run: Run) -> str:
     return "\n".join(lines)
 
 
-def comparison_warnings(new: Run, old: Run) -> list[str]:
-    """Reasons why the two runs' times may not be comparable."""
-    warnings = []
-    if new.quick != old.quick:
-        warnings.append("one run is in quick mode and the other is not")
-    if new.cpu and old.cpu and new.cpu != old.cpu:
-        warnings.append(f"different CPUs: {old.cpu} -> {new.cpu}")
-    if new.gpu != old.gpu:
-        warnings.append(f"different GPUs: {old.gpu or 'none'} -> {new.gpu or 'none'}")
-    return warnings
+def sweep_points(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
+    """The sweep points (entries with native calls beside them), per "<op> <backend>"."""
+    points: dict[str, list[Entry]] = {}
+    for e in entries:
+        if e.native:
+            points.setdefault(f"{e.op} {e.backend}", []).append(e)
+    return points
 
 
-def comparable(new: Run, old: Run) -> bool:
-    """Whether two runs were made in the same mode on the same machine."""
-    return not comparison_warnings(new, old)
+def best_native(e: Entry) -> tuple[str, float]:
+    """(name, per-call median) of the fastest native call beside sweep point `e`."""
+    name = min(e.native, key=lambda k: e.native[k])
+    return name, e.native[name]
 
 
-def report_text(run: Run, old: Run | None = None) -> str:
-    """The whole report: header, one table per operation, what could not run, changes."""
-    parts = [header(run)]
+def is_miss(e: Entry) -> bool:
+    """Whether portops is slower than the best native call by more than the margins."""
+    best = best_native(e)[1]
+    return e.median > max(MISS_RATIO * best, best + MISS_SECONDS)
+
+
+SWEEP_TEXT = f"""\
+Each sweep point times portops' default and every native call of the same library
+(and the seed baselines) in interleaved rounds; "ratio" is portops / the best native
+call (below 1: portops is faster). A point is a miss when portops takes more than
+{MISS_RATIO}x the best native call and more than {MISS_SECONDS * 1e6:g} us longer; a
+point that misses is measured once more, and the second measurement is shown."""
+
+
+def sweep_summary(points: Sequence[Entry]) -> str:
+    """Points, misses, the worst ratio and the geometric-mean speedup over the best native."""
+    ratios = [e.median / best_native(e)[1] for e in points]
+    geo = math.exp(-sum(math.log(r) for r in ratios) / len(ratios))
+    misses = sum(is_miss(e) for e in points)
+    return (
+        f"{len(points)} points, {misses} miss{'es' * (misses != 1)}, worst ratio "
+        f"{format_factor(max(ratios))}, geometric-mean speedup over the best native "
+        f"{format_factor(geo)}"
+    )
+
+
+def sweep_table(key: str, points: Sequence[Entry]) -> str:
+    """The sweep table of one "<op> <backend>": a row per point."""
+    baselines = sorted({k for e in points for k in e.baseline})
+    headers = ["point", "portops", "best native", "ratio", *baselines]
+    rows = []
+    for e in points:
+        name, best = best_native(e)
+        ratio = format_factor(e.median / best) + (" MISS" if is_miss(e) else "")
+        cells = [format_time(e.baseline.get(b)) for b in baselines]
+        rows.append([e.name, format_time(e.median), f"{format_time(best)} {name}", ratio, *cells])
+    title = f"## {key}: sweep ({sweep_summary(points)})"
+    return "\n".join([title, "", render_table(headers, rows)])
+
+
+def report_text(run: Run) -> str:
+    """The whole report: header, one table per operation, the sweep, what could not run."""
+    parts = [header(run), COLUMNS]
     tables = tables_by_op(run.entries)
-    if not tables:
+    points = sweep_points(run.entries)
+    if not tables and not points:
         parts.append("No benchmark ran.")
     parts.extend(op_table(op, op_tables) for op, op_tables in tables.items())
+    if points:
+        parts.append(SWEEP_TEXT)
+        parts.extend(sweep_table(key, p) for key, p in points.items())
     parts.append(unavailable_section(run))
-    if old is not None:
-        parts.append(f"# Change against {old.source or 'the earlier run'} ({old.when or '?'})")
-        parts.extend(f"warning: {w}" for w in comparison_warnings(run, old))
-        changes = compare_runs(run, old)
-        parts.extend(compare_table(op, op_changes) for op, op_changes in changes.items())
     return "\n\n".join(parts) + "\n"
 
 
@@ -530,12 +510,10 @@ def report_text(run: Run, old: Run | None = None) -> str:
 KIND_COLOURS = {"roofline": "0.55", "portops": "tab:blue", "baseline": "tab:orange"}
 
 
-def write_chart(run: Run, path: str | os.PathLike[str], old: Run | None = None) -> Path:
-    """Write a PNG chart: per operation, each entry's ratio to its group's roofline.
-
-    Groups without a roofline are drawn by median time on their own axis. With `old`,
-    a black tick marks each entry's ratio in the earlier run.
-    """
+def write_chart(run: Run, path: str | os.PathLike[str]) -> Path:
+    """Write a PNG chart: per operation, each entry's ratio to its group's roofline
+    (groups without one by median time), then per operation and library a scatter of
+    the sweep: portops / best native call against the bytes each point moves."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -543,26 +521,47 @@ def write_chart(run: Run, path: str | os.PathLike[str], old: Run | None = None) 
     from matplotlib.patches import Patch
 
     panels = _chart_panels(tables_by_op(run.entries))
-    old_ratios = {k: r.roofline_ratio for k, r in _rows_by_key(old.entries).items()} if old else {}
-    heights = [max(1.5, 0.28 * len(rows) + 0.9) for _, _, rows in panels] or [1.5]
+    points = sweep_points(run.entries)
+    heights = [max(1.5, 0.28 * len(rows) + 0.9) for _, _, rows in panels]
+    heights += [3.0] * len(points)
     fig, axes = plt.subplots(
-        len(heights), 1, figsize=(10, sum(heights) + 0.8), height_ratios=heights, squeeze=False
+        max(1, len(heights)),
+        1,
+        figsize=(10, sum(heights or [1.5]) + 1.0),
+        height_ratios=heights or None,
+        squeeze=False,
+        layout="constrained",
     )
     for ax, (title, by_ratio, rows) in zip(axes[:, 0], panels, strict=False):
-        _draw_panel(ax, title, by_ratio, rows, old_ratios)
-    if not panels:
+        _draw_panel(ax, title, by_ratio, rows)
+    for ax, (key, sweep) in zip(axes[len(panels) :, 0], points.items(), strict=False):
+        _draw_sweep(ax, key, sweep)
+    if not panels and not points:
         axes[0, 0].text(0.5, 0.5, "no benchmark ran", ha="center", va="center")
         axes[0, 0].set_axis_off()
     gpu = f", GPU: {run.gpu}" if run.gpu else ""
     handles = [Patch(color=c, label=k) for k, c in KIND_COLOURS.items()]
-    fig.legend(handles=handles, loc="upper right", fontsize=7, ncols=3)
+    fig.legend(handles=handles, loc="outside upper right", fontsize=7, ncols=3)
     fig.suptitle(f"portops benchmarks (CPU: {run.cpu or '?'}{gpu})", fontsize=10)
-    fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _draw_sweep(ax: Any, key: str, points: Sequence[Entry]) -> None:
+    ratios = [e.median / best_native(e)[1] for e in points]
+    sizes = [max(e.nbytes, 1) for e in points]
+    colours = ["tab:red" if is_miss(e) else "tab:blue" for e in points]
+    ax.scatter(sizes, ratios, c=colours, s=14)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="k", linewidth=0.8)
+    ax.axhline(MISS_RATIO, color="tab:red", linewidth=0.6, linestyle="--")
+    ax.set_xlabel("bytes of the inputs")
+    ax.set_ylabel("portops / best native")
+    ax.set_title(f"{key} sweep: {sweep_summary(points)} (red: misses)", fontsize=9, loc="left")
 
 
 def _chart_panels(
@@ -587,7 +586,6 @@ def _draw_panel(
     title: str,
     by_ratio: bool,
     rows: list[tuple[str, Row]],
-    old_ratios: dict[tuple[str, str], float | None],
 ) -> None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -607,10 +605,6 @@ def _draw_panel(
         ax.text(value, yi, f" {_three_digits(value)}", va="center", fontsize=6)
     if by_ratio:
         ax.axvline(1.0, color="k", linewidth=0.8)
-        old = [(yi, old_ratios.get(r.entry.key)) for yi, (_, r) in zip(y, rows, strict=True)]
-        old = [(yi, v) for yi, v in old if v]
-        if old:
-            ax.scatter([v for _, v in old], [yi for yi, _ in old], marker="|", color="k", s=80)
     ax.set_xlabel("time / roofline time (lower is better)" if by_ratio else "median time [ms]")
     ax.set_title(title, fontsize=9, loc="left")
 
@@ -625,30 +619,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("results", help="pytest-benchmark JSON (--benchmark-json) of the run")
     p.add_argument("--status", help="status JSON written by --bench-status (default: in results)")
-    p.add_argument("--compare", metavar="OLD.json", help="show the change against this run")
-    p.add_argument(
-        "--previous",
-        metavar="OLD.json",
-        help="like --compare, but only when it exists and ran in the same mode on the same machine",
-    )
-    p.add_argument("--previous-status", help="status JSON of --previous/--compare")
     p.add_argument("--text", help="also write the report to this text file")
     p.add_argument("--png", help="write the chart to this PNG file")
     return p
-
-
-def _load_old(args: argparse.Namespace, run: Run, say: Callable[[str], None]) -> Run | None:
-    if args.compare:
-        if not Path(args.compare).is_file():
-            raise SystemExit(f"--compare: no such file: {args.compare}")
-        return load_run(args.compare, args.previous_status)
-    if args.previous and Path(args.previous).is_file():
-        old = load_run(args.previous, args.previous_status)
-        if old.entries and comparable(run, old):
-            return old
-        why = "; ".join(comparison_warnings(run, old)) or "it has no results"
-        say(f"(not comparing with {args.previous}: {why})")
-    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -658,16 +631,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no results at {args.results}: did any benchmark run?", file=sys.stderr)
         return 1
     run = load_run(args.results, args.status)
-    notes: list[str] = []
-    old = _load_old(args, run, notes.append)
-    text = report_text(run, old) + "".join(n + "\n" for n in notes)
+    text = report_text(run)
     print(text, end="")
     if args.text:
         Path(args.text).parent.mkdir(parents=True, exist_ok=True)
         Path(args.text).write_text(text, encoding="utf-8")
         print(f"tables written to {args.text}")
     if args.png:
-        print(f"chart written to {write_chart(run, args.png, old)}")
+        print(f"chart written to {write_chart(run, args.png)}")
     return 0
 
 

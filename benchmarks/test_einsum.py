@@ -10,6 +10,7 @@ call on tiny operands against the bare matmul (the per-call overhead).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 import portops
+from benchmarks import sweep
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 B, HEADS, SEQ_A, SEQ_B, UNITS = (2, 2, 5, 3, 4) if QUICK else (64, 8, 100, 50, 128)
@@ -226,3 +228,75 @@ def test_cuda(benchmark: Any, library: str, pattern: str, name: str) -> None:
         op="einsum", kind=kind, backend=library, device="cuda", name=name, case=CASE
     )
     benchmark.pedantic(timed, rounds=ROUNDS, iterations=1, warmup_rounds=2)
+
+
+# -- the sweep ----------------------------------------------------------------------------
+
+# equation -> label sizes at the large scale; small and medium shrink every label.
+SWEEP_EQUATIONS = {
+    "bhid,bhjd->bhij": dict(b=8, h=8, i=128, j=128, d=64),  # attention scores
+    "bhij,bhjd->bhid": dict(b=8, h=8, i=128, j=128, d=64),  # attention output
+    "bind,bjnd->bnij": dict(b=64, i=100, j=50, n=8, d=128),  # MXNet 18043
+    "bind,jnd->bnij": dict(b=64, i=100, j=50, n=8, d=128),
+    "bi,ij,bj->b": dict(b=4096, i=256, j=256),  # bilinear form
+    "bn,anm,bm->ba": dict(b=256, a=64, n=64, m=64),  # bilinear layer
+    "i,j->ij": dict(i=2048, j=2048),  # outer
+    "bi,bj->bij": dict(b=256, i=128, j=128),  # batched outer
+    "ii->": dict(i=4096),  # trace
+    "ii->i": dict(i=4096),  # diagonal
+    "bii->bi": dict(b=256, i=256),  # batched diagonal
+    "nc,nc->n": dict(n=1_000_000, c=2),  # tall-skinny (pytorch issue 101249)
+    "bij,bjk->bik": dict(b=64, i=128, j=128, k=128),  # batched matmul
+    "ij,jk->ik": dict(i=1024, j=1024, k=1024),  # matmul
+    "ij,jk,kl->il": dict(i=512, j=64, k=512, l=512),  # matrix chain
+    "ij,jk,kl,lm->im": dict(i=256, j=512, k=16, l=512, m=256),
+    "ij->": dict(i=2048, j=2048),  # sum
+    "ij->i": dict(i=2048, j=2048),  # row sums
+    "ij,j->i": dict(i=4096, j=1024),  # matrix-vector
+    "i,i->": dict(i=1_000_000),  # dot
+    "ij,ij->ij": dict(i=2048, j=2048),  # Hadamard
+    "abc,cd->abd": dict(a=64, b=64, c=128, d=128),  # tensor contraction
+}
+NAIVE_MAX = 1 << 28  # np.einsum without optimize loops over every label combination
+SWEEP_SCALES = {"small": 1 / 64, "medium": 1 / 8, "large": 1.0}
+SWEEP = sweep.grid([(eq, scale) for eq in SWEEP_EQUATIONS for scale in SWEEP_SCALES])
+
+
+def _sweep_operands(xp: Any, eq: str, scale: str) -> list[Any]:
+    sizes = {k: max(2, round(v * SWEEP_SCALES[scale])) for k, v in SWEEP_EQUATIONS[eq].items()}
+    gen = np.random.default_rng(len(eq))
+    arrays = [
+        gen.standard_normal([sizes[c] for c in term], dtype=np.float32)
+        for term in eq.split("->")[0].split(",")
+    ]
+    return arrays if xp is np else [xp.from_numpy(x) for x in arrays]
+
+
+@pytest.mark.parametrize(("eq", "scale"), SWEEP, ids=lambda v: str(v))
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_sweep(benchmark: Any, backend: str, eq: str, scale: str) -> None:
+    xp = np if backend == "numpy" else pytest.importorskip("torch")
+    ops = _sweep_operands(xp, eq, scale)
+    if backend == "numpy":
+        natives: dict[str, Callable[[], Any]] = {
+            "np.einsum(optimize=True)": lambda: np.einsum(eq, *ops, optimize=True)
+        }
+        sizes = {
+            k: n
+            for x, term in zip(ops, eq.split("->")[0].split(","), strict=True)
+            for k, n in zip(term, x.shape, strict=True)
+        }
+        if math.prod(sizes.values()) <= NAIVE_MAX:  # else it runs for minutes
+            natives["np.einsum"] = lambda: np.einsum(eq, *ops)
+    else:
+        natives = {"torch.einsum": lambda: xp.einsum(eq, *ops)}
+    sweep.run_point(
+        benchmark,
+        lambda: portops.einsum(eq, *ops),
+        natives,
+        op="einsum",
+        backend=backend,
+        case=f"{eq} {scale}",
+        params={"equation": eq, "scale": scale},
+        nbytes=sum(4 * math.prod(x.shape) for x in ops),
+    )

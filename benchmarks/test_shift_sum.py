@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import portops
+from benchmarks import sweep
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 B, C, H, W, S = (2, 4, 32, 32, 2) if QUICK else (16, 28, 256, 256, 2)
@@ -51,9 +52,10 @@ def _run(
         device="cpu",
         name=name,
         case=CASE,
-        bytes=nbytes,
         default=name == "portops",
     )
+    # The roofline copies `nbytes`; the others must read and write `nbytes` at least.
+    benchmark.extra_info["copy_bytes" if kind == "roofline" else "bytes"] = nbytes
     if roofs is None or kind == "roofline":
         benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
         return
@@ -120,6 +122,9 @@ def _run_roofline(benchmark: Any, **common: Any) -> None:
     _run(benchmark, roofs[name], kind="roofline", nbytes=X_BYTES + Y_BYTES, **common)
 
 
+MASK_BYTES = H * W * 4
+
+
 X_BYTES = B * C * H * W * 4
 Y_BYTES = B * H * WO * 4
 
@@ -170,6 +175,8 @@ def test_numpy_forward(benchmark, np_data, name, masked):
     group = "forward" + (" mask2d" if masked else "")
     common = {"op": "shift_sum", "backend": "numpy", "group": group, "name": name}
     common["roofs"] = np_data["roofs"]
+    if name not in ROOFLINES:
+        common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if masked else 0)
     if name == "portops":
         _run(benchmark, lambda: portops.shift_sum(x, S, mask=mask), kind="portops", **common)
     elif name == "portops:numpy_add_at":
@@ -192,6 +199,8 @@ def test_numpy_adjoint(benchmark, np_data, name):
     y, mask = np_data["y"], np_data["mask"]
     common = {"op": "shift_sum_adjoint", "backend": "numpy", "group": "adjoint", "name": name}
     common["roofs"] = np_data["roofs"]
+    if name not in ROOFLINES:
+        common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if name == "portops pinv" else 0)
     if name == "portops":
         fn = lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True)  # noqa: E731
         _run(benchmark, fn, kind="portops", **common)
@@ -264,8 +273,8 @@ def torch_data(np_data: dict[str, Any]) -> dict[str, Any]:
 
 
 def seed_loop(torch: Any, x: Any, mask: Any) -> Any:
-    """The seed's method 1 (A)."""
-    z = x * mask
+    """The seed's method 1 (A); without a mask, no multiply (the fairest form)."""
+    z = x if mask is None else x * mask
     y = torch.zeros(B, 1, H, WO, device=x.device)
     for i in range(C):
         y[..., (i * S) : (i * S + W)] += z[:, (i) : (i + 1)]
@@ -274,13 +283,14 @@ def seed_loop(torch: Any, x: Any, mask: Any) -> Any:
 
 def seed_conv2d(torch: Any, x: Any, mask: Any, kernel: Any) -> Any:
     """The seed's method 2 (A_fast)."""
-    return torch.nn.functional.conv2d(x * mask, kernel, padding=(0, (C - 1) * S))
+    z = x if mask is None else x * mask
+    return torch.nn.functional.conv2d(z, kernel, padding=(0, (C - 1) * S))
 
 
 def seed_scatter_add(torch: Any, x: Any, mask: Any, indices: Any) -> Any:
     """The seed's method 3 (A_faster)."""
     y = torch.zeros(B, H * WO, device=x.device)
-    y.scatter_add_(1, indices, (x * mask).view(B, C * H * W))
+    y.scatter_add_(1, indices, (x if mask is None else x * mask).view(B, C * H * W))
     return y.view(B, 1, H, WO)
 
 
@@ -299,11 +309,12 @@ TORCH_FORWARD = [
 def test_torch_forward(benchmark, torch_data, name, masked):
     t = torch_data
     torch, x, kernel, indices = t["torch"], t["x"], t["kernel"], t["indices"]
-    mask = t["mask"] if masked else torch.ones(1, 1, 1, 1)
-    pmask = t["mask"] if masked else None
+    mask = pmask = t["mask"] if masked else None
     group = "forward" + (" mask2d" if masked else "")
     common = {"op": "shift_sum", "backend": "torch", "group": group, "name": name}
     common["roofs"] = t["roofs"]
+    if name not in ROOFLINES:
+        common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if masked else 0)
     if name == "portops":
         _run(benchmark, lambda: portops.shift_sum(x, S, mask=pmask), kind="portops", **common)
     elif name == "portops:torch_scatter_add":
@@ -331,6 +342,8 @@ def test_torch_adjoint(benchmark, torch_data, name):
     torch, y, mask = t["torch"], t["y"], t["mask"]
     common = {"op": "shift_sum_adjoint", "backend": "torch", "group": "adjoint", "name": name}
     common["roofs"] = t["roofs"]
+    if name not in ROOFLINES:
+        common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if name == "portops pinv" else 0)
     if name == "portops":
         fn = lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True)  # noqa: E731
         _run(benchmark, fn, kind="portops", **common)
@@ -368,3 +381,55 @@ def test_torch_forward_backward(benchmark, torch_data, name):
         _run_roofline(benchmark, **common)
     else:
         _run(benchmark, run(lambda: seed_loop(torch, x, mask)), kind="baseline", **common)
+
+
+# ------------------------------------------------------------------ the sweep
+
+SWEEP_MAX_BYTES = 1 << 26  # x at most 64 MB: B=16 with C >= 28 at 256 or H=W=660, B=1 C=64 660 out
+SWEEP = sweep.grid(
+    [
+        (b, c, h, step, layout, masked)
+        for b in (1, 16)
+        for c in (8, 28, 64)
+        for h in (64, 256, 660)
+        if 4 * b * c * h * h <= SWEEP_MAX_BYTES
+        for step in (1, 2)
+        for layout in ("channels-first", "channels-last")
+        for masked in (False, True)
+    ]
+)
+
+
+def sweep_loop(xp: Any, x: Any, mask: Any, step: int, last: bool) -> Any:
+    """The seed's slice-add loop in its fairest form: no mask multiply without a mask."""
+    z = x if mask is None else x * mask
+    b, c = x.shape[0], x.shape[-1 if last else 1]
+    h, w = x.shape[1:3] if last else x.shape[2:]
+    y = xp.zeros((b, h, w + (c - 1) * step), dtype=x.dtype)
+    for i in range(c):
+        y[..., i * step : i * step + w] += z[..., i] if last else z[:, i]
+    return y
+
+
+@pytest.mark.parametrize(("b", "c", "h", "step", "layout", "masked"), SWEEP, ids=str)
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_sweep(benchmark, backend, b, c, h, step, layout, masked):
+    xp = np if backend == "numpy" else pytest.importorskip("torch")
+    last = layout == "channels-last"
+    gen = np.random.default_rng(c + h)
+    x = gen.random((b, h, h, c) if last else (b, c, h, h), dtype=np.float32)
+    mask = gen.random((h, h, 1) if last else (h, h), dtype=np.float32) if masked else None
+    if xp is not np:
+        x, mask = xp.from_numpy(x), None if mask is None else xp.from_numpy(mask)
+    axes = {"channel_axis": -1, "axis": -2} if last else {}
+    wo = h + (c - 1) * step
+    sweep.run_point(
+        benchmark,
+        lambda: portops.shift_sum(x, step, mask=mask, **axes),
+        {"slice-add loop": lambda: sweep_loop(xp, x, mask, step, last)},
+        op="shift_sum",
+        backend=backend,
+        case=f"B{b} C{c} {h}x{h} step{step} {layout}" + (" mask" if masked else ""),
+        params={"B": b, "C": c, "H": h, "step": step, "layout": layout, "mask": masked},
+        nbytes=4 * (b * c * h * h + b * h * wo + (h * h if masked else 0)),
+    )

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import portops
+from benchmarks import sweep
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 SHAPES = [(64, 64), (16, 16)] if QUICK else [(4096, 4096), (500, 500)]
@@ -48,6 +49,12 @@ def _run(
 ) -> None:
     benchmark.group = f"vecdot {_label(shape)} {backend} {device}{suffix}"
     benchmark.extra_info.update(op="vecdot", kind=kind, backend=backend, device=device, name=name)
+    if not suffix:  # the roofline copies both inputs; vecdot reads them and writes a row
+        inputs = 2 * 4 * int(np.prod(shape))
+        if kind == "roofline":
+            benchmark.extra_info["copy_bytes"] = inputs
+        else:
+            benchmark.extra_info["bytes"] = inputs + 4 * int(np.prod(shape[:-1]))
     rounds, iterations = plan or _plan(shape)
     benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=1)
 
@@ -204,3 +211,58 @@ def test_cupy(benchmark: Any, shape: tuple[int, int], name: str) -> None:
 
     kind = {"portops": "portops", "roofline": "roofline"}.get(name, "baseline")
     _run(benchmark, fn, shape=shape, backend="cupy", device="cuda", kind=kind, name=name)
+
+
+# -- the sweep ----------------------------------------------------------------------------
+
+SWEEP_ROWS = (1, 16, 256, 4096, 65536, 1_000_000)
+SWEEP_LENGTHS = (2, 16, 128, 1024, 4096)
+SWEEP_MAX = 1 << 22  # elements per input
+SWEEP = sweep.grid(
+    [
+        (rows, n, layout)
+        for rows in SWEEP_ROWS
+        for n in SWEEP_LENGTHS
+        if rows * n <= SWEEP_MAX
+        for layout in ("contiguous", "transposed", "broadcast")
+    ]
+)
+
+
+def _sweep_inputs(xp: Any, rows: int, n: int, layout: str) -> tuple[Any, Any]:
+    """(rows, n) operands: contiguous, transposed views (strided rows), or one (n,) vector."""
+    gen = np.random.default_rng(rows + n)
+    if layout == "transposed":
+        a, b = (gen.standard_normal((n, rows), dtype=np.float32).T for _ in range(2))
+    else:
+        a = gen.standard_normal((rows, n), dtype=np.float32)
+        b = gen.standard_normal((rows, n) if layout == "contiguous" else n, dtype=np.float32)
+    return (a, b) if xp is np else (xp.from_numpy(a), xp.from_numpy(b))
+
+
+@pytest.mark.parametrize(("rows", "n", "layout"), SWEEP, ids=lambda v: str(v))
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_sweep(benchmark: Any, backend: str, rows: int, n: int, layout: str) -> None:
+    xp = np if backend == "numpy" else pytest.importorskip("torch")
+    a, b = _sweep_inputs(xp, rows, n, layout)
+    col = b if layout == "broadcast" else b[..., :, None]
+    natives: dict[str, Callable[[], Any]] = {
+        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+        "matmul": lambda: (a @ b) if layout == "broadcast" else (a[..., None, :] @ col)[..., 0, 0],
+    }
+    if backend == "numpy":
+        natives["np.vecdot"] = lambda: np.vecdot(a, b)
+        natives["np.einsum"] = lambda: np.einsum("...i,...i->...", a, b)
+    else:
+        natives["torch.linalg.vecdot"] = lambda: xp.linalg.vecdot(a, b)
+        natives["torch.einsum"] = lambda: xp.einsum("...i,...i->...", a, b)
+    sweep.run_point(
+        benchmark,
+        lambda: portops.vecdot(a, b),
+        natives,
+        op="vecdot",
+        backend=backend,
+        case=f"{rows}x{n} {layout}",
+        params={"rows": rows, "n": n, "layout": layout},
+        nbytes=4 * rows * n * (1 if layout == "broadcast" else 2),
+    )

@@ -15,9 +15,19 @@ from portops import _dispatch
 
 # Implementations registered per library, reached with portops.prefer.
 IMPLEMENTATIONS = {
-    "numpy": ("numpy_matmul", "numpy_einsum", "generic"),
-    "torch": ("torch_matmul", "torch_einsum", "generic"),
+    "numpy": ("numpy_matmul", "numpy_einsum", "numpy_einsum_loop", "generic"),
+    "torch": (
+        "torch_matmul",
+        "torch_einsum",
+        "torch_einsum_cuda",
+        "torch_einsum_small",
+        "torch_numpy_loop",
+        "generic",
+    ),
 }
+# Chosen by a cost rule: their `applies` refuses the arguments where another one wins
+# (three operands, large GEMMs, ...); `prefer` then raises and the case is left out.
+COST_RULED = ("numpy_einsum_loop", "torch_einsum_small", "torch_numpy_loop")
 
 
 def _implementations(backend: Backend) -> tuple[str, ...]:
@@ -75,6 +85,7 @@ def test_random_equations_match_numpy(backend: Backend) -> None:
     """Several hundred seeded random equations, on every implementation."""
     cases = random_cases(seed=2024, count=300 if backend.library == "numpy" else 120)
     rng = np.random.default_rng(3)
+    ran = dict.fromkeys(_implementations(backend), 0)
     for k, (eq, shapes) in enumerate(cases):
         dtype = ("float64", "int64", "complex128", "bool")[k % 4]
         arrays = make_operands(shapes, dtype, rng)
@@ -86,6 +97,10 @@ def test_random_equations_match_numpy(backend: Backend) -> None:
                     _check(backend, eq, arrays)
                 except Exception as exc:
                     raise AssertionError(f"{impl} on {eq!r} {shapes} {dtype}: {exc}") from exc
+            ran[impl] += 1
+    # Every implementation the equations reach ran: cost-ruled ones and CUDA-only ones
+    # may apply to none of them on some backends.
+    assert any(ran.values()), ran
 
 
 @pytest.mark.parametrize(
@@ -380,7 +395,7 @@ def test_mixed_libraries_raise() -> None:
 def test_explain_and_implementations_cover_einsum() -> None:
     names = {i["name"] for i in portops.implementations("einsum")}
     assert {"generic", "numpy_matmul", "numpy_einsum"} <= names
-    text = portops.explain("einsum", "ij,jk", np.ones((2, 3)), np.ones((3, 4)))
+    text = portops.explain("einsum", "ij,jk", np.ones((20, 30)), np.ones((30, 40)))
     assert "-> numpy_matmul" in text
 
 
@@ -439,6 +454,7 @@ def test_torch_loop_over_unmergeable_batch(monkeypatch: pytest.MonkeyPatch) -> N
     from portops._backends.torch import einsum as torch_einsum
 
     monkeypatch.setattr(torch_einsum, "LOOP_MIN_FLOPS", 1)
+    monkeypatch.setattr(torch_einsum, "NATIVE_MAX_FLOPS", 0)  # not torch.einsum
     calls = []
     real = torch_einsum._loop_first_batch_axis
     monkeypatch.setattr(
@@ -501,3 +517,12 @@ def test_out_dtype_and_order_on_every_backend(backend: Backend) -> None:
     np.testing.assert_allclose(backend.to_numpy(out), expected, rtol=1e-12)
     with pytest.raises(ValueError, match="out has shape"):
         portops.einsum("ij,jk->ik", xa, xb, out=backend.asarray(np.zeros((5, 3))))
+
+
+@pytest.mark.parametrize("rows", [1, 300, 5000])
+@pytest.mark.parametrize("c", [1, 2, 3])
+def test_tall_skinny_rows(backend: Backend, rows: int, c: int) -> None:
+    # Short C-contiguous rows run numpy.einsum's loop in Fortran order (one pass per column).
+    rng = np.random.default_rng(19)
+    a, b = make_operands(((rows, c), (rows, c)), "float32", rng)
+    _check(backend, "nc,nc->n", [a, b])

@@ -32,7 +32,8 @@ def impl(request: pytest.FixtureRequest, backend: Backend) -> str:
     """Which implementation runs: the dispatcher's choice, or one forced by name.
 
     ``native_einsum`` sends small inputs down the paths that large inputs take:
-    NumPy's einsum for strided or short vectors, torch's product and sum for short ones.
+    NumPy's einsum for strided or short vectors, and on torch its product and sum for
+    short ones (taken on machines with many threads).
     """
     if request.param.startswith("native") and backend.name not in NATIVE:
         pytest.skip(f"no specialised vecdot for {backend.name}")
@@ -42,11 +43,12 @@ def impl(request: pytest.FixtureRequest, backend: Backend) -> str:
         from portops._backends.numpy import vecdot as numpy_vecdot
 
         monkeypatch = request.getfixturevalue("monkeypatch")
-        monkeypatch.setattr(numpy_vecdot, "SMALL", 0)
+        monkeypatch.setattr(numpy_vecdot, "FEW_VECTORS", 0)
         if backend.library == "torch":
             from portops._backends.torch import vecdot as torch_vecdot
 
-            monkeypatch.setattr(torch_vecdot, "SMALL", 0)  # short vectors: torch mul-sum
+            monkeypatch.setattr(torch_vecdot, "MUL_SUM_MIN", 0)  # short vectors: torch mul-sum
+            monkeypatch.setattr(torch_vecdot, "MUL_SUM_THREADS", 0)
     return request.param
 
 
@@ -321,3 +323,36 @@ def test_outer_broadcasting(backend: Backend, impl: str, dtype, keepdims: bool) 
     x1, x2 = make(backend, a), make(backend, b)
     got = run(backend, impl, x1, x2, keepdims=keepdims)
     assert_matches(backend, got, reference(a, b, keepdims=keepdims), dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.complex64, np.complex128], ids=str)
+@pytest.mark.parametrize(
+    ("s1", "s2", "axis"),
+    [
+        ((6, 70), (70,), -1),  # one vector against many: a matrix-vector product
+        ((70,), (2, 3, 70), -1),
+        ((1, 1, 70), (4, 70), -1),
+        ((70, 6), (70, 1), -2),
+        ((5, 1), (5, 8), -2),
+        ((1, 1), (1, 5), -2),  # a length-1 axis
+    ],
+)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_single_vector_against_many(backend: Backend, impl: str, dtype, s1, s2, axis, keepdims):
+    a, b = random(s1, dtype, 1), random(s2, dtype, 2)
+    x1, x2 = make(backend, a), make(backend, b)
+    got = run(backend, impl, x1, x2, axis=axis, keepdims=keepdims)
+    assert_matches(backend, got, reference(a, b, axis=axis, keepdims=keepdims), dtype=dtype)
+
+
+@pytest.mark.parametrize("rows", [300, 5000])
+@pytest.mark.parametrize("length", [1, 2, 3, 40])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_many_vectors(backend: Backend, impl: str, rows: int, length: int, layout: str) -> None:
+    # Past FEW_VECTORS: einsum in Fortran order (length 2 float32), einsum, np.vecdot.
+    shape = (length, rows) if layout == "transposed" else (rows, length)
+    a, b = random(shape, np.float32, 1), random(shape, np.float32, 2)
+    if layout == "transposed":
+        a, b = a.T, b.T
+    got = run(backend, impl, make(backend, a), make(backend, b))
+    assert_matches(backend, got, reference(a, b), dtype=np.float32)

@@ -1,15 +1,17 @@
 """NumPy einsum: the batched-matmul lowering with NumPy's own functions (views where
-possible), making sure every matrix handed to ``matmul`` is one BLAS can read."""
+possible), making sure every matrix handed to ``matmul`` is one BLAS can read; and
+``numpy.einsum``'s own loop where no GEMM is to be had (see :func:`loop_wins`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ... import _dispatch
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ...einsum import EinsumArgs
+from .vecdot import SHORT_BYTES
 
 
 def _blas_ready(x: np.ndarray) -> bool:
@@ -91,6 +93,52 @@ def numpy_einsum(a: EinsumArgs) -> Any:
     return np.einsum(a.subscripts, *cast(a.operands, a.dtype, _OPS), optimize=True)
 
 
+# When numpy.einsum's single C loop (no optimize) beats the lowering: for one or two
+# operands whose plan has no GEMM, only reductions of products (multiply-and-sum,
+# diagonals, sums), the loop reads each operand once and makes no temporary, where the
+# lowering writes the product and reads it back (tall-skinny ``nc,nc->n``, 10^6 x 2:
+# 4.6 ms against 22 ms on a 2-core AMD EPYC). And on inputs so small that the loop's
+# multiply-adds cost less than the lowering's Python calls: about a microsecond per
+# instruction against a nanosecond per multiply-add.
+LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
+LOOP_FLOPS_PER_INSTRUCTION = 1000
+
+
+def loop_wins(a: EinsumArgs) -> str | None:
+    """None when numpy.einsum's loop is cheaper than the lowering, else why not."""
+    reason = _native_applies(a)
+    if reason is not None:
+        return reason
+    plan = a.plan
+    if len(plan.shapes) > 2:
+        return "three or more operands: the lowering's contraction order wins"
+    if plan.naive_flops <= LOOP_FLOPS_PER_INSTRUCTION * len(plan.instructions):
+        return None
+    if all(step.kind in LOOP_KINDS for step in plan.steps):
+        return None
+    return "the plan has a GEMM or a broadcast product: the lowering wins"
+
+
+def loop_order(subscripts: str, operands: list[np.ndarray]) -> Literal["K", "F"]:
+    """``"F"`` for batched dot products of short C-contiguous rows (``ab,ab->a`` with
+    rows of at most SHORT_BYTES): one pass per column beats a loop call per row (see
+    :mod:`portops._backends.numpy.vecdot`); ``"K"`` otherwise."""
+    ins, _, out = subscripts.partition("->")
+    terms = ins.split(",")
+    if len(terms) != 2 or terms[0] != terms[1] or len(terms[0]) != 2 or out != terms[0][0]:
+        return "K"
+    x, y = operands
+    if x.shape != y.shape or x.shape[1] * x.itemsize > SHORT_BYTES:
+        return "K"
+    return "F" if x.flags.c_contiguous and y.flags.c_contiguous else "K"
+
+
+def numpy_einsum_loop(a: EinsumArgs) -> Any:
+    """numpy.einsum without optimize: one C loop, no temporaries (small or GEMM-free)."""
+    ops = cast(a.operands, a.dtype, _OPS)
+    return np.einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
+
+
 def _native_applies(a: EinsumArgs) -> str | None:
     if a.plan.slices:
         return "memory_limit needs chunking, which numpy.einsum does not do"
@@ -100,6 +148,9 @@ def _native_applies(a: EinsumArgs) -> str | None:
 
 
 _dispatch.register("einsum", "numpy_matmul", libraries=["numpy"], priority=10)(numpy_matmul)
+_dispatch.register(
+    "einsum", "numpy_einsum_loop", libraries=["numpy"], priority=20, applies=loop_wins
+)(numpy_einsum_loop)
 _dispatch.register(
     "einsum", "numpy_einsum", libraries=["numpy"], priority=-10, applies=_native_applies
 )(numpy_einsum)

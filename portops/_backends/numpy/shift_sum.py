@@ -22,6 +22,7 @@ all this for a plain slice-add loop (window copies for the adjoint).
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import wait
@@ -41,14 +42,49 @@ _BLOCK_ELEMENTS = 1 << 17
 _FORWARD_BLOCK = 1 << 20
 # ... and of x per forward block when its rows are strided: L3-sized.
 _GATHER_BLOCK = 1 << 21
-# Sizes (elements of x) where the approach changes, measured on a 2-core AMD EPYC
-# virtual machine: below _SMALL_*, a plain slice-add (window-copy) loop costs less than
-# setting up blocks; below _THREADED_*, a second thread's GIL hand-overs (two per NumPy
-# call, microseconds each there) cost more than it saves.
-_SMALL_FORWARD = 1 << 20
-_THREADED_FORWARD = 1 << 23
-_SMALL_ADJOINT = 1 << 22
-_THREADED_ADJOINT = 1 << 22
+
+
+def _l2_bytes() -> int:
+    """The L2 cache of one core, from sysfs (Linux) or sysconf; 1 MiB where unknown."""
+    try:
+        for index in sorted(os.listdir("/sys/devices/system/cpu/cpu0/cache")):
+            path = f"/sys/devices/system/cpu/cpu0/cache/{index}"
+            if not index.startswith("index"):
+                continue
+            with open(f"{path}/level") as f_level, open(f"{path}/size") as f_size:
+                if f_level.read().strip() == "2":
+                    text = f_size.read().strip().upper()
+                    scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+                    return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    try:
+        return max(0, os.sysconf("SC_LEVEL2_CACHE_SIZE")) or 1 << 20
+    except (ValueError, OSError, AttributeError):
+        return 1 << 20
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+# Sizes (elements of x) where the approach changes, derived from the cache and core
+# count this machine reports (the factors measured on a 2-core virtual machine with
+# 2 MiB of L2 per core, where they come to 1, 8, 4 and 4 Mi elements):
+# - below _SMALL_*, a plain slice-add (window-copy) loop costs less than setting up
+#   blocks: its strided adds stay fast while x fits in the cores' L2 (the adjoint's
+#   window copies, four times that);
+# - below _THREADED_*, the threads' GIL hand-overs (two per NumPy call, microseconds
+#   each) cost more than they save: each thread needs about 4 Mi elements (forward)
+#   or 2 Mi (adjoint) of work.
+_L2_ELEMENTS = _l2_bytes() * _cores() // 4  # float32 elements that fit the cores' L2
+_SMALL_FORWARD = _L2_ELEMENTS
+_SMALL_ADJOINT = 4 * _L2_ELEMENTS
+_THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _cores())
+_THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _cores())
 
 _local = threading.local()
 worker_count = _threads.effective_threads

@@ -1,46 +1,83 @@
-"""vecdot on NumPy: the ``vecdot`` gufunc where its inner loop is fast, else ``einsum``.
+"""vecdot on NumPy: ``np.vecdot``, ``einsum`` or a matrix product, whichever is cheapest.
 
-Measured on a 2-core AMD EPYC (float32): ``np.vecdot`` runs at the memory-bandwidth
-limit when the contracted axis is unit-stride and long, but its inner loop is called
-once per vector, so it is 70x slower than ``einsum`` along a strided axis (4096x4096,
-axis 0: 213 ms vs 3.2 ms) and 2x slower for short vectors (length 16). ``einsum``
-iterates over the whole broadcast shape instead. Both take no product temporary.
+Neither ``np.vecdot`` nor ``einsum`` makes a product temporary; which one wins depends
+on how many vectors there are, how long and how strided they are (see ``_kernel``).
 The torch CPU specialisation calls :func:`vecdot_numpy` on zero-copy views.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ... import _dispatch
 from ...vecdot import VecdotArgs
 
-# Below this length the per-vector call of np.vecdot's inner loop dominates.
+# Which kernel wins, from a cost model of NumPy's loops (float32, 2-core AMD EPYC:
+# np.vecdot costs about 0.8 us plus 7 ns per vector, einsum about 2 us plus a faster
+# per-vector step, and either runs at memory speed once vectors are long):
+# - np.vecdot calls its inner loop once per vector: cheapest for few vectors, and for
+#   long unit-stride ones; 70x slower than einsum along a strided axis (4096x4096,
+#   axis 0: 213 ms vs 3.2 ms) and 2-3x slower for short ones.
+# - einsum iterates over the whole broadcast shape; for vectors of at most SHORT_BYTES
+#   in memory order its per-vector loop is the bottleneck, and Fortran order (one pass
+#   per column over all vectors) is 3-5x faster (10^6 x 2: 1.6 ms vs 8.6 ms).
+# - a single vector against many: one matrix-vector product (BLAS, all cores).
+FEW_VECTORS = 128
 SHORT = 32
-SMALL = 1 << 14  # elements per input
-_HAS_VECDOT = hasattr(np, "vecdot")  # NumPy >= 2.0
+SHORT_BYTES = 8
 
 
-def _gufunc_wins(x1: np.ndarray, x2: np.ndarray, axis: int) -> bool:
-    """Long vectors, unit-stride in both inputs."""
-    if x1.shape[axis] < SHORT:
-        return False
-    return all(x.shape[axis] <= 1 or x.strides[axis] == x.itemsize for x in (x1, x2))
+def _unit(x: np.ndarray, axis: int) -> bool:
+    return x.shape[axis] <= 1 or x.strides[axis] == x.itemsize
 
 
-def _small(x1: np.ndarray, x2: np.ndarray) -> bool:
-    # einsum's setup costs more than np.vecdot's slow inner loop saves on small inputs.
-    return x1.size < SMALL and x2.size < SMALL
+def _kernel(x1: np.ndarray, x2: np.ndarray, axis: int) -> str:
+    """``"vecdot"``, ``"einsum"`` or ``"einsum_f"`` for equal-shape inputs (see above)."""
+    n = x1.shape[axis]
+    if x1.size < FEW_VECTORS * max(n, 1):
+        return "vecdot"
+    if not (_unit(x1, axis) and _unit(x2, axis)):
+        return "einsum"
+    if n >= SHORT:
+        return "vecdot"
+    if n * x1.itemsize <= SHORT_BYTES and x1.ndim == 2 and axis in (-1, 1):
+        return "einsum_f"
+    return "einsum"
 
 
-def _unit_last(x: np.ndarray) -> bool:
-    return x.strides[-1] == x.itemsize or x.shape[-1] <= 1
+def _matvec(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
+    """``conj(x1) . x2`` as one matrix-vector product when one input is a single vector.
+
+    Only for single and double precision (NumPy's float16 matmul sums in float16).
+    """
+    if x1.dtype.char not in "fdFD" or x2.dtype.char not in "fdFD" or x1.dtype != x2.dtype:
+        return None
+    n = x1.shape[axis]
+    if n < 2 or min(x1.ndim, x2.ndim) < -axis:
+        return None
+    if x2.size == n and x1.size > n:
+        many, one, conj_result = x1, x2, x1.dtype.kind == "c"  # conj(x1 . conj(x2))
+    elif x1.size == n and x2.size > n:
+        many, one, conj_result = x2, np.conj(x1) if x1.dtype.kind == "c" else x1, False
+    else:
+        return None
+    if axis != -1:
+        many = np.moveaxis(many, axis, -1)
+    one = one.reshape(n)
+    if conj_result:
+        one = np.conj(one)
+    r = np.matmul(many, one)
+    if conj_result:
+        r = np.conj(r)
+    shape = np.broadcast_shapes(x1.shape, x2.shape)
+    out = shape[:axis] + shape[axis + 1 :] if axis != -1 else shape[:-1]
+    return r.reshape(out)
 
 
-def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int) -> Any:
+def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int, order: Literal["K", "F"] = "K") -> Any:
     if x1.dtype.kind == "c":
         x1 = np.conj(x1)
     if axis != -1:
@@ -49,9 +86,9 @@ def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int) -> Any:
     dtype = np.result_type(x1, x2)
     if dtype == np.float16:
         # einsum would accumulate into a float16 output; sum in float32 instead.
-        r = np.einsum("...i,...i->...", x1, x2, dtype=np.float32)
+        r = np.einsum("...i,...i->...", x1, x2, dtype=np.float32, order=order)
         return np.asarray(r).astype(np.float16)
-    return np.einsum("...i,...i->...", x1, x2)
+    return np.einsum("...i,...i->...", x1, x2, order=order)
 
 
 def _outer_dims(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[list[int], ...] | None:
@@ -106,21 +143,18 @@ def vecdot_numpy(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool) -> n
 
     ``np.vecdot`` already multiplies and sums float16 in float32.
     """
-    r = None if x1.shape == x2.shape else _gemm(x1, x2, axis)
-    if r is not None:
-        pass
-    elif not _HAS_VECDOT:
-        r = _einsum(x1, x2, axis)
-    elif axis == -1:
-        # Without the axis keyword the gufunc call is cheaper (small arrays).
-        if (x1.shape[-1] >= SHORT and _unit_last(x1) and _unit_last(x2)) or _small(x1, x2):
-            r = np.vecdot(x1, x2)
+    r = None
+    if x1.shape != x2.shape:
+        r = _matvec(x1, x2, axis)
+        if r is None and min(x1.size, x2.size) > x1.shape[axis]:  # else not an outer product
+            r = _gemm(x1, x2, axis)
+    if r is None:
+        kernel = _kernel(x1, x2, axis)
+        if kernel == "vecdot":
+            # Without the axis keyword the gufunc call is cheaper (small arrays).
+            r = np.vecdot(x1, x2) if axis == -1 else np.vecdot(x1, x2, axis=axis)  # type: ignore[call-overload]
         else:
-            r = _einsum(x1, x2, axis)
-    elif _gufunc_wins(x1, x2, axis) or _small(x1, x2):
-        r = np.vecdot(x1, x2, axis=axis)  # type: ignore[call-overload]  # stubs lack axis
-    else:
-        r = _einsum(x1, x2, axis)
+            r = _einsum(x1, x2, axis, "F" if kernel == "einsum_f" else "K")
     if keepdims:
         r = np.expand_dims(r, axis)
     return r if type(r) is np.ndarray else np.asarray(r)

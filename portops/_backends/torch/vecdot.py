@@ -6,7 +6,8 @@ and read it back, and ``bmm`` runs one tiny GEMV per row; on a 2-core AMD EPYC a
 each input once (2.5 ms). So CPU tensors are handed, without copying, to
 :func:`~portops._backends.numpy.vecdot.vecdot_numpy`; half precision is converted to
 float32 in cache-sized row blocks first. Short vectors (length < 64) go to torch's
-own multithreaded product and sum, which wins there unless the inputs are small.
+own multithreaded product and sum only where enough threads make up for its moving
+three times the bytes (NumPy's single-threaded fused loop wins on a few cores).
 
 Gradients with respect to both inputs: an ``autograd.Function`` in eager mode and the
 ``portops::vecdot`` custom op (``torch.library``) under ``torch.compile``, both with the
@@ -50,8 +51,12 @@ _NEEDS_NUMPY = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _HALF = frozenset({torch.float16, torch.bfloat16})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 _ACCUMULATE[torch.complex32] = torch.complex64
-SHORT = 64  # below this length torch's own product-and-sum is faster ...
-SMALL = 1 << 14  # ... unless both inputs have fewer elements than this
+# torch's product and sum writes and rereads a product as large as the inputs: about
+# three times NumPy's traffic, spread over torch's threads. It wins for large inputs of
+# short vectors (where NumPy's loop is slowest) given at least this many threads.
+SHORT = 64
+MUL_SUM_MIN = 1 << 20
+MUL_SUM_THREADS = 4
 GRAD_SMALL = 1 << 20  # with gradients, native autograd wins below this many elements
 BLOCK = 1 << 19  # elements per operand converted at a time (2 MB as float32)
 
@@ -101,15 +106,20 @@ def _half_blocks(
     return torch.from_numpy(np.concatenate(parts)).to(dtype)
 
 
+def _mul_sum_wins(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> bool:
+    """Whether torch's multithreaded product and sum beats NumPy's kernels here."""
+    if x1.shape[axis] >= SHORT or max(x1.numel(), x2.numel()) < MUL_SUM_MIN:
+        return False
+    return torch.get_num_threads() >= MUL_SUM_THREADS
+
+
 def forward_cpu(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -> torch.Tensor:
     """vecdot of CPU tensors without autograd (the body of the custom op)."""
     d1, d2 = x1.dtype, x2.dtype
-    if d1 is d2 and d1 in _VIA_NUMPY and x1.shape[axis] >= SHORT:  # the common case first
+    numpy_wins = not _mul_sum_wins(x1, x2, axis)
+    if d1 is d2 and d1 in _VIA_NUMPY and numpy_wins:  # the common case first
         return torch.from_numpy(vecdot_numpy(_numpy_view(x1), _numpy_view(x2), axis, keepdims))
     dtype = d1 if d1 is d2 else torch.promote_types(d1, d2)
-    # torch's multithreaded product and sum wins for many short vectors; NumPy's
-    # fused kernels for long vectors and for small inputs (less call overhead).
-    numpy_wins = x1.shape[axis] >= SHORT or (x1.numel() < SMALL and x2.numel() < SMALL)
     if dtype in _HALF and numpy_wins:
         return _half_blocks(x1, x2, axis, keepdims, dtype)
     if dtype not in _VIA_NUMPY or not (numpy_wins or dtype in _NEEDS_NUMPY):

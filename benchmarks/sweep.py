@@ -1,0 +1,116 @@
+"""The shape sweep: portops' default against the best native call, point by point.
+
+Each sweep point is one benchmark: pytest-benchmark times ``calls`` back-to-back
+portops calls per round, and before every round the setup times each native call
+(and each seed baseline) the same way, in an order that rotates from round to round.
+So every candidate sees the machine in the same state, which on a shared host drifts
+within seconds. Per-call medians of the natives and baselines land in ``extra_info``
+(``native``, ``baseline``: name -> seconds per call); the report divides portops'
+round median by ``calls``.
+
+``--sweep`` runs the whole grid of every operation; without it a slice of each grid
+runs (``SLICE``), so that the default run shows every operation's behaviour too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+FULL = os.environ.get("PORTOPS_BENCH_SWEEP") == "1"
+QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+ROUNDS = 2 if QUICK else 7
+ROUND_TIME = 1e-3  # seconds of calls per candidate and round, at least
+# A point that misses (see benchmarks/report.py) is measured once more: on a shared
+# machine a burst of load can fall on one candidate's calls.
+MISS_RATIO, MISS_SECONDS = 1.1, 3e-6
+# A candidate this much slower than portops, and slower than SLOW_S, runs once per
+# round (it cannot be the best native call).
+HOPELESS = 20.0
+SLOW_S = 0.02
+
+
+def grid(points: Sequence[Any]) -> list[Any]:
+    """The whole grid under ``--sweep``; else every seventh point (the first, the last)."""
+    if FULL or QUICK:
+        return list(points) if not QUICK else list(points[:: max(1, len(points) // 3)])
+    picked = list(points[::7])
+    return picked if points[-1] in picked else [*picked, points[-1]]
+
+
+def _time(fn: Callable[[], Any], calls: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls
+
+
+def _calls_for(seconds: float) -> int:
+    return max(1, min(10_000, math.ceil(ROUND_TIME / max(seconds, 1e-8))))
+
+
+def run_point(
+    benchmark: Any,
+    portops_fn: Callable[[], Any],
+    natives: dict[str, Callable[[], Any]],
+    baselines: dict[str, Callable[[], Any]] | None = None,
+    *,
+    op: str,
+    backend: str,
+    case: str,
+    params: dict[str, Any],
+    nbytes: int = 0,
+) -> None:
+    """Time one sweep point (see the module docstring) and describe it in extra_info."""
+    others = {("native", k): f for k, f in natives.items()}
+    others.update({("baseline", k): f for k, f in (baselines or {}).items()})
+    portops_fn()  # first calls: caches, plans, page faults
+    single = {key: _time(f, 1) for key, f in others.items()}
+    t_portops = min(_time(portops_fn, 1), _time(portops_fn, 1))
+    calls = {
+        key: 1 if t > HOPELESS * t_portops and t > SLOW_S else _calls_for(min(t, _time(f, 1)))
+        for (key, f), t in zip(others.items(), single.values(), strict=True)
+    }
+    portops_calls = _calls_for(t_portops)
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in others}
+    order = list(others)
+
+    def setup() -> None:
+        order.append(order.pop(0)) if order else None
+        for key in order:
+            times[key].append(_time(others[key], calls[key]))
+
+    benchmark.group = f"{op} sweep {backend} cpu"
+    benchmark.extra_info.update(
+        op=op, kind="portops", backend=backend, device="cpu", name=case, default=True
+    )
+    benchmark.pedantic(
+        lambda: _time(portops_fn, portops_calls), setup=setup, rounds=ROUNDS, warmup_rounds=1
+    )
+    medians = {key: statistics.median(v[1:] or v) for key, v in times.items()}  # not warm-up
+    benchmark.extra_info.update(
+        sweep=True,
+        calls=portops_calls,
+        params=params,
+        bytes=nbytes,
+        native={k: t for (kind, k), t in medians.items() if kind == "native"},
+        baseline={k: t for (kind, k), t in medians.items() if kind == "baseline"},
+    )
+    if not natives or benchmark.stats is None:
+        return
+    t = benchmark.stats.stats.median / portops_calls
+    best = min(benchmark.extra_info["native"].values())
+    if t > max(MISS_RATIO * best, best + MISS_SECONDS):  # once more, interleaved as before
+        rerun: dict[str, list[float]] = {"portops": []}
+        rerun.update({k: [] for kind, k in others if kind == "native"})
+        for _ in range(ROUNDS):
+            setup()
+            rerun["portops"].append(_time(portops_fn, portops_calls))
+            for (kind, k), v in times.items():
+                if kind == "native":
+                    rerun[k].append(v[-1])
+        benchmark.extra_info["rerun"] = {k: statistics.median(v) for k, v in rerun.items()}
