@@ -165,4 +165,22 @@ def _numpy(a: VecdotArgs) -> np.ndarray:
     return vecdot_numpy(a.x1, a.x2, a.axis, a.keepdims)
 
 
-_dispatch.register("vecdot", "numpy", libraries=("numpy",), devices=("cpu",), priority=10)(_numpy)
+def plan(a: VecdotArgs) -> Any:
+    """Plan of a call (see portops._plans): the kernel its signature leads to, fixed."""
+    x1, x2, axis, keepdims = a.x1, a.x2, a.axis, a.keepdims
+    if type(x1) is not np.ndarray or type(x2) is not np.ndarray:
+        return None
+    if x1.shape == x2.shape and axis == -1 and not keepdims:
+        if _kernel(x1, x2, axis) == "vecdot":
+
+            def gufunc(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+                r = np.vecdot(x1, x2)
+                return r if type(r) is np.ndarray else np.asarray(r)
+
+            return gufunc
+    return lambda x1, x2: vecdot_numpy(x1, x2, axis, keepdims)
+
+
+_dispatch.register(
+    "vecdot", "numpy", libraries=("numpy",), devices=("cpu",), priority=10, planner=plan
+)(_numpy)

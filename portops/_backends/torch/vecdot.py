@@ -205,6 +205,17 @@ def _torch_cpu(a: VecdotArgs) -> torch.Tensor:
     return forward_cpu(x1, x2, a.axis, a.keepdims)
 
 
-_dispatch.register("vecdot", "torch_cpu", libraries=("torch",), devices=("cpu",), priority=10)(
-    _torch_cpu
-)
+def _plan_cpu(a: VecdotArgs) -> Any:
+    """Plan of a call without gradients (see portops._plans); None otherwise."""
+    x1, x2 = a.x1, a.x2
+    if torch.compiler.is_compiling():
+        return None
+    if (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled():
+        return None
+    axis, keepdims = a.axis, a.keepdims
+    return lambda x1, x2: forward_cpu(x1, x2, axis, keepdims)
+
+
+_dispatch.register(
+    "vecdot", "torch_cpu", libraries=("torch",), devices=("cpu",), priority=10, planner=_plan_cpu
+)(_torch_cpu)
