@@ -69,7 +69,10 @@ def tests(session: nox.Session) -> None:
     default = CPU_BACKENDS + (",cupy,torch_cuda" if HAS_NVIDIA_GPU else "")
     backends = os.environ.get("PORTOPS_TEST_BACKENDS", default)
     session.env["PORTOPS_TEST_BACKENDS"] = backends
-    session.run("python", "-m", "pytest", "tests", "-q", *session.posargs)
+    session.env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # JAX's workers share a GPU
+    # One worker per core (pytest-xdist) unless the caller chose: `-- -n 0` runs serially.
+    workers = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
+    session.run("python", "-m", "pytest", "tests", "-q", *workers, *session.posargs)
 
 
 @nox.session
