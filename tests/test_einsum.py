@@ -421,6 +421,8 @@ def test_transposed_views_match_numpy(
     vb = xp.permute_dims(backend.asarray(b), perm_b)
     expected = np.einsum(eq, a.transpose(perm_a), b.transpose(perm_b))
     for impl in _implementations(backend):
+        if _refusal(impl, eq, [va, vb]) is not None:
+            continue  # e.g. the CUDA-only default on CPU tensors
         with portops.prefer(einsum=impl):
             assert_matches(backend, portops.einsum(eq, va, vb), expected)
 

@@ -108,12 +108,12 @@ def as_arrays(operands: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
                 f"einsum: operand {k} must be an array, a number or a sequence of numbers, "
                 f"got {type(a).__name__} ({exc})"
             ) from None
+        if value.dtype.kind not in "biufc":  # None, strings, other objects
+            raise TypeError(
+                f"einsum: operand {k} must be an array, a number or a sequence of "
+                f"numbers, got {type(a).__name__}"
+            )
         if first is not None and library_of(first) != NUMPY:
-            if value.dtype == object:
-                raise TypeError(
-                    f"einsum: operand {k} must be an array, a number or a sequence of "
-                    f"numbers, got {type(a).__name__}"
-                )
             value = _to_library(value, first)
         converted.append(value)
     return tuple(converted), True

@@ -202,10 +202,20 @@ _dispatch.register(
     summary="torch.einsum itself, the CUDA default for floating and complex dtypes",
 )(torch_einsum)
 _dispatch.register(
-    "einsum", "torch_einsum_small", libraries=["torch"], priority=15, applies=_native_small_applies
+    "einsum",
+    "torch_einsum_small",
+    libraries=["torch"],
+    devices=["cpu"],
+    priority=15,
+    applies=_native_small_applies,
 )(torch_einsum)
 _dispatch.register(
-    "einsum", "torch_numpy_loop", libraries=["torch"], priority=20, applies=_numpy_loop_applies
+    "einsum",
+    "torch_numpy_loop",
+    libraries=["torch"],
+    devices=["cpu"],
+    priority=20,
+    applies=_numpy_loop_applies,
 )(torch_numpy_loop)
 _dispatch.register(
     "einsum", "torch_einsum", libraries=["torch"], priority=-10, applies=_native_applies
