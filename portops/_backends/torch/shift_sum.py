@@ -363,9 +363,43 @@ def plan_forward(a: ShiftSumArgs, raw: bool = True) -> Run:
     return plan_linear(a, run, adjoint=False, raw=raw)
 
 
+def _small_windows(a: ShiftSumArgs, raw: bool) -> Run | None:
+    """The adjoint of a small call with evenly spaced offsets, everything precomputed:
+    one view of all windows (``unfold``) and one copy (or multiply) into a new tensor.
+
+    None where the general kernel is needed: uneven offsets, a result large enough for
+    the reused buffers, complex masks (conjugated there).
+    """
+    y, mask, cax, axis = a.array, a.mask, a.channel_axis, a.axis
+    step = _even_step(list(a.offsets))
+    shape = x_shape(list(y.shape), list(a.offsets), axis, cax)
+    dtype = result_dtype(y, mask)
+    if step is None or math.prod(shape) * dtype.itemsize >= buffers.MIN_BYTES:
+        return None
+    if (mask is not None and mask.is_complex()) or 0 in shape:
+        return None
+    width, channels = shape[axis], len(a.offsets)
+    k = axis - (axis > cax)
+    squeeze = not raw or a.keepdims  # the array has the channel axis, of size 1
+    normalize_mask = _normalizer(a, expand=False)
+    narrow = y.shape[axis] - width >= channels * step  # windows past the last channel
+
+    def run(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        if squeeze:
+            arr = arr.squeeze(cax)
+        windows = arr.unfold(k, width, step).movedim((k, -1), (cax, axis))
+        if narrow:
+            windows = windows.narrow(cax, 0, channels)
+        if m is None:
+            return windows.contiguous()
+        return torch.mul(windows, normalize_mask(arr, m)[1])
+
+    return run
+
+
 def plan_adjoint(a: ShiftSumArgs, raw: bool = True) -> Run:
     """Plan of an adjoint call on CPU tensors."""
-    run = kernel_run(a, _adjoint_kernel, adjoint=True, raw=raw)
+    run = _small_windows(a, raw) or kernel_run(a, _adjoint_kernel, adjoint=True, raw=raw)
     return plan_linear(a, run, adjoint=True, raw=raw)
 
 
