@@ -186,6 +186,11 @@ def bench(session: nox.Session) -> None:
     """Benchmarks of every backend this machine can run, then the tables and chart."""
     if HAS_NVIDIA_GPU:
         _bench(session, "bench,torch,cupy,dask")
+        # Per-call GPU times by CUDA events, host time per call, the copy-bandwidth limit.
+        session.run(
+            *("python", "-m", "benchmarks.gpu_timing"),
+            *("--text", str(BENCH_DIR / "gpu.txt"), "--json", str(BENCH_DIR / "gpu.json")),
+        )
     else:
         session.log(f"torch CUDA and CuPy benchmarks will be skipped: {NO_GPU}")
         _bench(session, "bench,torch,dask")
