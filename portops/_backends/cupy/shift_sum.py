@@ -460,7 +460,8 @@ def _row_adjoint(
 
 def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
     """`impl` on a call's normalised arrays, the channel axis of its result kept."""
-    return lambda arr, mask: impl(a._replace(array=arr, mask=mask, keepdims=True))
+    template = a._replace(array=None, mask=None, keepdims=True)  # keeps no array alive
+    return lambda arr, mask: impl(template._replace(array=arr, mask=mask))
 
 
 def _result_shape(kind: str, a: ShiftSumArgs) -> list[int]:

@@ -564,11 +564,13 @@ def _general_plan(
 ) -> Callable[[Any, Any], np.ndarray]:
     normalize = _mask_normalizer(a)
     y_shape = tuple(a.array.shape)
+    template = a._replace(array=None, mask=None)  # the plan keeps no array alive
 
     def run(arr: Any, mask: Any) -> np.ndarray:
         if expand:
             arr = arr.reshape(y_shape)
-        return kernel(a._replace(array=arr, mask=None if mask is None else normalize(mask)))
+        m = None if mask is None else normalize(mask)
+        return kernel(template._replace(array=arr, mask=m))
 
     return run
 

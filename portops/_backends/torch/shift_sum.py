@@ -406,10 +406,11 @@ def plan_adjoint(a: ShiftSumArgs, raw: bool = True) -> Run:
 def plan_pinv(a: ShiftSumArgs) -> Run:
     """Plan of a pseudo-inverse call on CPU tensors: the composition, normalised once."""
     normalize = _normalizer(a, expand=not a.keepdims)
+    template = a._replace(array=None, mask=None)  # the plan keeps no array alive
 
     def run(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
         y, m = normalize(y, m)
-        return pinv(a._replace(array=y, mask=m))
+        return pinv(template._replace(array=y, mask=m))
 
     return run
 

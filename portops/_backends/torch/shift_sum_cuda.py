@@ -180,10 +180,11 @@ def plan_pinv(a: ShiftSumArgs, raw: bool = True) -> Run:
     mask = a.mask
     if mask is not None and mask.requires_grad and torch.is_grad_enabled():
         normalize = ops._normalizer(a, expand=raw and not a.keepdims)
+        template = a._replace(array=None, mask=None)  # the plan keeps no array alive
 
         def composed(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
             y, m = normalize(y, m)
-            return ops.pinv(a._replace(array=y, mask=m))
+            return ops.pinv(template._replace(array=y, mask=m))
 
         return composed
     run = kernel_plan("pinv", a, raw)
