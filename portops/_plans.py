@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -31,15 +32,22 @@ Plan = Callable[..., Any]
 
 
 def _env_size(name: str, default: int) -> int:
+    """A non-negative integer setting; a malformed one warns, naming it, and the default
+    is used (it tunes speed, never results)."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a non-negative integer, got {raw!r}") from None
+        value = -1
     if value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {raw!r}")
+        warnings.warn(
+            f"{name} must be a non-negative integer, got {raw!r}; using {default}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return default
     return value
 
 

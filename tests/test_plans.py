@@ -104,3 +104,16 @@ def test_a_preference_bypasses_the_plans(monkeypatch):
     with portops.prefer(shift_sum="numpy_add_at"):
         np.testing.assert_allclose(portops.shift_sum(x, 1), ref.forward(x, 1))
     assert calls == ["shift_sum"]
+
+
+def test_a_malformed_setting_warns_and_keeps_the_default():
+    import subprocess
+    import sys
+
+    code = "import portops._plans as p; print(p.plan_cache_size())"
+    env = {"PORTOPS_PLAN_CACHE": "many", "PYTHONPATH": "."}
+    out = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "512" and "PORTOPS_PLAN_CACHE" in out.stderr
