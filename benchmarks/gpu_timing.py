@@ -126,6 +126,23 @@ def _close(got: Any, want: Any, library: str, what: str) -> None:
 # ----------------------------------------------------------------------------- shift_sum
 
 
+def _time_group(
+    library: str,
+    group: str,
+    mine: Callable[[], Any],
+    baselines: dict[str, Callable[[], Any]],
+    limit_us: float | None,
+    timer: Timer,
+    out: list[Entry],
+) -> None:
+    """Check portops against every baseline, then time it and them (one group)."""
+    for name, base in baselines.items():
+        _close(mine(), base(), library, f"{group} vs {name}")
+    for name, fn in {"portops": mine, **baselines}.items():
+        gpu, host = timer(fn)
+        out.append(Entry(group, name, gpu, host, limit_us))
+
+
 def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[Entry]) -> None:
     import torch
 
@@ -184,14 +201,7 @@ def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[En
                         xb + yb + mb, {}),
     }  # fmt: skip
     for op, (fn, nbytes, baselines) in groups.items():
-        group = f"torch {op} {tag}"
-        for name, base in baselines.items():
-            _close(fn(), base(), "torch", f"{group} vs {name}")
-        gpu, host = timer(fn)
-        out.append(Entry(group, "portops", gpu, host, nbytes / bw * 1e6))
-        for name, base in baselines.items():
-            gpu, host = timer(base)
-            out.append(Entry(group, name, gpu, host, nbytes / bw * 1e6))
+        _time_group("torch", f"torch {op} {tag}", fn, baselines, nbytes / bw * 1e6, timer, out)
     # Forward + backward with a mask (gradient for x), against the forward's limit.
     xg = x.clone().requires_grad_()
     grad = torch.ones(b, h, wo, device="cuda")
@@ -247,14 +257,7 @@ def shift_sum_cupy(case: tuple[int, ...], timer: Timer, bw: float, out: list[Ent
                         xb + yb + mb, {}),
     }  # fmt: skip
     for op, (fn, nbytes, baselines) in groups.items():
-        group = f"cupy {op} {tag}"
-        for name, base in baselines.items():
-            _close(fn(), base(), "cupy", f"{group} vs {name}")
-        gpu, host = timer(fn)
-        out.append(Entry(group, "portops", gpu, host, nbytes / bw * 1e6))
-        for name, base in baselines.items():
-            gpu, host = timer(base)
-            out.append(Entry(group, name, gpu, host, nbytes / bw * 1e6))
+        _time_group("cupy", f"cupy {op} {tag}", fn, baselines, nbytes / bw * 1e6, timer, out)
 
 
 def tiny_host(library: str, timer: Timer, out: list[Entry]) -> None:
@@ -330,13 +333,8 @@ def vecdot_all(library: str, timer: Timer, bw: float, out: list[Entry]) -> None:
         def fn(a: Any = a, b: Any = b) -> Any:
             return portops.vecdot(a, b)
 
-        _close(fn(), natives["(a*b).sum(-1)"](), library, group)
         nbytes = 2 * rows * n * 4 + rows * 4
-        gpu, host = timer(fn)
-        out.append(Entry(group, "portops", gpu, host, nbytes / bw * 1e6))
-        for name, nat in natives.items():
-            gpu, host = timer(nat)
-            out.append(Entry(group, name, gpu, host, nbytes / bw * 1e6))
+        _time_group(library, group, fn, natives, nbytes / bw * 1e6, timer, out)
 
 
 def einsum_all(library: str, timer: Timer, out: list[Entry]) -> None:
