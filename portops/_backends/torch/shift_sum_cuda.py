@@ -198,20 +198,6 @@ def plan_pinv(a: ShiftSumArgs, raw: bool = True) -> Run:
     return with_grad
 
 
-def _eager(plan: Callable[..., Run]) -> Callable[[ShiftSumArgs], torch.Tensor]:
-    def implementation(a: ShiftSumArgs) -> torch.Tensor:
-        return plan(a, raw=False)(a.array, a.mask)
-
-    return implementation
-
-
-def _planner(plan: Callable[..., Run]) -> Callable[[ShiftSumArgs], Run | None]:
-    def planner(a: ShiftSumArgs) -> Run | None:
-        return None if ops._compiling() else plan(a)
-
-    return planner
-
-
 def forward(a: ShiftSumArgs) -> torch.Tensor:
     """Triton row (or general) gather kernel, one launch, mask fused; autograd."""
     if ops._compiling():
@@ -339,7 +325,7 @@ _dispatch.register(
     devices=["cuda"],
     priority=20,
     summary="Triton row gather kernel: one launch, no atomics, mask fused; planned",
-    planner=_planner(plan_forward),
+    planner=ops._planned(plan_forward),
 )(forward)
 _dispatch.register(
     "shift_sum",
@@ -356,7 +342,7 @@ _dispatch.register(
     devices=["cuda"],
     priority=20,
     summary="Triton row kernel: each program writes a block of every channel; planned",
-    planner=_planner(plan_adjoint),
+    planner=ops._planned(plan_adjoint),
 )(adjoint)
 _dispatch.register(
     "shift_sum_pinv",
@@ -365,5 +351,5 @@ _dispatch.register(
     devices=["cuda"],
     priority=20,
     summary="Triton: 1 / Phi over the mask's extent, then the adjoint scaled by it",
-    planner=_planner(plan_pinv),
+    planner=ops._planned(plan_pinv),
 )(pinv)
