@@ -49,6 +49,23 @@ class ShiftSumArgs(NamedTuple):
     xp: Any
 
 
+def result_shape(kind: str, a: ShiftSumArgs) -> list[int]:
+    """The shape of a call's result from its normalised arguments: the forward's
+    (``kind == "forward"``; channel axis of size 1 with ``keepdims``, else gone), or the
+    adjoint's and pseudo-inverse's (``x``'s)."""
+    shape = list(a.array.shape)
+    if kind == "forward":
+        shape[a.axis] += max(a.offsets)
+        if a.keepdims:
+            shape[a.channel_axis] = 1
+        else:
+            del shape[a.channel_axis]
+    else:
+        shape[a.axis] -= max(a.offsets)
+        shape[a.channel_axis] = len(a.offsets)
+    return shape
+
+
 def _linear_offsets(step: int, channels: int) -> tuple[int, ...]:
     offsets = [c * step for c in range(channels)]
     low = min(offsets)

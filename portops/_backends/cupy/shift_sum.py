@@ -34,7 +34,7 @@ from ..._geometry import (
     row_block,
     row_view,
 )
-from ...shift_sum import ShiftSumArgs
+from ...shift_sum import ShiftSumArgs, result_shape
 
 _BLOCK = 256
 # Resident blocks per SM for the grid-stride loops (enough to hide memory latency).
@@ -464,20 +464,6 @@ def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
     return lambda arr, mask: impl(template._replace(array=arr, mask=mask))
 
 
-def _result_shape(kind: str, a: ShiftSumArgs) -> list[int]:
-    shape = list(a.array.shape)
-    if kind == "forward":
-        shape[a.axis] += max(a.offsets)
-        if a.keepdims:
-            shape[a.channel_axis] = 1
-        else:
-            del shape[a.channel_axis]
-    else:
-        shape[a.axis] -= max(a.offsets)
-        shape[a.channel_axis] = len(a.offsets)
-    return shape
-
-
 def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
     """The plan of a call (`raw`: taking the public call's arrays, else normalised ones).
 
@@ -486,7 +472,7 @@ def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
     views of the same memory); only a mask of another dtype (bool) is cast. The
     general kernels take the normalised arrays.
     """
-    shape = _result_shape(kind, a)
+    shape = result_shape(kind, a)
     if kind == "forward":
         row = _row_forward(a, shape)
     else:

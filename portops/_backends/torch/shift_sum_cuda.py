@@ -28,7 +28,7 @@ from ... import _dispatch
 from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
 from ..._plans import PlanCache
-from ...shift_sum import ShiftSumArgs
+from ...shift_sum import ShiftSumArgs, result_shape
 from . import shift_sum as ops
 
 Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
@@ -42,21 +42,6 @@ def _triton() -> Any:
     except ImportError:
         return None
     return _triton_shift_sum
-
-
-def _result_shape(name: str, a: ShiftSumArgs) -> list[int]:
-    """The shape of the call's result (`a` holds the normalised arrays)."""
-    shape = list(a.array.shape)
-    if name == "forward":
-        shape[a.axis] += max(a.offsets)
-        if a.keepdims:
-            shape[a.channel_axis] = 1
-        else:
-            del shape[a.channel_axis]
-    else:
-        shape[a.axis] -= max(a.offsets)
-        shape[a.channel_axis] = len(a.offsets)
-    return shape
 
 
 def _composed_pinv(
@@ -82,7 +67,7 @@ def kernel_plan(name: str, a: ShiftSumArgs, raw: bool = True) -> Run:
     kernels = _triton()
     if kernels is not None:
         planner = getattr(kernels, f"plan_{name}")
-        args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, _result_shape(name, a))
+        args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, result_shape(name, a))
         run: Run | None = None
         try:
             run = planner(a.array, *args)
