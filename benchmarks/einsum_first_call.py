@@ -55,7 +55,7 @@ def measure(rounds: int) -> list[dict[str, Any]]:
 
     import portops
 
-    einsum_module = importlib.import_module("portops.einsum")
+    einsum_module = importlib.import_module("portops._ops.einsum")
     rows = []
     for eq in equations():
         views = build_views(eq)

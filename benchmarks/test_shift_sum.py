@@ -219,7 +219,7 @@ def test_numpy_adjoint(benchmark, np_data, name):
 @pytest.mark.parametrize("name", ["portops.shift_sum", "implementation called directly", "select"])
 def test_small_call_overhead(benchmark, name):
     from portops import _dispatch
-    from portops.shift_sum import _prepare_forward
+    from portops._ops.shift_sum import _prepare_forward
 
     x = np.ones((2, 3, 4, 5), dtype=np.float32)
     call = _prepare_forward(x, 1)

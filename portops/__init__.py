@@ -12,12 +12,12 @@ from ._generic import einsum as _generic_einsum  # noqa: F401  (registers)
 from ._generic import shear as _generic_shear  # noqa: F401  (registers)
 from ._generic import shift_sum as _generic_shift_sum  # noqa: F401  (registers)
 from ._generic import vecdot as _generic_vecdot  # noqa: F401  (registers)
+from ._ops.einsum import einsum, einsum_path
+from ._ops.shear import shear, unshear
+from ._ops.shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
+from ._ops.vecdot import vecdot
 from ._threads import get_num_threads, set_num_threads, threads
 from .dispersion import Dispersion
-from .einsum import einsum, einsum_path
-from .shear import shear, unshear
-from .shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
-from .vecdot import vecdot
 
 __all__ = [
     "Dispersion",

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._arrays import inspect_arrays, normalize_axis
-from .shear import dispersion_offsets, growth, shear, unshear
-from .shift_sum import _normalize_mask, shift_sum, shift_sum_adjoint
+from ._ops.shear import dispersion_offsets, growth, shear, unshear
+from ._ops.shift_sum import _normalize_mask, shift_sum, shift_sum_adjoint
 
 __all__ = ["Dispersion"]
 

@@ -297,7 +297,7 @@ def test_transposed_operands_are_not_copied() -> None:
 def test_plan_is_cached() -> None:
     import importlib
 
-    einsum_module = importlib.import_module("portops.einsum")
+    einsum_module = importlib.import_module("portops._ops.einsum")
 
     a, b = np.ones((3, 4)), np.ones((4, 5))
     portops.einsum("ij,jk->ik", a, b)
@@ -476,7 +476,7 @@ def test_torch_loop_over_unmergeable_batch(monkeypatch: pytest.MonkeyPatch) -> N
 def test_torch_cuda_default_is_torch_einsum_where_it_applies() -> None:
     """The choice on CUDA, checked on CPU tensors presented as a CUDA call."""
     torch = pytest.importorskip("torch")
-    einsum_module = importlib.import_module("portops.einsum")
+    einsum_module = importlib.import_module("portops._ops.einsum")
 
     def chosen(eq: str, *ops: Any, memory_limit: int | None = None) -> str:
         call, _ = einsum_module._lookup((eq, *ops), "auto", memory_limit)

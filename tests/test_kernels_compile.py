@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from portops._cuda import kernel_source, shift_sum_instances
+from portops._kernels.loader import kernel_source, shift_sum_instances
 
 KERNELS = Path(__file__).parents[1] / "portops" / "_kernels"
 SOURCES = sorted(KERNELS.glob("*.cu"))

@@ -15,7 +15,7 @@ import portops
 from portops import _dispatch
 from portops._plans import PlanCache, signature
 
-shift_sum_module = importlib.import_module("portops.shift_sum")
+shift_sum_module = importlib.import_module("portops._ops.shift_sum")
 
 
 def _count_full_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -63,7 +63,7 @@ def test_torch_cuda_compile_fullgraph(torch, backend_name):
 def _clear_plans() -> None:
     import importlib
 
-    module = importlib.import_module("portops.shift_sum")
+    module = importlib.import_module("portops._ops.shift_sum")
     for cache in (module.FORWARD_PLANS, module.ADJOINT_PLANS, module.PINV_PLANS):
         cache.clear()
 

@@ -22,7 +22,7 @@ from test_shift_sum import CASES
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from portops.shift_sum import _prepare_forward, _prepare_transposed  # noqa: E402
+from portops._ops.shift_sum import _prepare_forward, _prepare_transposed  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +202,7 @@ def test_pinv_op_default_and_gradient():
 def test_vecdot_rows_plan(kernels, monkeypatch, s1, s2, axis, planned, dtype):
     """The torch CUDA vecdot's Triton plan, on CPU tensors (the interpreter)."""
     from portops._backends.torch import vecdot_cuda
-    from portops.vecdot import VecdotArgs
+    from portops._ops.vecdot import VecdotArgs
 
     monkeypatch.setattr(vecdot_cuda, "_sms", lambda device: 132)
     x1 = torch.from_numpy(_rand(s1, dtype, 0))
@@ -218,7 +218,7 @@ def test_vecdot_rows_plan(kernels, monkeypatch, s1, s2, axis, planned, dtype):
 
 def test_vecdot_unsigned_native():
     from portops._backends.torch import vecdot_cuda
-    from portops.vecdot import VecdotArgs
+    from portops._ops.vecdot import VecdotArgs
 
     for dtype in ("uint16", "uint32", "uint64"):
         a = np.arange(12, dtype=dtype).reshape(3, 4) * np.array(2**13, dtype=dtype)

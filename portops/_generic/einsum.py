@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import _dispatch
 from .._einsum.execute import ArrayAPIOps, cast, run
-from ..einsum import EinsumArgs
+from .._ops.einsum import EinsumArgs
 
 
 @lru_cache(maxsize=32)

@@ -8,7 +8,7 @@ from typing import Any
 import array_api_compat as compat
 
 from .. import _dispatch
-from ..shear import ShearArgs, growth
+from .._ops.shear import ShearArgs, growth
 
 
 def result_dtype(a: ShearArgs) -> Any:

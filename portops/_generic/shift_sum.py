@@ -9,7 +9,7 @@ from typing import Any
 import array_api_compat as compat
 
 from .. import _dispatch
-from ..shift_sum import ShiftSumArgs, accumulation_dtype
+from .._ops.shift_sum import ShiftSumArgs, accumulation_dtype
 
 
 def result_dtype(a: ShiftSumArgs) -> Any:

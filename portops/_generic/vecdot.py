@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _dispatch
-from ..shift_sum import accumulation_dtype
-from ..vecdot import VecdotArgs
+from .._ops.shift_sum import accumulation_dtype
+from .._ops.vecdot import VecdotArgs
 
 
 def vecdot(a: VecdotArgs) -> Any:

@@ -1,6 +1,6 @@
 // shift_sum family on CUDA: gather kernels (no atomics), mask fused.
 //
-// Every layout is reduced (portops/_geometry.py) to six iteration dimensions shared by
+// Every layout is reduced (portops/_kernels/geometry.py) to six iteration dimensions shared by
 // the array with channels ("big": x, or the adjoint's result) and the one without
 // ("small": y), in the order  O0, O1, O2, W, I0, I1  (three outer dims, the shifted axis,
 // two inner dims), plus the channel dimension of the big array and of the mask. Strides

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from ..shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
+from .._ops.shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
 
 
 @cache

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..shift_sum import shift_sum, shift_sum_adjoint
+from .._ops.shift_sum import shift_sum, shift_sum_adjoint
 from ._geometry import measurement_shape
 
 

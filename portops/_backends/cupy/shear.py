@@ -1,4 +1,4 @@
-"""CuPy shear / unshear: CuPy's own strided views and copies (see _strided_shear)."""
+"""CuPy shear / unshear: CuPy's own strided views and copies (see portops._shear.strided)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import cupy
 
 from ... import _dispatch
-from ... import _strided_shear as strided
-from ...shear import ShearArgs
+from ..._ops.shear import ShearArgs
+from ..._shear import strided
 
 
 def _empty(shape: list[int], dtype: Any) -> Any:

@@ -5,7 +5,7 @@ are no atomics and no zero-fill: the forward and the adjoint are one launch each
 pseudo-inverse two (``z = y / Phi`` with ``Phi`` gathered from ``|mask|^2`` by the
 forward's loop, then the adjoint of ``z``; one launch without a mask). Inputs are read
 through their strides (no copy of a strided or broadcast input); every layout is first
-reduced to the kernels' six dimensions by :mod:`portops._geometry`.
+reduced to the kernels' six dimensions by :mod:`portops._kernels.geometry`.
 
 Kernels are compiled by NVRTC once per (instance, device) and cached (CuPy also keeps
 the binaries on disk); launches go to CuPy's current stream.
@@ -22,9 +22,8 @@ import cupy
 import numpy as np
 
 from ... import _dispatch
-from ..._cuda import kernel_name, kernel_source, real_of
 from ..._generic import shift_sum as generic
-from ..._geometry import (
+from ..._kernels.geometry import (
     Geometry,
     RowView,
     contiguous_strides,
@@ -34,7 +33,8 @@ from ..._geometry import (
     row_block,
     row_view,
 )
-from ...shift_sum import ShiftSumArgs, result_shape
+from ..._kernels.loader import kernel_name, kernel_source, real_of
+from ..._ops.shift_sum import ShiftSumArgs, result_shape
 
 _BLOCK = 256
 # Resident blocks per SM for the grid-stride loops (enough to hide memory latency).
@@ -268,7 +268,7 @@ def pinv_general(a: ShiftSumArgs) -> Any:
 # ----------------------------------------------------------------------------- plans
 # A plan keeps, per call signature, the compiled function, its grid and its argument
 # record; a repeated call allocates its result and launches. The row kernels cover the
-# common layouts (see portops._geometry.row_view), the general kernels the rest.
+# common layouts (see portops._kernels.geometry.row_view), the general kernels the rest.
 
 _MAX_GRID_Y = 65535
 _ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base", "channels")

@@ -22,8 +22,8 @@ import cupy
 import numpy as np
 
 from ... import _dispatch
-from ..._cuda import CTYPES, kernel_source
-from ...vecdot import VecdotArgs
+from ..._kernels.loader import CTYPES, kernel_source
+from ..._ops.vecdot import VecdotArgs
 
 _lock = threading.Lock()
 _kernels: dict[str, Any] = {}

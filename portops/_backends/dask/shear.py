@@ -12,7 +12,7 @@ from typing import Any
 import dask.array as da
 
 from ... import _dispatch
-from ...shear import ShearArgs, growth, shear, unshear
+from ..._ops.shear import ShearArgs, growth, shear, unshear
 
 
 def _offsets(a: ShearArgs) -> list[float] | list[int]:

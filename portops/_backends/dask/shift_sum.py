@@ -13,7 +13,7 @@ import dask.array as da
 from dask.array.utils import meta_from_array
 
 from ... import _dispatch
-from ...shift_sum import ShiftSumArgs, shift_sum, shift_sum_adjoint, shift_sum_pinv
+from ..._ops.shift_sum import ShiftSumArgs, shift_sum, shift_sum_adjoint, shift_sum_pinv
 
 
 def _aligned(a: ShiftSumArgs, array: Any, whole: tuple[int, ...]) -> tuple[Any, Any]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import _dispatch
 from ..._einsum.execute import ArrayAPIOps, cast, run
-from ...einsum import EinsumArgs
+from ..._ops.einsum import EinsumArgs
 from .vecdot import SHORT_BYTES
 
 

@@ -1,4 +1,4 @@
-"""NumPy shear / unshear: a strided zero-fill and one strided copy (see _strided_shear).
+"""NumPy shear / unshear: a strided zero-fill and one strided copy (see portops._shear.strided).
 
 Large arrays are cut into one slab per core along their first axis; NumPy releases
 the GIL inside each copy, so the slabs are copied at the same time.
@@ -15,8 +15,8 @@ import numpy as np
 
 from ... import _buffers as buffers
 from ... import _dispatch
-from ... import _strided_shear as strided
-from ...shear import ShearArgs
+from ..._ops.shear import ShearArgs
+from ..._shear import strided
 
 # Below this many elements of the sheared cube one thread is faster (hand-over costs).
 _THREADED = 1 << 22

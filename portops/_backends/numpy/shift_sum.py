@@ -34,7 +34,7 @@ import numpy as np
 from ... import _buffers as buffers
 from ... import _dispatch, _threads
 from ..._generic import shift_sum as generic
-from ...shift_sum import ShiftSumArgs, accumulation_dtype
+from ..._ops.shift_sum import ShiftSumArgs, accumulation_dtype
 
 # Elements of output per block of the adjoint: fits a 1-2 MiB L2.
 _BLOCK_ELEMENTS = 1 << 17

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ... import _dispatch
-from ...vecdot import VecdotArgs
+from ..._ops.vecdot import VecdotArgs
 
 # Which kernel wins, from a cost model of NumPy's loops (float32, 2-core AMD EPYC:
 # np.vecdot costs about 0.8 us plus 7 ns per vector, einsum about 2 us plus a faster

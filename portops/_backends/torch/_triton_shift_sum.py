@@ -3,7 +3,7 @@
 The same gather formulation as ``_kernels/shift_sum.cu``: one program element per
 output element, a loop over the channels that reach it, the mask fused, no atomics,
 accumulation in float32 for half precision. Layouts are reduced to the six dimensions
-of :mod:`portops._geometry` and read through their strides. Complex tensors are read
+of :mod:`portops._kernels.geometry` and read through their strides. Complex tensors are read
 as pairs of reals (``view_as_real``), so complex64/complex128 need no special types.
 
 Two families of kernels. The *row* kernels cover the common layouts — the channel axis
@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..._geometry import (
+from ..._kernels.geometry import (
     Geometry,
     RowView,
     contiguous_strides,

@@ -17,7 +17,7 @@ import torch
 
 from ... import _dispatch
 from ..._einsum.execute import ArrayAPIOps, cast, run
-from ...einsum import EinsumArgs
+from ..._ops.einsum import EinsumArgs
 from ..numpy.einsum import loop_order, loop_wins
 
 

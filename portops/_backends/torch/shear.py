@@ -21,8 +21,9 @@ import torch
 
 from ... import _buffers as buffers
 from ... import _dispatch
-from ..._geometry import linear_step
-from ..._shear_layout import (
+from ..._kernels.geometry import linear_step
+from ..._ops.shear import ShearArgs
+from ..._shear.layout import (
     ChannelGroup,
     channel_groups,
     gap_views,
@@ -30,7 +31,6 @@ from ..._shear_layout import (
     window_strides,
     windows_view,
 )
-from ...shear import ShearArgs
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
 

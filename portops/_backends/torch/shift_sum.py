@@ -26,7 +26,7 @@ import torch
 from ... import _buffers as buffers
 from ... import _dispatch
 from ..._generic import shift_sum as generic
-from ...shift_sum import ShiftSumArgs
+from ..._ops.shift_sum import ShiftSumArgs
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -249,7 +249,7 @@ class _Linear(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        from ...shift_sum import shift_sum, shift_sum_adjoint
+        from ..._ops.shift_sum import shift_sum, shift_sum_adjoint
 
         a, mask = ctx.saved_tensors
         offsets, axis, cax, keepdims = ctx.params

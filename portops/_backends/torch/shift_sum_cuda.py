@@ -27,8 +27,8 @@ import torch
 from ... import _dispatch
 from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
+from ..._ops.shift_sum import ShiftSumArgs, result_shape
 from ..._plans import PlanCache
-from ...shift_sum import ShiftSumArgs, result_shape
 from . import shift_sum as ops
 
 Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
@@ -141,7 +141,7 @@ def _pinv_adjoint(
 
     The result has ``y``'s shape: the channel axis kept with size 1 when `keepdims`.
     """
-    from ...shift_sum import shift_sum
+    from ..._ops.shift_sum import shift_sum
 
     u = shift_sum(grad, offsets, axis=axis, channel_axis=cax, mask=mask, keepdims=True)
     xp = namespace_of(u)

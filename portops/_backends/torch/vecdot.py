@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ... import _dispatch
-from ...vecdot import VecdotArgs
+from ..._ops.vecdot import VecdotArgs
 from ..numpy.vecdot import vecdot_numpy
 
 # Dtypes NumPy shares with torch; uint16/32/64 also lack torch CPU sum kernels.

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ... import _dispatch
-from ...vecdot import VecdotArgs
+from ..._ops.vecdot import VecdotArgs
 from .vecdot import _mul_sum
 
 _UNSIGNED = {torch.uint16, torch.uint32, torch.uint64}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ._geometry import contiguous_strides, linear_step
+from .._kernels.geometry import contiguous_strides, linear_step
 
 __all__ = ["View", "gap_views", "window_strides", "windows_view"]
 

@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _dispatch
-from ._arrays import (
+from .. import _dispatch
+from .._arrays import (
     DASK,
     as_dask_operands,
     as_flag,
@@ -26,7 +26,7 @@ from ._arrays import (
     is_floating,
     normalize_axis,
 )
-from ._plans import PlanCache, signature
+from .._plans import PlanCache, signature
 
 __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
 

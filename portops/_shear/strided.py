@@ -1,7 +1,7 @@
 """shear / unshear for NumPy-like libraries (NumPy, CuPy): strided views, one copy.
 
 Shear zeroes the gaps around the windows (a few strided fills, see
-:mod:`portops._shear_layout`) and copies ``x`` (times the mask) into the strided view
+:mod:`portops._shear.layout`) and copies ``x`` (times the mask) into the strided view
 of all windows in one call; unshear copies that view of ``y`` out in one call. Offsets
 that are not evenly spaced take one copy per channel, fractional ones one
 interpolation per channel. Written against the NumPy API that CuPy shares, with the
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._geometry import linear_step
-from ._shear_layout import View, gap_views, window_strides, windows_view
-from .shear import ShearArgs, growth
+from .._kernels.geometry import linear_step
+from .._ops.shear import ShearArgs, growth
+from .layout import View, gap_views, window_strides, windows_view
 
 Empty = Callable[[list[int], Any], Any]
 # Runs ``work(part, parts)`` for every part, maybe on several threads; the default runs

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _dispatch
-from ._arrays import (
+from .. import _dispatch
+from .._arrays import (
     DASK,
     NUMPY,
     TORCH,
@@ -23,7 +23,7 @@ from ._arrays import (
     library_of,
     namespace_of,
 )
-from ._plans import PlanCache, pair_signature
+from .._plans import PlanCache, pair_signature
 
 __all__ = ["VecdotArgs", "vecdot"]
 

@@ -19,8 +19,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from . import _dispatch
-from ._arrays import inspect_arrays
+from .. import _dispatch
+from .._arrays import inspect_arrays
 from .shift_sum import _axes, _check_array, _check_dtype, _normalize_mask, _normalize_offsets
 
 __all__ = ["ShearArgs", "dispersion_offsets", "shear", "unshear"]

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _dispatch
-from ._arrays import (
+from .. import _dispatch
+from .._arrays import (
     DASK,
     NUMPY,
     TORCH,
@@ -30,7 +30,7 @@ from ._arrays import (
     inspect_arrays,
     library_of,
 )
-from ._einsum.options import (
+from .._einsum.options import (
     as_arrays,
     check_casting,
     check_operand_casts,
@@ -39,10 +39,10 @@ from ._einsum.options import (
     with_order,
     write_out,
 )
-from ._einsum.parse import Equation, _parse_cached, label_names, parse, split_interleaved
-from ._einsum.path import choose, chunk_shapes, normalize_optimize
-from ._einsum.plan import Plan, build
-from ._einsum.report import describe
+from .._einsum.parse import Equation, _parse_cached, label_names, parse, split_interleaved
+from .._einsum.path import choose, chunk_shapes, normalize_optimize
+from .._einsum.plan import Plan, build
+from .._einsum.report import describe
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 
