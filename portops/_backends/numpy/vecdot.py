@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ... import _dispatch
+from ... import extend
 from ..._ops.vecdot import VecdotArgs
+from ...extend import Priority
 
 # Which kernel wins, from a cost model of NumPy's loops (float32, 2-core AMD EPYC:
 # np.vecdot costs about 0.8 us plus 7 ns per vector, einsum about 2 us plus a faster
@@ -181,6 +182,11 @@ def plan(a: VecdotArgs) -> Any:
     return lambda x1, x2: vecdot_numpy(x1, x2, axis, keepdims)
 
 
-_dispatch.register(
-    "vecdot", "numpy", libraries=("numpy",), devices=("cpu",), priority=10, planner=plan
+extend.register(
+    "vecdot",
+    "numpy",
+    libraries=("numpy",),
+    devices=("cpu",),
+    priority=Priority.SPECIALIZED,
+    planner=plan,
 )(_numpy)
