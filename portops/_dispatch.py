@@ -184,7 +184,10 @@ def register(
                     f"an implementation of {op} named {name!r} is already registered; "
                     "pass replace=True to replace it"
                 )
-            _registry[op] = [i for i in impls if i.name != name] + [impl]
+            if any(i.name == name for i in impls):  # a replacement keeps its place
+                _registry[op] = [impl if i.name == name else i for i in impls]
+            else:
+                _registry[op] = [*impls, impl]
             _changed()
         return func
 

@@ -177,13 +177,7 @@ def register(
         An argument of the wrong type (names that are not strings, a non-int priority).
     """
     _check_operation(op)
-    libs = None if libraries is None else _dispatch._names("libraries", libraries)
-    # Load the packages of the named libraries' backends first, so that a clash with
-    # one of their names is caught here, and replace=True replaces it for good.
-    for library in sorted(libs or ()):
-        backend = _arrays.get_backend(library)
-        if backend is not None and backend.package is not None and backend.installed():
-            _dispatch._load_backend(library)
+    libs = _load_packages(libraries)
     decorate = _dispatch.register(
         op,
         name,
@@ -196,6 +190,17 @@ def register(
         replace=replace,
     )
     return decorate if func is None else decorate(func)
+
+
+def _load_packages(libraries: Iterable[str] | None) -> frozenset[str] | None:
+    """Load the packages of the named libraries' backends, so that a clash with one of
+    their implementations' names is caught now, and ``replace=True`` replaces it for good."""
+    libs = None if libraries is None else _dispatch._names("libraries", libraries)
+    for library in sorted(libs or ()):
+        backend = _arrays.get_backend(library)
+        if backend is not None and backend.package is not None and backend.installed():
+            _dispatch._load_backend(library)
+    return libs
 
 
 def unregister(op: str, name: str) -> None:
@@ -244,6 +249,7 @@ def registered(
     3.0
     """
     _check_operation(op)
+    _load_packages(libraries)
     previous = {i.name: i for i in _dispatch._registry[op]}.get(name) if replace else None
     register(
         op,
@@ -260,8 +266,9 @@ def registered(
     try:
         yield func
     finally:
-        _dispatch.unregister(op, name)
-        if previous is not None:
+        if previous is None:
+            _dispatch.unregister(op, name)
+        else:
             _dispatch.register(
                 op,
                 name,
@@ -271,6 +278,7 @@ def registered(
                 applies=previous.applies,
                 summary=previous.summary,
                 planner=previous.planner,
+                replace=True,
             )(previous.func)
 
 
