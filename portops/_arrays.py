@@ -94,7 +94,7 @@ _namespace_by_type: dict[type, Any] = {}
 
 def add_backend(backend: Backend, *, replace: bool = False) -> None:
     """Register `backend` (see :func:`portops.extend.register_backend`)."""
-    global _detection_order, _multi_device
+    global _detection_order
     if not isinstance(backend, Backend):
         raise TypeError(f"backend must be a Backend, got {type(backend).__name__}")
     with _backend_lock:
@@ -126,9 +126,9 @@ def remove_backend(name: str) -> Backend:
 
 def _changed() -> None:
     """Rebuild the per-library tables and forget what was detected per type."""
-    global _multi_device
-    _device_of.clear()
-    _device_of.update({b.name: b.device for b in _detection_order})
+    global _device_of, _multi_device
+    # Rebound, not updated in place: a concurrent call sees the old table or the new one.
+    _device_of = {b.name: b.device for b in _detection_order}
     _multi_device = frozenset(b.name for b in _detection_order if b.multi_device)
     _library_by_type.clear()
     _namespace_by_type.clear()
