@@ -8,9 +8,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ... import _dispatch
+from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ..._ops.einsum import EinsumArgs
+from ...extend import Priority
 from .vecdot import SHORT_BYTES
 
 
@@ -147,10 +148,16 @@ def _native_applies(a: EinsumArgs) -> str | None:
     return None
 
 
-_dispatch.register("einsum", "numpy_matmul", libraries=["numpy"], priority=10)(numpy_matmul)
-_dispatch.register(
-    "einsum", "numpy_einsum_loop", libraries=["numpy"], priority=20, applies=loop_wins
+extend.register("einsum", "numpy_matmul", libraries=["numpy"], priority=Priority.SPECIALIZED)(
+    numpy_matmul
+)
+extend.register(
+    "einsum",
+    "numpy_einsum_loop",
+    libraries=["numpy"],
+    priority=Priority.OVERRIDE,
+    applies=loop_wins,
 )(numpy_einsum_loop)
-_dispatch.register(
-    "einsum", "numpy_einsum", libraries=["numpy"], priority=-10, applies=_native_applies
+extend.register(
+    "einsum", "numpy_einsum", libraries=["numpy"], priority=Priority.NATIVE, applies=_native_applies
 )(numpy_einsum)

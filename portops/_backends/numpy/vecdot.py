@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ... import _dispatch
+from ... import extend
 from ..._ops.vecdot import VecdotArgs
 from ..._threads import available_cores
+from ...extend import Priority
 from .shift_sum import _l2_bytes
 
 # Which kernel wins, from a cost model of NumPy's loops (float32, 2-core AMD EPYC:
@@ -222,6 +223,11 @@ def plan(a: VecdotArgs) -> Any:
     return lambda x1, x2: vecdot_numpy(x1, x2, axis, keepdims)
 
 
-_dispatch.register(
-    "vecdot", "numpy", libraries=("numpy",), devices=("cpu",), priority=10, planner=plan
+extend.register(
+    "vecdot",
+    "numpy",
+    libraries=("numpy",),
+    devices=("cpu",),
+    priority=Priority.SPECIALIZED,
+    planner=plan,
 )(_numpy)

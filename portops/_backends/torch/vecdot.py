@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import _dispatch
+from ... import extend
 from ..._ops.vecdot import VecdotArgs
+from ...extend import Priority
 from ..numpy.vecdot import CACHE_BYTES, _kernel, vecdot_numpy
 
 # Dtypes NumPy shares with torch; uint16/32/64 also lack torch CPU sum kernels.
@@ -279,6 +280,11 @@ def _plan_cpu(a: VecdotArgs) -> Any:
     return lambda x1, x2: forward_cpu(x1, x2, axis, keepdims)
 
 
-_dispatch.register(
-    "vecdot", "torch_cpu", libraries=("torch",), devices=("cpu",), priority=10, planner=_plan_cpu
+extend.register(
+    "vecdot",
+    "torch_cpu",
+    libraries=("torch",),
+    devices=("cpu",),
+    priority=Priority.SPECIALIZED,
+    planner=_plan_cpu,
 )(_torch_cpu)
