@@ -18,6 +18,8 @@ from .._ops.shear import ShearArgs, growth
 from .layout import View, gap_views, window_strides, windows_view
 
 Empty = Callable[[list[int], Any], Any]
+
+
 def _as_strided(lib: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
     """`as_strided` with byte strides; read-only where the library supports that."""
     tricks = lib.lib.stride_tricks

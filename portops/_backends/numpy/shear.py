@@ -22,20 +22,21 @@ from .shift_sum import _run
 _THREADED = 1 << 21
 
 
-def _runner(size: int) -> blocked.Run:
+def runner(size: int) -> blocked.Run:
+    """Spread blocks over portops' threads for arrays of `size` elements or more."""
     return functools.partial(_run, threaded=size >= _THREADED)
 
 
 def shear(a: ShearArgs) -> np.ndarray:
     """Each block of the cube zeroed, then its windows copied in (mask fused)."""
     a = a._replace(array=np.asarray(a.array))
-    return blocked.shear(np, buffers.empty, a, _runner(a.array.size))
+    return blocked.shear(np, buffers.empty, a, runner(a.array.size))
 
 
 def unshear(a: ShearArgs) -> np.ndarray:
     """Each block of ``x`` copied from the strided view of its windows (mask fused)."""
     a = a._replace(array=np.asarray(a.array))
-    return blocked.unshear(np, buffers.empty, a, _runner(a.array.size))
+    return blocked.unshear(np, buffers.empty, a, runner(a.array.size))
 
 
 _dispatch.register(

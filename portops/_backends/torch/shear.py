@@ -1,9 +1,12 @@
 """PyTorch shear / unshear: strided views and ``copy_``, the same ops on CPU and CUDA.
 
-Kernels: shear zeroes the gaps around the windows through a few ``as_strided`` views,
-then writes ``x`` (times the mask) into the strided view of every window with one
-``copy_`` (or ``mul``); unshear reads that view of ``y`` with one copy. Fractional
-offsets take one ``lerp`` per channel (sub-pixel dispersion by linear interpolation).
+Kernels: on the CPU, tensors of NumPy's dtypes go through zero-copy NumPy views to the
+NumPy kernels (:mod:`portops._shear.blocked`: cache-sized blocks over portops' threads),
+which write the result tensor in place. Otherwise, shear zeroes the gaps around the
+windows through a few ``as_strided`` views, then writes ``x`` (times the mask) into
+the strided view of every window with one ``copy_`` (or ``mul``); unshear reads that
+view of ``y`` with one copy. Fractional offsets take one ``lerp`` per group of
+channels (sub-pixel dispersion by linear interpolation).
 
 Gradients: shear's backward is unshear and vice versa. Eager calls that need
 gradients go through an ``autograd.Function`` that runs the kernels directly (no
@@ -17,12 +20,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from ... import _buffers as buffers
 from ... import _dispatch
 from ..._kernels.geometry import linear_step
 from ..._ops.shear import ShearArgs
+from ..._shear import blocked
 from ..._shear.layout import (
     ChannelGroup,
     channel_groups,
@@ -31,8 +36,15 @@ from ..._shear.layout import (
     window_strides,
     windows_view,
 )
+from ..numpy import shear as numpy_kernels
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
+# CPU dtypes the NumPy kernels take through zero-copy views (faster than torch's
+# strided copies: see portops._shear.blocked); half precision and bool stay in torch.
+_VIA_NUMPY = (
+    torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+)  # fmt: skip
 
 
 def _result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
@@ -46,6 +58,46 @@ def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.
         if math.prod(shape) * np_dtype.itemsize >= buffers.MIN_BYTES:
             return torch.from_numpy(buffers.empty(shape, np_dtype))
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _numpy_view(t: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU tensor (a lazy conjugate or negative view made real)."""
+    t = t.detach()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return t.numpy()
+
+
+def _via_numpy(arr: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype) -> bool:
+    """Whether the NumPy kernels can write this result: CPU, and no promotion of the
+    array (NumPy and torch promote integers with floats differently)."""
+    return (
+        arr.device.type == "cpu"
+        and arr.dtype == dtype
+        and dtype in _VIA_NUMPY
+        and (mask is None or mask.device.type == "cpu")
+    )
+
+
+def _numpy_kernel(
+    into: Any,
+    arr: torch.Tensor,
+    shape: list[int],
+    offsets: list[int],
+    fractions: list[float],
+    axis: int,
+    channel_axis: int,
+    mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """`into` (:func:`blocked.shear_into` or :func:`blocked.unshear_into`) on NumPy
+    views of the tensors, writing a new tensor of `shape` in place."""
+    out = _empty(shape, arr.dtype, arr.device)
+    m = None if mask is None else _numpy_view(mask.to(arr.dtype))
+    a = ShearArgs(
+        _numpy_view(arr), tuple(offsets), tuple(fractions) or None, axis, channel_axis, m, np
+    )
+    into(np, out.numpy(), a, numpy_kernels.runner(arr.numel()))
+    return out
 
 
 def _growth(offsets: list[int], fractions: list[float]) -> int:
@@ -77,6 +129,9 @@ def _shear_kernel(
     wide = list(x.shape)
     wide[axis] += _growth(offsets, fractions)
     dtype = _result_dtype(x, mask)
+    if _via_numpy(x, mask, dtype):
+        args = (offsets, fractions, axis, channel_axis, mask)
+        return _numpy_kernel(blocked.shear_into, x, wide, *args)
     out = _empty(wide, dtype, x.device)
     if out.numel() == 0:
         return out
@@ -117,6 +172,9 @@ def _unshear_kernel(
     shape = list(y.shape)
     shape[axis] = width
     dtype = _result_dtype(y, mask)
+    if _via_numpy(y, mask, dtype):
+        args = (offsets, fractions, axis, channel_axis, mask)
+        return _numpy_kernel(blocked.unshear_into, y, shape, *args)
     out = _empty(shape, dtype, y.device)
     if out.numel() == 0:
         return out
