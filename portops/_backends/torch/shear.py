@@ -1,8 +1,9 @@
 """PyTorch shear / unshear: strided views and ``copy_``, the same ops on CPU and CUDA.
 
-Kernels: on the CPU, tensors of NumPy's dtypes go through zero-copy NumPy views to the
-NumPy kernels (:mod:`portops._shear.blocked`: cache-sized blocks over portops' threads),
-which write the result tensor in place. Otherwise, shear zeroes the gaps around the
+Kernels: on the CPU, shear of tensors of NumPy's dtypes without a mask or fractional
+offsets goes through zero-copy NumPy views to the NumPy kernels
+(:mod:`portops._shear.blocked`: cache-sized blocks over portops' threads), which write
+the result tensor in place. Otherwise, shear zeroes the gaps around the
 windows through a few ``as_strided`` views, then writes ``x`` (times the mask) into
 the strided view of every window with one ``copy_`` (or ``mul``); unshear reads that
 view of ``y`` with one copy. Fractional offsets take one ``lerp`` per group of
@@ -39,8 +40,8 @@ from ..._shear.layout import (
 from ..numpy import shear as numpy_kernels
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
-# CPU dtypes the NumPy kernels take through zero-copy views (faster than torch's
-# strided copies: see portops._shear.blocked); half precision and bool stay in torch.
+# CPU dtypes whose shear the NumPy kernels write through zero-copy views (see
+# _via_numpy); half precision and bool stay in torch.
 _VIA_NUMPY = (
     torch.float32, torch.float64, torch.complex64, torch.complex128,
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
@@ -68,35 +69,21 @@ def _numpy_view(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
-def _via_numpy(arr: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype) -> bool:
-    """Whether the NumPy kernels can write this result: CPU, and no promotion of the
-    array (NumPy and torch promote integers with floats differently)."""
-    return (
-        arr.device.type == "cpu"
-        and arr.dtype == dtype
-        and dtype in _VIA_NUMPY
-        and (mask is None or mask.device.type == "cpu")
-    )
+def _via_numpy(x: torch.Tensor, fractions: list[float], mask: torch.Tensor | None) -> bool:
+    """Whether shear goes to the NumPy kernels: CPU, a dtype NumPy has, integer offsets
+    and no mask. There its staged block copies beat torch's zero-fill and strided
+    ``copy_``; with a mask or fractions (one ``mul`` / ``lerp`` pass) and for unshear
+    (one strided read) torch's own vectorised loops are as fast or faster."""
+    return x.device.type == "cpu" and x.dtype in _VIA_NUMPY and not fractions and mask is None
 
 
 def _numpy_kernel(
-    into: Any,
-    arr: torch.Tensor,
-    shape: list[int],
-    offsets: list[int],
-    fractions: list[float],
-    axis: int,
-    channel_axis: int,
-    mask: torch.Tensor | None,
+    x: torch.Tensor, shape: list[int], offsets: list[int], axis: int, channel_axis: int
 ) -> torch.Tensor:
-    """`into` (:func:`blocked.shear_into` or :func:`blocked.unshear_into`) on NumPy
-    views of the tensors, writing a new tensor of `shape` in place."""
-    out = _empty(shape, arr.dtype, arr.device)
-    m = None if mask is None else _numpy_view(mask.to(arr.dtype))
-    a = ShearArgs(
-        _numpy_view(arr), tuple(offsets), tuple(fractions) or None, axis, channel_axis, m, np
-    )
-    into(np, out.numpy(), a, numpy_kernels.runner(arr.numel()))
+    """:func:`blocked.shear_into` on NumPy views, writing a new tensor of `shape`."""
+    out = _empty(shape, x.dtype, x.device)
+    a = ShearArgs(_numpy_view(x), tuple(offsets), None, axis, channel_axis, None, np)
+    blocked.shear_into(np, out.numpy(), a, numpy_kernels.runner(x.numel()))
     return out
 
 
@@ -129,9 +116,8 @@ def _shear_kernel(
     wide = list(x.shape)
     wide[axis] += _growth(offsets, fractions)
     dtype = _result_dtype(x, mask)
-    if _via_numpy(x, mask, dtype):
-        args = (offsets, fractions, axis, channel_axis, mask)
-        return _numpy_kernel(blocked.shear_into, x, wide, *args)
+    if _via_numpy(x, fractions, mask):
+        return _numpy_kernel(x, wide, offsets, axis, channel_axis)
     out = _empty(wide, dtype, x.device)
     if out.numel() == 0:
         return out
@@ -172,9 +158,6 @@ def _unshear_kernel(
     shape = list(y.shape)
     shape[axis] = width
     dtype = _result_dtype(y, mask)
-    if _via_numpy(y, mask, dtype):
-        args = (offsets, fractions, axis, channel_axis, mask)
-        return _numpy_kernel(blocked.unshear_into, y, shape, *args)
     out = _empty(shape, dtype, y.device)
     if out.numel() == 0:
         return out
