@@ -303,16 +303,42 @@ def test_property_shear_and_unshear(backend, p):
         assert abs(lhs - rhs) <= 1e-12 * max(abs(lhs), abs(rhs), 1.0)
 
 
+@pytest.mark.parametrize("block_bytes", [1, 40, 200, 500])
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
-def test_numpy_threaded_slabs(monkeypatch, shape, step, axis, cax, mask_shape):
-    """The NumPy kernels cut into slabs over threads, on every case however small."""
+def test_numpy_blocks_over_threads(monkeypatch, shape, step, axis, cax, mask_shape, block_bytes):
+    """The NumPy kernels cut into blocks (channels split between blocks, rows, or whole
+    where the shifted axis comes first) over threads, on every case however small."""
     from portops._backends.numpy import shear as kernels
+    from portops._backends.numpy import shift_sum
+    from portops._shear import blocked
 
     monkeypatch.setattr(kernels, "_THREADED", 0)
-    monkeypatch.setattr(kernels, "_workers", lambda: 3)
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(shift_sum, "worker_count", lambda: 3)
+    # Results start as NaN, so that an element left unwritten shows.
+    monkeypatch.setattr(kernels.buffers, "empty", lambda s, d: np.full(s, np.nan, dtype=d))
     x, mask, y, *_ = _arrays(Backend("numpy"), shape, step, axis, cax, mask_shape)
     kw = {"axis": axis, "channel_axis": cax, "mask": mask}
     np.testing.assert_allclose(portops.shear(x, step, **kw), ref.shear(x, step, **kw), rtol=1e-14)
     np.testing.assert_allclose(
         portops.unshear(y, step, **kw), ref.unshear(y, step, **kw), rtol=1e-14
     )
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
+def test_cupy_strided_kernels_on_numpy(shape, step, axis, cax, mask_shape):
+    """The strided kernels CuPy runs, checked here with NumPy as the library (they are
+    written against the API the two share), so they are tested without a GPU."""
+    from portops._ops.shear import _prepare_shear, _prepare_unshear
+    from portops._shear import strided
+
+    x, mask, y, *_ = _arrays(Backend("numpy"), shape, step, axis, cax, mask_shape)
+    kw = {"axis": axis, "channel_axis": cax, "mask": mask}
+
+    def empty(shape: list[int], dtype: Any) -> np.ndarray:
+        return np.full(shape, np.nan, dtype=dtype)  # every element must be written
+
+    (args,) = _prepare_shear(x, step, **kw).args
+    np.testing.assert_allclose(strided.shear(np, empty, args), ref.shear(x, step, **kw))
+    (args,) = _prepare_unshear(y, step, **kw).args
+    np.testing.assert_allclose(strided.unshear(np, empty, args), ref.unshear(y, step, **kw))

@@ -1,4 +1,4 @@
-"""shear / unshear for NumPy-like libraries (NumPy, CuPy): strided views, one copy.
+"""shear / unshear for CuPy (any NumPy-like library): strided views, one copy.
 
 Shear zeroes the gaps around the windows (a few strided fills, see
 :mod:`portops._shear.layout`) and copies ``x`` (times the mask) into the strided view
@@ -18,21 +18,6 @@ from .._ops.shear import ShearArgs, growth
 from .layout import View, gap_views, window_strides, windows_view
 
 Empty = Callable[[list[int], Any], Any]
-# Runs ``work(part, parts)`` for every part, maybe on several threads; the default runs
-# them all here, in one part.
-Parallel = Callable[[Callable[[int, int], None]], None]
-
-
-def serial(work: Callable[[int, int], None]) -> None:
-    work(0, 1)
-
-
-def _part(a: Any, part: int, parts: int) -> Any:
-    """Part `part` of `parts` of `a` along its first axis."""
-    if parts == 1:
-        return a
-    n = a.shape[0]
-    return a[n * part // parts : n * (part + 1) // parts]
 
 
 def _as_strided(lib: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
@@ -74,7 +59,7 @@ def _result_dtype(lib: Any, a: ShearArgs) -> Any:
     return lib.result_type(a.array.dtype, a.mask.dtype)
 
 
-def shear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> Any:
+def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
     """Zero the gaps, then one strided copy of ``x`` (times the mask) into the windows."""
     x, offsets, fractions, ax, cax, mask, _ = a
     width = x.shape[ax]
@@ -98,24 +83,6 @@ def shear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> 
         return out
     gaps = gap_views(tuple(wide), ax, cax, offsets, width)
     view = windows_view(tuple(wide), tuple(x.shape), ax, cax, offsets)
-    if gaps is not None and view is not None:
-        zeros = [_view(lib, out, v) for v in gaps]
-        windows = _view(lib, out, view)
-
-        # Views that start with x's first axis are cut along it with x (each part zeroes,
-        # then fills, its own slab, so a view that covers windows too is zeroed before
-        # they are filled); the others cover gaps only and are zeroed by the first part.
-        def work(part: int, parts: int) -> None:
-            for z in zeros:
-                if z.ndim > 1 and z.shape[0] == x.shape[0]:
-                    _part(z, part, parts).fill(0)
-                elif part == 0:
-                    z.fill(0)
-            xm = mask if mask is None or mask.shape[0] == 1 else _part(mask, part, parts)
-            _write(lib, _part(windows, part, parts), _part(x, part, parts), xm)
-
-        (parallel if ax != 0 else serial)(work)
-        return out
     if gaps is None:
         out.fill(0)
     else:
@@ -130,7 +97,7 @@ def shear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> 
     return out
 
 
-def unshear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -> Any:
+def unshear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
     """One strided copy (times the conjugated mask) of every window of ``y``."""
     y, offsets, fractions, ax, cax, mask, _ = a
     width = y.shape[ax] - growth(offsets, fractions)
@@ -146,13 +113,7 @@ def unshear(lib: Any, empty: Empty, a: ShearArgs, parallel: Parallel = serial) -
         step, base = lin
         start = _take(y, ax, base, y.shape[ax])
         strides = window_strides(tuple(start.strides), ax, cax, step)
-        windows = _as_strided(lib, start, tuple(shape), strides)
-
-        def work(part: int, parts: int) -> None:
-            m = mask if mask is None or mask.shape[0] == 1 else _part(mask, part, parts)
-            _write(lib, _part(out, part, parts), _part(windows, part, parts), m)
-
-        (parallel if ax != 0 else serial)(work)
+        _write(lib, out, _as_strided(lib, start, tuple(shape), strides), mask)
         return out
     for c, n in enumerate(offsets):
         yc = _take(y, cax, c, c + 1)

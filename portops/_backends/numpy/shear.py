@@ -1,82 +1,56 @@
-"""NumPy shear / unshear: a strided zero-fill and one strided copy (see portops._shear.strided).
+"""NumPy shear / unshear: one cache-sized block of the result at a time, over threads.
 
-Large arrays are cut into one slab per core along their first axis; NumPy releases
-the GIL inside each copy, so the slabs are copied at the same time.
+See :mod:`portops._shear.blocked`: each block of the sheared cube is zeroed and its
+windows copied in while it is in the core's cache, so the cube goes to memory once.
+Blocks are shared out to portops' thread pool (NumPy releases the GIL inside each
+copy) when the array is large.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import functools
 
 import numpy as np
 
 from ... import _buffers as buffers
 from ... import extend
 from ..._ops.shear import ShearArgs
-from ..._shear import strided
+from ..._shear import blocked
 from ...extend import Priority
+from .shift_sum import _run
 
-# Below this many elements of the sheared cube one thread is faster (hand-over costs).
-_THREADED = 1 << 22
-
-_lock = threading.Lock()
-_pool: list[ThreadPoolExecutor] = []
+# Below this many elements of the result one thread is faster (hand-over costs).
+_THREADED = 1 << 21
 
 
-def _workers() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _threads(work: Callable[[int, int], None]) -> None:
-    """``work(part, parts)`` for one part per core, this thread taking the first."""
-    parts = _workers()
-    if parts == 1:
-        work(0, 1)
-        return
-    with _lock:
-        if not _pool:
-            _pool.append(ThreadPoolExecutor(parts - 1, thread_name_prefix="portops-shear"))
-    futures = [_pool[0].submit(work, p, parts) for p in range(1, parts)]
-    try:
-        work(0, parts)
-    finally:
-        for f in futures:
-            f.result()  # no part may still write once this returns
-
-
-def _parallel(a: ShearArgs) -> strided.Parallel:
-    return _threads if a.array.size >= _THREADED else strided.serial
+def runner(size: int) -> blocked.Run:
+    """Spread blocks over portops' threads for arrays of `size` elements or more."""
+    return functools.partial(_run, threaded=size >= _THREADED)
 
 
 def shear(a: ShearArgs) -> np.ndarray:
-    """Gaps zeroed through strided views, then ``x`` copied into the windows' view."""
+    """Each block of the cube zeroed, then its windows copied in (mask fused)."""
     a = a._replace(array=np.asarray(a.array))
-    return strided.shear(np, buffers.empty, a, _parallel(a))
+    return blocked.shear(np, buffers.empty, a, runner(a.array.size))
 
 
 def unshear(a: ShearArgs) -> np.ndarray:
-    """One copy of the strided view of every window of ``y`` (mask fused)."""
+    """Each block of ``x`` copied from the strided view of its windows (mask fused)."""
     a = a._replace(array=np.asarray(a.array))
-    return strided.unshear(np, buffers.empty, a, _parallel(a))
+    return blocked.unshear(np, buffers.empty, a, runner(a.array.size))
 
 
 extend.register(
     "shear",
-    "numpy_strided",
+    "numpy_blocked",
     libraries=["numpy"],
     priority=Priority.SPECIALIZED,
-    summary="zero-fill of the gaps, one strided copy into the windows' view, over threads",
+    summary="cache-sized blocks: zeroed, windows copied in (mask fused), over threads",
 )(shear)
 extend.register(
     "unshear",
-    "numpy_strided",
+    "numpy_blocked",
     libraries=["numpy"],
     priority=Priority.SPECIALIZED,
-    summary="one strided copy of the windows' view (as_strided), mask fused, over threads",
+    summary="cache-sized blocks, each one strided copy per channel group, over threads",
 )(unshear)

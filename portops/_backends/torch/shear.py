@@ -1,9 +1,13 @@
 """PyTorch shear / unshear: strided views and ``copy_``, the same ops on CPU and CUDA.
 
-Kernels: shear zeroes the gaps around the windows through a few ``as_strided`` views,
-then writes ``x`` (times the mask) into the strided view of every window with one
-``copy_`` (or ``mul``); unshear reads that view of ``y`` with one copy. Fractional
-offsets take one ``lerp`` per channel (sub-pixel dispersion by linear interpolation).
+Kernels: on the CPU, shear of tensors of NumPy's dtypes without a mask or fractional
+offsets goes through zero-copy NumPy views to the NumPy kernels
+(:mod:`portops._shear.blocked`: cache-sized blocks over portops' threads), which write
+the result tensor in place. Otherwise, shear zeroes the gaps around the
+windows through a few ``as_strided`` views, then writes ``x`` (times the mask) into
+the strided view of every window with one ``copy_`` (or ``mul``); unshear reads that
+view of ``y`` with one copy. Fractional offsets take one ``lerp`` per group of
+channels (sub-pixel dispersion by linear interpolation).
 
 Gradients: shear's backward is unshear and vice versa. Eager calls that need
 gradients go through an ``autograd.Function`` that runs the kernels directly (no
@@ -17,12 +21,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from ... import _buffers as buffers
 from ... import extend
 from ..._kernels.geometry import linear_step
 from ..._ops.shear import ShearArgs
+from ..._shear import blocked
 from ..._shear.layout import (
     ChannelGroup,
     channel_groups,
@@ -32,8 +38,15 @@ from ..._shear.layout import (
     windows_view,
 )
 from ...extend import Priority
+from ..numpy import shear as numpy_kernels
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
+# CPU dtypes whose shear the NumPy kernels write through zero-copy views (see
+# _via_numpy); half precision and bool stay in torch.
+_VIA_NUMPY = (
+    torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+)  # fmt: skip
 
 
 def _result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
@@ -47,6 +60,32 @@ def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.
         if math.prod(shape) * np_dtype.itemsize >= buffers.MIN_BYTES:
             return torch.from_numpy(buffers.empty(shape, np_dtype))
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _numpy_view(t: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU tensor (a lazy conjugate or negative view made real)."""
+    t = t.detach()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return t.numpy()
+
+
+def _via_numpy(x: torch.Tensor, fractions: list[float], mask: torch.Tensor | None) -> bool:
+    """Whether shear goes to the NumPy kernels: CPU, a dtype NumPy has, integer offsets
+    and no mask. There its staged block copies beat torch's zero-fill and strided
+    ``copy_``; with a mask or fractions (one ``mul`` / ``lerp`` pass) and for unshear
+    (one strided read) torch's own vectorised loops are as fast or faster."""
+    return x.device.type == "cpu" and x.dtype in _VIA_NUMPY and not fractions and mask is None
+
+
+def _numpy_kernel(
+    x: torch.Tensor, shape: list[int], offsets: list[int], axis: int, channel_axis: int
+) -> torch.Tensor:
+    """:func:`blocked.shear_into` on NumPy views, writing a new tensor of `shape`."""
+    out = _empty(shape, x.dtype, x.device)
+    a = ShearArgs(_numpy_view(x), tuple(offsets), None, axis, channel_axis, None, np)
+    blocked.shear_into(np, out.numpy(), a, numpy_kernels.runner(x.numel()))
+    return out
 
 
 def _growth(offsets: list[int], fractions: list[float]) -> int:
@@ -78,6 +117,8 @@ def _shear_kernel(
     wide = list(x.shape)
     wide[axis] += _growth(offsets, fractions)
     dtype = _result_dtype(x, mask)
+    if _via_numpy(x, fractions, mask):
+        return _numpy_kernel(x, wide, offsets, axis, channel_axis)
     out = _empty(wide, dtype, x.device)
     if out.numel() == 0:
         return out
