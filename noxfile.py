@@ -108,18 +108,8 @@ def lint(session: nox.Session) -> None:
 # --------------------------------------------------------------------------- benchmarks
 
 BENCH_DIR = Path("bench-results")
-# Each benchmark file is budgeted about a minute: a few short rounds per benchmark, no GC.
-BENCH_OPTIONS = [
-    "--benchmark-disable-gc",
-    "--benchmark-min-rounds=3",
-    "--benchmark-max-time=0.25",
-    "--benchmark-warmup=on",
-    "--benchmark-warmup-iterations=1",
-    "--benchmark-quiet",
-    "-p",
-    "no:cacheprovider",
-]
-ALL_BENCH_BACKENDS = "numpy,torch,torch-cuda,cupy"
+# Each benchmark chooses its rounds (``bench`` in benchmarks/conftest.py); no GC in them.
+BENCH_OPTIONS = ["--benchmark-disable-gc", "--benchmark-quiet", "-p", "no:cacheprovider"]
 # `nox -s bench` keeps to 5 minutes on a 2-core machine: the install and the report take
 # about a minute, so the benchmarks share the rest (each runs the rounds that fit).
 # Pass `-- --bench-budget 0` to lift the limit (it is not applied where there is a GPU).
@@ -144,7 +134,7 @@ def _run_bench(
     """Run the benchmarks (of `backends`, default all) and print the report; fail after it.
 
     `require` names backends whose benchmarks must not be skipped (for CI); `budget` is
-    the time in seconds after which the benchmarks left are skipped and named.
+    the time in seconds the benchmarks share, each running the rounds that fit.
     """
     pytest_args = list(session.posargs)
     if budget and "--sweep" not in pytest_args:
@@ -155,28 +145,19 @@ def _run_bench(
         pytest_args += ["--bench-require", require]
     BENCH_DIR.mkdir(exist_ok=True)
     results = BENCH_DIR / f"{session.name}.json"
-    status = BENCH_DIR / f"{session.name}.status.json"
     selection = ["--bench-backends", backends] if backends else []
-    selection += ["--bench-expect", backends or ALL_BENCH_BACKENDS]
     failure = None
     try:
         session.run(
-            *("python", "-m", "pytest", "benchmarks", "-q"),
-            *(f"--benchmark-json={results}", f"--bench-status={status}"),
+            *("python", "-m", "pytest", "benchmarks", "-q", f"--benchmark-json={results}"),
             *selection,
             *BENCH_OPTIONS,
             *pytest_args,
         )
     except nox.command.CommandFailed as exc:
         failure = exc
-    report = ["python", "-m", "benchmarks.report", str(results), "--status", str(status)]
-    report += [
-        "--text",
-        str(results.with_suffix(".txt")),
-        "--png",
-        str(results.with_suffix(".png")),
-    ]
-    session.run(*report)
+    out = ("--text", str(results.with_suffix(".txt")), "--png", str(results.with_suffix(".png")))
+    session.run("python", "-m", "benchmarks.report", str(results), *out)
     if failure is not None:
         session.error(f"some benchmarks failed: {failure.reason}")
 

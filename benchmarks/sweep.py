@@ -54,7 +54,7 @@ def _calls_for(seconds: float) -> int:
 
 
 def run_point(
-    benchmark: Any,
+    bench: Any,
     portops_fn: Callable[[], Any],
     natives: dict[str, Callable[[], Any]],
     baselines: dict[str, Callable[[], Any]] | None = None,
@@ -84,19 +84,19 @@ def run_point(
         for key in order:
             times[key].append(_time(others[key], calls[key]))
 
-    benchmark.group = f"{op} sweep {backend} cpu"
-    benchmark.extra_info.update(
-        op=op, kind="portops", backend=backend, device="cpu", name=case, default=True
-    )
-    benchmark.pedantic(
-        lambda: _time(portops_fn, portops_calls), setup=setup, rounds=ROUNDS, warmup_rounds=1
-    )
-    medians = {key: statistics.median(v[1:] or v) for key, v in times.items()}  # not warm-up
-    benchmark.extra_info.update(
+    benchmark = bench(
+        lambda: _time(portops_fn, portops_calls),
+        **{"op": op, "case": case, "backend": backend, "device": "cpu", "kind": "default"},
+        name="portops",
+        setup=setup,
+        rounds=ROUNDS,
         sweep=True,
         calls=portops_calls,
         params=params,
         bytes=nbytes,
+    )
+    medians = {key: statistics.median(v[1:] or v) for key, v in times.items()}  # not warm-up
+    benchmark.extra_info.update(
         native={k: t for (kind, k), t in medians.items() if kind == "native"},
         baseline={k: t for (kind, k), t in medians.items() if kind == "baseline"},
     )

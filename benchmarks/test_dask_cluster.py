@@ -7,10 +7,10 @@ shift_sum forward (a NumPy mask beside the Dask ``x``), its adjoint (the result 
 large array), ``einsum("bind,jnd->bnij")`` with a NumPy ``k`` and ``vecdot`` with a
 NumPy vector. Groups ``"<op> cluster <workers>x<limit> <size> dask cpu"`` hold:
 
-- ``portops``: the op, then ``.sum()``;
-- a ``baseline``: the same work through Dask's own operations (``da.pad`` and
+- ``portops`` (kind ``default``): the op, then ``.sum()``;
+- a ``native`` entry: the same work through Dask's own operations (``da.pad`` and
   slice-adds, ``da.stack`` of windows, ``da.einsum``, ``(a*b).sum(-1)``), on 2 workers;
-- a ``roofline``: arrays of the sizes of the op's inputs and result made and summed,
+- a ``copy`` entry: arrays of the sizes of the op's inputs and result made and summed,
   what streaming those bytes through the cluster costs without the op.
 
 ``extra_info`` records the throughput (bytes the op reads and writes per second), each
@@ -239,7 +239,7 @@ def _entry_id(entry: tuple[int, str, str]) -> str:
 @pytest.mark.parametrize("backend", ["dask"])
 @pytest.mark.parametrize(("workers", "op", "kind"), ENTRIES, ids=list(map(_entry_id, ENTRIES)))
 def test_cluster(
-    benchmark: Any, clusters: Clusters, backend: str, workers: int, op: str, kind: str
+    bench: Any, clusters: Clusters, backend: str, workers: int, op: str, kind: str
 ) -> None:
     if clusters.deadline is not None and time.monotonic() > clusters.deadline:
         pytest.skip(f"not run: the cluster group's share ({BUDGET_SHARE:.0%}) of --bench-budget")
@@ -248,10 +248,11 @@ def test_cluster(
     lazy = {"portops": work.portops, "baseline": work.dask, "roofline": work.roofline}[kind]()
     name = DASK_NAMES[op] if kind == "baseline" else NAMES[kind]
     size = f"{work.largest / 1e9:.2g}GB"
-    benchmark.group = f"{op} cluster {workers}x{MEMORY_LIMIT // MiB}MiB {size} {backend} cpu"
-    benchmark.extra_info.update(op=op, kind=kind, backend=backend, device="cpu", name=name)
+    case = f"cluster {workers}x{MEMORY_LIMIT // MiB}MiB {size}"
+    info = {"op": op, "case": case, "backend": backend, "device": "cpu", "name": name}
     watch = WorkerWatch(client)
-    benchmark.pedantic(lazy.compute, setup=watch.reset, rounds=ROUNDS, iterations=1)
+    kind = {"portops": "default", "baseline": "native", "roofline": "copy"}[kind]
+    benchmark = bench(lazy.compute, **info, kind=kind, setup=watch.reset, rounds=ROUNDS, warmup=0)
     peaks = watch.peaks()
     median = benchmark.stats.stats.median
     benchmark.extra_info.update(
