@@ -1,6 +1,6 @@
 """The helper every benchmark calls, the shared options, and the run's bookkeeping.
 
-Every benchmark times its function with the ``bench`` fixture, saying what it is::
+Each benchmark times its function with the ``bench`` fixture, saying what it is::
 
     bench(fn, op="vecdot", case="500x500", backend="torch", device="cpu",
           kind="default", name="portops", rounds=20, bytes=...)
@@ -8,14 +8,8 @@ Every benchmark times its function with the ``bench`` fixture, saying what it is
 ``kind``: ``default`` (portops' default), ``native`` (a call of the same library),
 ``baseline`` (a seed's loop, a peer's code, another implementation) or ``copy`` (a copy of
 the bytes). They and any other keyword go to ``extra_info``, for ``benchmarks/report.py``.
-
-Options: ``--quick`` (tiny sizes, two rounds), ``--sweep`` (the whole shape sweep),
-``--bench-backends numpy,torch-cuda``, ``--bench-budget SECONDS`` (the time left is shared
-among the benchmarks left, each running the rounds that fit its share, at least one: a
-short run still covers every operation), ``--bench-require numpy,torch`` (fail when one of
-those had a skip or ran nothing). A line per benchmark names it with an estimate of the
-time left. Skips go to the JSON's ``portops`` key, the GPU and versions to its
-``machine_info``.
+``--bench-budget SECONDS`` shares the time left among the benchmarks left, each running the
+rounds that fit its share, so that a short run still covers every operation.
 """
 
 from __future__ import annotations
@@ -28,10 +22,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.report import count_text
+from benchmarks.report import KINDS
 
-KINDS = ("default", "native", "baseline", "copy")
-BACKENDS = ("cupy", "torch", "jax", "dask", "array_api_strict", "numpy")
 NOT_SELECTED = "not selected by --bench-backends"
 
 
@@ -46,7 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def targets(text: str | None) -> frozenset[tuple[str, str]] | None:
     """``"numpy,torch-cuda"`` -> ``{("numpy", "cpu"), ("torch", "cuda")}``; None for all."""
-    if not text or text.strip().lower() == "all":
+    if not text:
         return None
     pairs = (t.partition("-") for t in text.lower().replace(" ", "").split(",") if t)
     return frozenset((b, d or ("cuda" if b == "cupy" else "cpu")) for b, _, d in pairs)
@@ -55,15 +47,6 @@ def targets(text: str | None) -> frozenset[tuple[str, str]] | None:
 def label(target: tuple[str, str]) -> str:
     """``("torch", "cuda")`` -> ``"torch CUDA"``; CuPy is named without its device."""
     return target[0] if target[0] == "cupy" else f"{target[0]} {target[1].upper()}"
-
-
-def skip_target(nodeid: str, reason: str) -> tuple[str, str] | None:
-    """The backend a skip is about: the first named in its parameters, its id, its reason."""
-    params, reason = nodeid.partition("[")[2].lower(), reason.lower()
-    found = (b for text in (params, nodeid.lower(), reason) for b in BACKENDS if b in text)
-    backend = next(found, None)
-    gpu = backend == "cupy" or "cuda" in params + reason or "gpu" in params + reason
-    return None if backend is None else (backend, "cuda" if gpu else "cpu")
 
 
 class State:
@@ -76,26 +59,10 @@ class State:
         self.deadline = self.start + budget if budget > 0 else None
         self.total = self.done = 0
         self.ran: set[tuple[str, str]] = set()
-        self.skips: Counter[tuple[str, str]] = Counter()  # (backend label, reason) -> count
-
-    def selected(self, target: tuple[str, str] | None) -> bool:
-        return self.selection is None or target is None or target in self.selection
+        self.skips: Counter[tuple[str, str]] = Counter()  # (file, reason) -> count
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Deselect the tests whose ``backend`` parameter names a backend not selected."""
-
-        def wanted(item: Any) -> bool:
-            backend = getattr(item, "callspec", None) and item.callspec.params.get("backend")
-            name, _, device = str(backend).replace("_cuda", "-cuda").partition("-")
-            devices = {d for b, d in self.selection or () if b == name}
-            return name not in BACKENDS or device in devices or (not device and bool(devices))
-
-        keep = [item for item in items if self.selection is None or wanted(item)]
-        self.config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-        items[:] = keep
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.total = len(session.items)
@@ -115,26 +82,19 @@ class State:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = report.longrepr[2].removeprefix("Skipped: ").strip()
-            target = skip_target(report.nodeid, reason)
-            if not reason.startswith(NOT_SELECTED) and self.selected(target):
-                self.skips[(label(target) if target else report.nodeid, reason)] += 1
+            if not reason.startswith(NOT_SELECTED):
+                self.skips[(report.nodeid.partition("::")[0], reason)] += 1
 
     def status(self) -> dict[str, Any]:
-        """The skips and the required backends that ran nothing, for the JSON and report."""
-        skipped = [{"backend": b, "reason": r, "count": n} for (b, r), n in self.skips.items()]
-        named = {u["backend"] for u in skipped}
-        missing = sorted(label(t) for t in self.required - self.ran if label(t) not in named)
-        skipped += [{"backend": m, "reason": "no benchmark ran", "count": 0} for m in missing]
+        """Whether the run was quick, and its skips (``unavailable``), for the JSON."""
+        skipped = [{"file": f, "reason": r, "count": n} for (f, r), n in self.skips.items()]
         return {
             "quick": os.environ.get("PORTOPS_BENCH_QUICK") == "1",
-            "selected": self.selection and sorted(map("-".join, self.selection)),
-            "ran": sorted(map(label, self.ran)),
-            "unavailable": sorted(skipped, key=lambda u: (u["backend"], u["reason"])),
+            "unavailable": sorted(skipped, key=lambda u: (u["file"], u["reason"])),
         }
 
     def failed_required(self) -> list[str]:
-        skipped = {b for b, _ in self.skips}
-        return [label(t) for t in sorted(self.required) if t not in self.ran or label(t) in skipped]
+        return [label(t) for t in sorted(self.required) if t not in self.ran]
 
 
 STATE = pytest.StashKey[State]()
@@ -158,23 +118,25 @@ def bench(benchmark: Any, request: pytest.FixtureRequest) -> Any:
         setup, target = info.pop("setup", None), (info.get("backend"), info.get("device"))
         needed = {"op", "case", "backend", "device", "name"}
         if needed - info.keys() or info.get("kind") not in KINDS:
-            raise ValueError(f"bench() needs op, case, backend, device, name and kind in {KINDS}")
-        if not state.selected(target):
+            raise ValueError(
+                f"bench() needs op, case, backend, device, name and kind in {(*KINDS,)}"
+            )
+        if state.selection is not None and target not in state.selection:
             pytest.skip(f"{NOT_SELECTED}: {label(target)}")
         benchmark.group = "{op} {case} {backend} {device}".format(**info)
         benchmark.extra_info.update(info)
         if os.environ.get("PORTOPS_BENCH_QUICK") == "1":
             rounds, warmup = min(rounds, 2), min(warmup, 1)
-        if state.deadline is not None and rounds > 1:  # an untimed round: how many fit
+        if state.deadline is not None and rounds > 1:  # one untimed round: how many fit
             share = state.time_left() / max(1, state.total - state.done)
             t0 = time.perf_counter()
             setup() if setup is not None else None
             for _ in range(iterations):
                 fn()
             rounds = max(1, min(rounds, int(share / max(time.perf_counter() - t0, 1e-9))))
-            warmup = min(warmup, 1) if rounds > 1 else 0
+            warmup = 0  # that round warmed it up
         benchmark.pedantic(
-            fn, setup=setup, rounds=rounds, iterations=iterations, warmup_rounds=warmup
+            fn, setup=setup, rounds=rounds, warmup_rounds=warmup, iterations=iterations
         )
         state.ran.add(target)
         return benchmark
@@ -202,8 +164,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state, write = config.stash[STATE], terminalreporter.write_line
-    terminalreporter.section("portops: backends that could not run")
+    terminalreporter.section("portops: benchmarks skipped")
     for u in state.status()["unavailable"]:
-        write(f"{u['backend']}: {u['reason']} ({count_text(u['count'])})")
+        write(f"{u['file']}: {u['reason']} ({u['count']} skipped)")
     for who in state.failed_required():
-        write(f"FAILED: {who} is required (--bench-require) but did not run fully", red=True)
+        write(f"FAILED: {who} is required (--bench-require) but ran no benchmark", red=True)

@@ -1,6 +1,5 @@
-"""The ratios pytest-benchmark does not show, from its JSON (``--benchmark-json``): a table
-per operation, the shape sweep and a chart. Each benchmark describes itself in
-``extra_info`` (``benchmarks/conftest.py``). Two runs side by side: ``--benchmark-compare``.
+"""What pytest-benchmark does not show, from its JSON and each benchmark's ``extra_info``
+(``benchmarks/conftest.py``): a table of ratios per operation, the shape sweep, a chart.
 Usage: ``python -m benchmarks.report bench.json --text bench.txt --png bench.png``.
 """
 
@@ -36,9 +35,8 @@ and the second measurement is shown."""
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """pytest-benchmark's JSON with ``entries``: each benchmark's ``extra_info`` with its
-    ``group``, the ``median`` of one call and, at a sweep point, the ``best`` native call,
-    the ``ratio`` of portops to it and whether it is a ``miss``."""
+    """pytest-benchmark's JSON with ``entries``: each ``extra_info`` with its ``group``, the
+    ``median`` of one call and, at a sweep point, the ``best`` native, ``ratio``, ``miss``."""
     p = Path(path)
     data: dict[str, Any] = json.loads(p.read_text("utf-8") or "{}") if p.is_file() else {}
     data["entries"], data["source"] = [], str(p)
@@ -112,11 +110,6 @@ def digits(v: float) -> str:
     return f"{v:.2g}" if v < 0.1 else f"{v:.0f}" if v >= 100 else f"{v:.{1 + (v < 10)}f}"
 
 
-def count_text(n: int) -> str:
-    """``"3 benchmarks"``, ``"1 benchmark"`` or, for 0, ``"no benchmark ran"``."""
-    return "no benchmark ran" if n == 0 else f"{n} benchmark{'s' * (n != 1)}"
-
-
 def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown pipe table under a title, padded so that it reads well in a terminal."""
     widths = [max(map(len, col)) for col in zip(headers, *rows, strict=False)]
@@ -153,21 +146,19 @@ def sweep_table(key: str, points: Sequence[dict]) -> str:
 def report_text(run: dict[str, Any]) -> str:
     """The report: machine and versions, a table per operation, the sweep, the skips."""
     machine, status = run.get("machine_info") or {}, run.get("portops") or {}
+    skipped = status.get("unavailable", [])
     cpu, versions = machine.get("cpu") or {}, machine.get("versions") or {}
     head = ["# portops benchmarks", "", f"results: {run['source']} {run.get('datetime', '')}"]
     if status.get("quick"):
         head.append("mode: quick (tiny sizes, 1-2 rounds: shows that they run, not timings)")
-    head.append(f"CPU: {cpu.get('brand_raw', 'unknown')} ({cpu.get('count', '?')} logical cores)")
-    head.append(f"GPU: {machine.get('gpu') or 'none detected'}")
+    head.append(f"CPU: {cpu.get('brand_raw', '?')} ({cpu.get('count', '?')} logical cores), GPU: ")
+    head[-1] += machine.get("gpu") or "none detected"
     head.append("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
     ops, sweeps = split(run["entries"])
     parts = ["\n".join(head), COLUMNS, *(op_table(op, g) for op, g in ops.items())]
     parts += [SWEEP_TEXT, *(sweep_table(k, p) for k, p in sweeps.items())] if sweeps else []
-    skips = [
-        f"  - {u['backend']}: {u['reason']} ({count_text(u['count'])})"
-        for u in status.get("unavailable", [])
-    ]
-    parts.append("\n".join(["Could not run:", *skips]) if skips else "Every selected backend ran.")
+    skips = [f"  - {u['file']}: {u['reason']} ({u['count']} skipped)" for u in skipped]
+    parts.append("\n".join(["Skipped:", *skips]) if skips else "No benchmark was skipped.")
     return "\n\n".join(parts) + "\n"
 
 
@@ -176,19 +167,13 @@ COLOURS = {"copy": "0.55", "default": "tab:blue", "native": "tab:green", "baseli
 
 def write_chart(run: dict[str, Any], path: str | Path) -> None:
     """A PNG: per operation, bars of each entry's "x copy" (its median where a group has no
-    copy) coloured by kind; per operation, a scatter of the sweep: portops / best native
-    against the bytes it moves, a colour per library and device, misses ringed in red."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    copy) coloured by kind; per op and library, a scatter of the sweep's portops / best
+    native against the bytes each point moves, misses in red."""
+    import matplotlib.pyplot as plt  # without a display, matplotlib draws with Agg
     from matplotlib.patches import Patch
 
     ops, sweeps = split(run["entries"])
-    by_op: dict[str, list] = {}
-    for key, points in sweeps.items():
-        by_op.setdefault(key.split()[0], []).append((key.partition(" ")[2], points))
-    heights = [1 + 0.13 * sum(map(len, g.values())) for g in ops.values()] + [3.0] * len(by_op)
+    heights = [1 + 0.13 * sum(map(len, g.values())) for g in ops.values()] + [3.0] * len(sweeps)
     size = {"figsize": (10, sum(heights) + 1), "height_ratios": heights, "layout": "constrained"}
     fig, axes = plt.subplots(len(heights), 1, squeeze=False, **size)
     for ax, (op, groups) in zip(axes[:, 0], ops.items(), strict=False):
@@ -198,23 +183,17 @@ def write_chart(run: dict[str, Any], path: str | Path) -> None:
         ax.barh(range(len(rows)), values, color=[COLOURS.get(r[0]["kind"], "k") for r in rows])
         labels = ["{case} {backend} {device} · {name}".format(**r[0]) for r in rows]
         ax.set_yticks(range(len(rows)), labels, fontsize=6)
-        for y, v in enumerate(values):
-            ax.text(v, y, f" {digits(v)}", va="center", fontsize=5)
         ax.invert_yaxis()
         ax.set(xscale="log", xlabel="time / copy of its bytes" if by_copy else "median [ms]")
         ax.axvline(1.0 if by_copy else 0, color="k", linewidth=0.8)
         ax.set_title(op, fontsize=9, loc="left")
-    for ax, (op, keyed) in zip(axes[len(ops) :, 0], by_op.items(), strict=False):
-        for where, pts in keyed:
-            rings = ["tab:red" if e["miss"] else "none" for e in pts]
-            xy = [max(e["bytes"], 1) for e in pts], [e["ratio"] for e in pts]
-            ax.scatter(*xy, s=18, edgecolors=rings, linewidths=1.2, label=where)
+    for ax, (key, pts) in zip(axes[len(ops) :, 0], sweeps.items(), strict=False):
+        colours = ["tab:red" if e["miss"] else "tab:blue" for e in pts]
+        ax.scatter([max(e["bytes"], 1) for e in pts], [e["ratio"] for e in pts], s=16, c=colours)
         ax.set(xscale="log", yscale="log", xlabel="bytes moved", ylabel="portops / best native")
         ax.axhline(1.0, color="k", linewidth=0.8)
         ax.axhline(MISS_RATIO, color="tab:red", linewidth=0.6, linestyle="--")
-        ax.legend(fontsize=7)
-        summary = sweep_summary([e for _, pts in keyed for e in pts])
-        ax.set_title(f"{op} sweep: {summary} (ringed: misses)", fontsize=9, loc="left")
+        ax.set_title(f"{key} sweep: {sweep_summary(pts)} (red: misses)", fontsize=9, loc="left")
     # Below the panels: a legend at the top would overlap the title and the first panel.
     handles = [Patch(color=c, label=k) for k, c in COLOURS.items()]
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=7)

@@ -56,7 +56,7 @@ def sample(tmp_path: Path, *extra: dict) -> Path:
         ),
         *extra,
     ]
-    skip = {"backend": "torch CUDA", "reason": "no CUDA device", "count": 3}
+    skip = {"file": "benchmarks/test_x.py", "reason": "no CUDA device", "count": 3}
     data = {
         "datetime": "2026-01-01T00:00:00",
         "machine_info": {"cpu": {"brand_raw": "Sample CPU", "count": 2}, "gpu": None},
@@ -125,7 +125,7 @@ def test_main_writes_tables_and_chart(tmp_path: Path, capsys: pytest.CaptureFixt
     ]
     assert "| paired " in text and "3.00x paired" in text
     assert "## vecdot numpy cpu sweep (4 points, 1 miss" in text and "1.50x MISS" in text
-    assert "torch CUDA: no CUDA device (3 benchmarks)" in text
+    assert "benchmarks/test_x.py: no CUDA device (3 skipped)" in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
 
@@ -189,10 +189,9 @@ def test_helper_describes_budget_shortens_and_skips_are_named(tmp_path: Path) ->
         "bytes": 800_000,
     }
     assert all(b["stats"]["rounds"] == 1 for b in data["benchmarks"])  # 50 asked, 1 fits
-    assert data["portops"]["unavailable"] == [
-        {"backend": "torch CUDA", "reason": "CUDA not available", "count": 3}
-    ]
-    assert "torch CUDA: CUDA not available (3 benchmarks)" in out
+    skip = {"file": "benchmarks/test_toy.py", "reason": "CUDA not available", "count": 3}
+    assert data["portops"]["unavailable"] == [skip]
+    assert "benchmarks/test_toy.py: CUDA not available (3 skipped)" in out
     # Beside pytest-benchmark's own machine info: the GPU (torch is not imported here).
     assert data["machine_info"]["gpu"] is None and "versions" in data["machine_info"]
 
@@ -200,9 +199,10 @@ def test_helper_describes_budget_shortens_and_skips_are_named(tmp_path: Path) ->
 def test_selection_require_and_bad_kind(tmp_path: Path) -> None:
     rc, out, data = run_toy(tmp_path, "--quick", "--bench-backends=torch", "-k", "not bad")
     assert rc == 0, out
-    assert "7 deselected" in out  # -k, and the numpy and torch-cuda parameters of test_toy
     assert [b["name"] for b in data["benchmarks"]] == ["test_torch_cpu"]
+    assert "6 skipped" in out  # numpy: not selected (and not named as unavailable)
+    assert [u["count"] for u in data["portops"]["unavailable"]] == [3]
     rc, out, _ = run_toy(tmp_path, "--quick", "--bench-require=numpy,torch-cuda", "-k", "not bad")
     assert rc == 1 and "torch CUDA is required" in out and "numpy CPU is required" not in out
     rc, out, _ = run_toy(tmp_path, "--quick", "-k", "bad")
-    assert rc == 1 and "kind in ('default', 'native', 'baseline', 'copy')" in out
+    assert rc == 1 and "kind in ('copy', 'default', 'native', 'baseline')" in out
