@@ -128,10 +128,9 @@ def bench(benchmark: Any, request: pytest.FixtureRequest) -> Any:
         if os.environ.get("PORTOPS_BENCH_QUICK") == "1":
             rounds, warmup = min(rounds, 2), min(warmup, 1)
         if state.deadline is not None and rounds > 1:  # one untimed round: how many fit
-            share = state.time_left() / max(1, state.total - state.done)
-            t0 = time.perf_counter()
-            setup() if setup is not None else None
-            for _ in range(iterations):
+            share, t0 = state.time_left() / max(1, state.total - state.done), time.perf_counter()
+            for _ in range(iterations if share > 0 else 0):  # none left: one round, no more
+                setup() if setup is not None else None
                 fn()
             rounds = max(1, min(rounds, int(share / max(time.perf_counter() - t0, 1e-9))))
             warmup = 0  # that round warmed it up
