@@ -54,7 +54,7 @@ def _calls_for(seconds: float) -> int:
 
 
 def run_point(
-    benchmark: Any,
+    bench: Any,
     portops_fn: Callable[[], Any],
     natives: dict[str, Callable[[], Any]],
     baselines: dict[str, Callable[[], Any]] | None = None,
@@ -84,19 +84,19 @@ def run_point(
         for key in order:
             times[key].append(_time(others[key], calls[key]))
 
-    benchmark.group = f"{op} sweep {backend} cpu"
-    benchmark.extra_info.update(
-        op=op, kind="portops", backend=backend, device="cpu", name=case, default=True
-    )
-    benchmark.pedantic(
-        lambda: _time(portops_fn, portops_calls), setup=setup, rounds=ROUNDS, warmup_rounds=1
-    )
-    medians = {key: statistics.median(v[1:] or v) for key, v in times.items()}  # not warm-up
-    benchmark.extra_info.update(
+    benchmark = bench(
+        lambda: _time(portops_fn, portops_calls),
+        **{"op": op, "case": case, "backend": backend, "device": "cpu", "kind": "default"},
+        name="portops",
+        setup=setup,
+        rounds=ROUNDS,
         sweep=True,
         calls=portops_calls,
         params=params,
         bytes=nbytes,
+    )
+    medians = {key: statistics.median(v[1:] or v) for key, v in times.items()}  # not warm-up
+    benchmark.extra_info.update(
         native={k: t for (kind, k), t in medians.items() if kind == "native"},
         baseline={k: t for (kind, k), t in medians.items() if kind == "baseline"},
     )
@@ -107,7 +107,7 @@ def run_point(
     if t > max(MISS_RATIO * best, best + MISS_SECONDS):  # once more, interleaved as before
         rerun: dict[str, list[float]] = {"portops": []}
         rerun.update({k: [] for kind, k in others if kind == "native"})
-        for _ in range(ROUNDS):
+        for _ in range(benchmark.stats.stats.rounds):  # as many as a time budget allowed
             setup()
             rerun["portops"].append(_time(portops_fn, portops_calls))
             for (kind, k), v in times.items():

@@ -1,14 +1,13 @@
 """shear / unshear and the Dispersion object: portops against the peers' loops and a copy.
 
 Size: B=16, C=28, H=W=256, step=2, float32 (``PORTOPS_BENCH_QUICK=1``: a tiny size).
-The sheared cube is (B, C, H, W + (C-1)*step). Each group holds two ``roofline``
-entries, copies of x + y bytes (the bytes shear must read and write) with
-``np.copyto`` and ``Tensor.copy_``; every other entry also times both copies just
-before each of its rounds and records the median of the faster as
-``paired_roofline``. A copy of N bytes reads N and writes N, so the *limit* of an
-entry is ``bytes / (2 * copy_bytes / paired_roofline)`` (``bytes``: what it must read
-and write; ``copy_bytes``: the size of the copies beside it), half the paired copy's
-time where the two are equal.
+The sheared cube is (B, C, H, W + (C-1)*step). Each group holds two ``copy`` entries,
+copies of x + y bytes (the bytes shear must read and write) with ``np.copyto`` and
+``Tensor.copy_``; every other entry also times both copies just before each of its
+rounds and records the median of the faster as ``paired_copy``. A copy of N bytes reads
+N and writes N, so the *limit* of an entry is ``bytes / (copy_bytes / paired_copy)``
+(``bytes``: what it must read and write; ``copy_bytes``: what the copies beside it read
+and write), half the paired copy's time where the two are equal.
 
 Baselines are the published loops: MST's ``shift`` (a zeroed cube, one slice
 assignment per channel), its 4-D ``shift_back`` (one window per channel) and DAUHST's
@@ -37,7 +36,7 @@ CASE = f"B{B} C{C} {H}x{W} step{S} float32"
 X_BYTES = B * C * H * W * 4
 CUBE_BYTES = B * C * H * WO * 4
 Y_BYTES = B * H * WO * 4
-ROOFLINES = ["roofline np.copyto", "roofline Tensor.copy_"]
+ROOFLINES = ["copy np.copyto", "copy Tensor.copy_"]
 
 
 def _timed_copy(
@@ -45,7 +44,7 @@ def _timed_copy(
 ) -> Callable[[], None]:
     """A setup that times every roofline copy before a round and keeps the fastest,
     then calls `fn` once, untimed, so that each round starts as back-to-back ones do."""
-    ordered = sorted(roofs, key=lambda name: name != "roofline Tensor.copy_")
+    ordered = sorted(roofs, key=lambda name: name != "copy Tensor.copy_")
 
     def setup() -> None:
         best = math.inf
@@ -60,7 +59,7 @@ def _timed_copy(
 
 
 def _run(
-    benchmark: Any,
+    bench: Any,
     fn: Callable[[], Any],
     *,
     kind: str,
@@ -73,30 +72,21 @@ def _run(
     copy_bytes: int = X_BYTES + CUBE_BYTES,
     rounds: int = ROUNDS,
 ) -> None:
-    benchmark.group = f"{op} {group} {backend} cpu"
-    benchmark.extra_info.update(
-        op=op,
-        kind=kind,
-        backend=backend,
-        device="cpu",
-        name=name,
-        case=CASE,
-        bytes=nbytes,  # what the entry must read + write (a roofline: what it copies)
-        copy_bytes=copy_bytes,  # the size of the roofline copies beside it
-        default=name == "portops",
-    )
-    if kind == "roofline":
-        benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
+    # bytes: what the entry must read + write; copy_bytes: what each copy beside it copies.
+    info = {"op": op, "case": f"{group} {CASE}", "backend": backend, "device": "cpu"}
+    info |= {"kind": kind, "name": name, "bytes": nbytes, "copy_bytes": 2 * copy_bytes}
+    if kind == "copy":
+        bench(fn, rounds=rounds, **info)
         return
     copies: list[float] = []
-    setup = _timed_copy(roofs, copies, fn)
-    benchmark.pedantic(fn, setup=setup, rounds=rounds, iterations=1, warmup_rounds=1)
-    benchmark.extra_info["paired_roofline"] = statistics.median(copies[-rounds:])
+    b = bench(fn, rounds=rounds, setup=_timed_copy(roofs, copies, fn), **info)
+    if copies:
+        b.extra_info["paired_copy"] = statistics.median(copies[-rounds:])
 
 
 def _as_copy(common: dict[str, Any]) -> dict[str, Any]:
-    """A roofline entry's arguments: its bytes are those it copies."""
-    return {**common, "nbytes": common.get("copy_bytes", X_BYTES + CUBE_BYTES)}
+    """A copy entry's arguments: it reads and writes the bytes it copies."""
+    return {**common, "nbytes": 2 * common.get("copy_bytes", X_BYTES + CUBE_BYTES)}
 
 
 def _copies(nbytes: int) -> dict[str, Callable[[], Any]]:
@@ -106,13 +96,13 @@ def _copies(nbytes: int) -> dict[str, Callable[[], Any]]:
     src = _buffers.empty((nbytes // 4,), np.float32)
     src[...] = np.random.default_rng(0).random(src.size, dtype=np.float32)
     dst = _buffers.empty((nbytes // 4,), np.float32)
-    copies: dict[str, Callable[[], Any]] = {"roofline np.copyto": lambda: np.copyto(dst, src)}
+    copies: dict[str, Callable[[], Any]] = {"copy np.copyto": lambda: np.copyto(dst, src)}
     try:
         import torch
     except ImportError:
         return copies
     ts, td = torch.from_numpy(src), torch.from_numpy(dst)
-    copies["roofline Tensor.copy_"] = lambda: td.copy_(ts)
+    copies["copy Tensor.copy_"] = lambda: td.copy_(ts)
     return copies
 
 
@@ -180,7 +170,7 @@ def _pinv_entries(lib: Any, y: Any, mask: Any) -> dict[str, Callable[[], Any]]:
 @pytest.mark.parametrize(
     "name", ["portops", "portops mask2d", "portops step0.5", *ROOFLINES, "MST shift loop"]
 )
-def test_numpy_shear(benchmark, np_data, name):
+def test_numpy_shear(bench, np_data, name):
     x, mask = np_data["x"], np_data["mask"]
     common = {"op": "shear", "backend": "numpy", "group": "forward", "name": name}
     common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": np_data["roofs"]}
@@ -191,26 +181,28 @@ def test_numpy_shear(benchmark, np_data, name):
         "MST shift loop": lambda: mst_shift(np, x),
     }
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
+    elif name.startswith("portops "):  # another case, in a group of its own
+        _run(bench, fns[name], kind="default", **common | {"group": "forward " + name[8:]})
     else:
-        _run(benchmark, fns[name], kind="baseline" if "MST" in name else "portops", **common)
+        _run(bench, fns[name], kind="baseline" if "MST" in name else "default", **common)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift_back loop"])
-def test_numpy_unshear(benchmark, np_data, name):
+def test_numpy_unshear(bench, np_data, name):
     cube = np_data["cube"]
     common = {"op": "unshear", "backend": "numpy", "group": "adjoint", "name": name}
     common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": np_data["roofs"]}
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
     elif name == "portops":
-        _run(benchmark, lambda: portops.unshear(cube, S), kind="portops", **common)
+        _run(bench, lambda: portops.unshear(cube, S), kind="default", **common)
     else:
-        _run(benchmark, lambda: mst_shift_back(cube), kind="baseline", **common)
+        _run(bench, lambda: mst_shift_back(cube), kind="baseline", **common)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "DAUHST y_shift loop"])
-def test_numpy_y_shift(benchmark, np_data, name):
+def test_numpy_y_shift(bench, np_data, name):
     y = np_data["y"]
     common = {"op": "shear", "backend": "numpy", "group": "y_shift", "name": name}
     common |= {"nbytes": Y_BYTES + CUBE_BYTES, "roofs": np_data["roofs"]}
@@ -219,26 +211,27 @@ def test_numpy_y_shift(benchmark, np_data, name):
         return portops.shear(portops.shift_sum_adjoint(y, S, channels=C), S)
 
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
     elif name == "portops":
-        _run(benchmark, portops_y_shift, kind="portops", **common)
+        _run(bench, portops_y_shift, kind="default", **common)
     else:
-        _run(benchmark, lambda: dauhst_y_shift(np, y), kind="baseline", **common)
+        _run(bench, lambda: dauhst_y_shift(np, y), kind="baseline", **common)
 
 
 @pytest.mark.parametrize(
     "name", ["portops", "portops adjoint", "portops functional pinv", *ROOFLINES]
 )
-def test_numpy_dispersion_pinv(benchmark, np_data, name):
+def test_numpy_dispersion_pinv(bench, np_data, name):
     """Dispersion.pinv with its kept Phi against the masked adjoint it is built on."""
     y, mask = np_data["y"], np_data["mask"]
     common = {"op": "dispersion_pinv", "backend": "numpy", "group": "mask2d", "name": name}
     common |= {"nbytes": X_BYTES + Y_BYTES, "roofs": np_data["small_roofs"]}
     common["copy_bytes"] = X_BYTES + Y_BYTES
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
     else:
-        _run(benchmark, _pinv_entries(np, y, mask)[name], kind="portops", **common)
+        kind = "default" if name == "portops" else "baseline"
+        _run(bench, _pinv_entries(np, y, mask)[name], kind=kind, **common)
 
 
 # ------------------------------------------------------------------ torch CPU
@@ -261,7 +254,7 @@ def torch_data(np_data: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "name", ["portops", "portops mask2d", "portops step0.5", *ROOFLINES, "MST shift loop"]
 )
-def test_torch_shear(benchmark, torch_data, name):
+def test_torch_shear(bench, torch_data, name):
     t = torch_data
     torch, x, mask = t["torch"], t["x"], t["mask"]
     common = {"op": "shear", "backend": "torch", "group": "forward", "name": name}
@@ -273,26 +266,28 @@ def test_torch_shear(benchmark, torch_data, name):
         "MST shift loop": lambda: mst_shift(torch, x),
     }
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
+    elif name.startswith("portops "):  # another case, in a group of its own
+        _run(bench, fns[name], kind="default", **common | {"group": "forward " + name[8:]})
     else:
-        _run(benchmark, fns[name], kind="baseline" if "MST" in name else "portops", **common)
+        _run(bench, fns[name], kind="baseline" if "MST" in name else "default", **common)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift_back loop"])
-def test_torch_unshear(benchmark, torch_data, name):
+def test_torch_unshear(bench, torch_data, name):
     cube = torch_data["cube"]
     common = {"op": "unshear", "backend": "torch", "group": "adjoint", "name": name}
     common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": torch_data["roofs"]}
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
     elif name == "portops":
-        _run(benchmark, lambda: portops.unshear(cube, S), kind="portops", **common)
+        _run(bench, lambda: portops.unshear(cube, S), kind="default", **common)
     else:
-        _run(benchmark, lambda: mst_shift_back(cube), kind="baseline", **common)
+        _run(bench, lambda: mst_shift_back(cube), kind="baseline", **common)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "DAUHST y_shift loop"])
-def test_torch_y_shift(benchmark, torch_data, name):
+def test_torch_y_shift(bench, torch_data, name):
     torch, y = torch_data["torch"], torch_data["y"]
     common = {"op": "shear", "backend": "torch", "group": "y_shift", "name": name}
     common |= {"nbytes": Y_BYTES + CUBE_BYTES, "roofs": torch_data["roofs"]}
@@ -301,15 +296,15 @@ def test_torch_y_shift(benchmark, torch_data, name):
         return portops.shear(portops.shift_sum_adjoint(y, S, channels=C), S)
 
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
     elif name == "portops":
-        _run(benchmark, portops_y_shift, kind="portops", **common)
+        _run(bench, portops_y_shift, kind="default", **common)
     else:
-        _run(benchmark, lambda: dauhst_y_shift(torch, y), kind="baseline", **common)
+        _run(bench, lambda: dauhst_y_shift(torch, y), kind="baseline", **common)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift loop"])
-def test_torch_shear_forward_backward(benchmark, torch_data, name):
+def test_torch_shear_forward_backward(bench, torch_data, name):
     """shear + backward (unshear) through autograd, gradients for x."""
     t = torch_data
     torch = t["torch"]
@@ -326,23 +321,24 @@ def test_torch_shear_forward_backward(benchmark, torch_data, name):
         return run
 
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
     elif name == "portops":
-        _run(benchmark, step(lambda: portops.shear(x, S)), kind="portops", **common)
+        _run(bench, step(lambda: portops.shear(x, S)), kind="default", **common)
     else:
-        _run(benchmark, step(lambda: mst_shift(torch, x)), kind="baseline", **common)
+        _run(bench, step(lambda: mst_shift(torch, x)), kind="baseline", **common)
 
 
 @pytest.mark.parametrize(
     "name", ["portops", "portops adjoint", "portops functional pinv", *ROOFLINES]
 )
-def test_torch_dispersion_pinv(benchmark, torch_data, name):
+def test_torch_dispersion_pinv(bench, torch_data, name):
     """Dispersion.pinv with its kept Phi against the masked adjoint it is built on."""
     y, mask = torch_data["y"], torch_data["mask"]
     common = {"op": "dispersion_pinv", "backend": "torch", "group": "mask2d", "name": name}
     common |= {"nbytes": X_BYTES + Y_BYTES, "roofs": torch_data["small_roofs"]}
     common["copy_bytes"] = X_BYTES + Y_BYTES
     if name in ROOFLINES:
-        _run(benchmark, common["roofs"][name], kind="roofline", **_as_copy(common))
+        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
     else:
-        _run(benchmark, _pinv_entries(torch_data["torch"], y, mask)[name], kind="portops", **common)
+        kind = "default" if name == "portops" else "baseline"
+        _run(bench, _pinv_entries(torch_data["torch"], y, mask)[name], kind=kind, **common)

@@ -1,11 +1,11 @@
-"""shift_sum family: portops against the seed baselines and the copy roofline.
+"""shift_sum family: portops against the seed baselines and a copy of the bytes.
 
 Size: B=16, C=28, H=W=256, step=2, float32 (``PORTOPS_BENCH_QUICK=1``: a tiny size).
-Each group holds two ``roofline`` entries, copies of the same number of bytes (x + y)
-on the same device with ``np.copyto`` and with ``Tensor.copy_``. Every other entry also
-times both copies just before each of its rounds and records the median of the faster
-as ``paired_roofline``: the report divides by that, so the machine's speed, which
-drifts during a run on a shared host, is the same on both sides of each ratio.
+Each group holds two ``copy`` entries, copies of x + y bytes on the same device with
+``np.copyto`` and ``Tensor.copy_``. Every other entry also times both copies just before
+each of its rounds and records the median of the faster as ``paired_copy``: the report
+divides by that, so the machine's speed, which drifts during a run on a shared host, is
+the same on both sides of each ratio.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ CASE = f"B{B} C{C} {H}x{W} step{S} float32"
 
 
 def _run(
-    benchmark: Any,
+    bench: Any,
     fn: Callable[[], Any],
     *,
     kind: str,
@@ -44,26 +44,17 @@ def _run(
     nbytes: int = 0,
     roofs: dict[str, Callable[[], Any]] | None = None,
 ) -> None:
-    benchmark.group = f"{op} {group} {backend} cpu"
-    benchmark.extra_info.update(
-        op=op,
-        kind=kind,
-        backend=backend,
-        device="cpu",
-        name=name,
-        case=CASE,
-        default=name == "portops",
-    )
-    # The roofline copies `nbytes`; the others must read and write `nbytes` at least.
-    benchmark.extra_info["copy_bytes" if kind == "roofline" else "bytes"] = nbytes
-    if roofs is None or kind == "roofline":
-        benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=1)
+    """Time `fn` as one entry of `group`; all but the copies with both copies paired."""
+    info = {"op": op, "case": f"{group} {CASE}", "backend": backend, "device": "cpu"}
+    info |= {"kind": kind, "name": name, "bytes": nbytes}  # bytes read + written
+    if roofs is None or kind == "copy":
+        bench(fn, rounds=rounds, **info)
         return
     copies: list[float] = []
-    benchmark.pedantic(
-        fn, setup=_timed_copy(roofs, copies, fn), rounds=rounds, iterations=1, warmup_rounds=1
-    )
-    benchmark.extra_info["paired_roofline"] = statistics.median(copies[-rounds:])
+    setup = _timed_copy(roofs, copies, fn)
+    b = bench(fn, rounds=rounds, setup=setup, copy_bytes=COPY_BYTES, **info)
+    if copies:
+        b.extra_info["paired_copy"] = statistics.median(copies[-rounds:])
 
 
 def _timed_copy(
@@ -79,7 +70,7 @@ def _timed_copy(
 
     # Tensor.copy_ first: its OpenMP threads spin on for milliseconds after it, which
     # the single-threaded np.copyto and the untimed call then outlast.
-    ordered = sorted(roofs, key=lambda name: name != "roofline Tensor.copy_")
+    ordered = sorted(roofs, key=lambda name: name != "copy Tensor.copy_")
 
     def setup() -> None:
         best = math.inf
@@ -94,7 +85,7 @@ def _timed_copy(
     return setup
 
 
-ROOFLINES = ["roofline np.copyto", "roofline Tensor.copy_"]
+ROOFLINES = ["copy np.copyto", "copy Tensor.copy_"]
 
 
 def _copy_rooflines(nbytes: int) -> dict[str, Callable[[], Any]]:
@@ -105,21 +96,21 @@ def _copy_rooflines(nbytes: int) -> dict[str, Callable[[], Any]]:
     """
     src = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
     dst = np.empty_like(src)
-    copies: dict[str, Callable[[], Any]] = {"roofline np.copyto": lambda: np.copyto(dst, src)}
+    copies: dict[str, Callable[[], Any]] = {"copy np.copyto": lambda: np.copyto(dst, src)}
     try:
         import torch
     except ImportError:
         return copies
     ts, td = torch.from_numpy(src), torch.from_numpy(dst)
-    copies["roofline Tensor.copy_"] = lambda: td.copy_(ts)
+    copies["copy Tensor.copy_"] = lambda: td.copy_(ts)
     return copies
 
 
-def _run_roofline(benchmark: Any, **common: Any) -> None:
+def _run_roofline(bench: Any, **common: Any) -> None:
     name, roofs = common["name"], common["roofs"]
     if name not in roofs:
         pytest.skip(f"{name}: torch is not installed")
-    _run(benchmark, roofs[name], kind="roofline", nbytes=X_BYTES + Y_BYTES, **common)
+    _run(bench, roofs[name], kind="copy", nbytes=COPY_BYTES, **common)
 
 
 MASK_BYTES = H * W * 4
@@ -127,6 +118,7 @@ MASK_BYTES = H * W * 4
 
 X_BYTES = B * C * H * W * 4
 Y_BYTES = B * H * WO * 4
+COPY_BYTES = 2 * (X_BYTES + Y_BYTES)  # a copy of x + y bytes reads and writes them
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +161,7 @@ def np_window_concat(y: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(
     "name", ["portops", "portops:numpy_add_at", *ROOFLINES, "slice-add loop", "np.add.at"]
 )
-def test_numpy_forward(benchmark, np_data, name, masked):
+def test_numpy_forward(bench, np_data, name, masked):
     x = np_data["x"]
     mask = np_data["mask"] if masked else None
     group = "forward" + (" mask2d" if masked else "")
@@ -178,24 +170,24 @@ def test_numpy_forward(benchmark, np_data, name, masked):
     if name not in ROOFLINES:
         common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if masked else 0)
     if name == "portops":
-        _run(benchmark, lambda: portops.shift_sum(x, S, mask=mask), kind="portops", **common)
+        _run(bench, lambda: portops.shift_sum(x, S, mask=mask), kind="default", **common)
     elif name == "portops:numpy_add_at":
 
         def alt() -> Any:
             with portops.prefer(shift_sum="numpy_add_at"):
                 return portops.shift_sum(x, S, mask=mask)
 
-        _run(benchmark, alt, kind="portops", rounds=SLOW_ROUNDS, **common)
+        _run(bench, alt, kind="baseline", rounds=SLOW_ROUNDS, **common)
     elif name in ROOFLINES:
-        _run_roofline(benchmark, **common)
+        _run_roofline(bench, **common)
     elif name == "slice-add loop":
-        _run(benchmark, lambda: np_slice_add_loop(x, mask), kind="baseline", **common)
+        _run(bench, lambda: np_slice_add_loop(x, mask), kind="baseline", **common)
     else:
-        _run(benchmark, lambda: np_add_at(x, mask), kind="baseline", rounds=SLOW_ROUNDS, **common)
+        _run(bench, lambda: np_add_at(x, mask), kind="baseline", rounds=SLOW_ROUNDS, **common)
 
 
 @pytest.mark.parametrize("name", ["portops", "portops pinv", *ROOFLINES, "window concat"])
-def test_numpy_adjoint(benchmark, np_data, name):
+def test_numpy_adjoint(bench, np_data, name):
     y, mask = np_data["y"], np_data["mask"]
     common = {"op": "shift_sum_adjoint", "backend": "numpy", "group": "adjoint", "name": name}
     common["roofs"] = np_data["roofs"]
@@ -203,43 +195,35 @@ def test_numpy_adjoint(benchmark, np_data, name):
         common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if name == "portops pinv" else 0)
     if name == "portops":
         fn = lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True)  # noqa: E731
-        _run(benchmark, fn, kind="portops", **common)
-    elif name == "portops pinv":
+        _run(bench, fn, kind="default", **common)
+    elif name == "portops pinv":  # a group of its own: the default of another operation
         fn = lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask, keepdims=True)  # noqa: E731
-        _run(benchmark, fn, kind="portops", **common)
+        _run(bench, fn, kind="default", **(common | {"group": "pinv mask2d"}))
     elif name in ROOFLINES:
-        _run_roofline(benchmark, **common)
+        _run_roofline(bench, **common)
     else:
-        _run(benchmark, lambda: np_window_concat(y), kind="baseline", **common)
+        _run(bench, lambda: np_window_concat(y), kind="baseline", **common)
 
 
 # ------------------------------------------------------------------ dispatch overhead
 
 
 @pytest.mark.parametrize("name", ["portops.shift_sum", "implementation called directly", "select"])
-def test_small_call_overhead(benchmark, name):
+def test_small_call_overhead(bench, name):
     from portops import _dispatch
     from portops._ops.shift_sum import _prepare_forward
 
     x = np.ones((2, 3, 4, 5), dtype=np.float32)
     call = _prepare_forward(x, 1)
     impl = _dispatch.select("shift_sum", call)
-    benchmark.group = "shift_sum small call (2, 3, 4, 5) numpy cpu"
-    benchmark.extra_info.update(
-        op="shift_sum",
-        backend="numpy",
-        device="cpu",
-        name=name,
-        kind={"select": "baseline", "implementation called directly": "roofline"}.get(
-            name, "portops"
-        ),
-    )
     fn: Callable[[], Any] = {
         "portops.shift_sum": lambda: portops.shift_sum(x, 1),
         "implementation called directly": lambda: impl.func(*call.args),
         "select": lambda: _dispatch.select("shift_sum", call),
     }[name]
-    benchmark.pedantic(fn, rounds=200 if QUICK else 2000, iterations=10, warmup_rounds=10)
+    kind = "default" if name == "portops.shift_sum" else "baseline"
+    info = {"op": "shift_sum", "case": "small call (2, 3, 4, 5)", "backend": "numpy"}
+    bench(fn, **info, device="cpu", kind=kind, name=name, rounds=2000, iterations=10, warmup=10)
 
 
 # ------------------------------------------------------------------ torch CPU
@@ -306,7 +290,7 @@ TORCH_FORWARD = [
 
 @pytest.mark.parametrize("masked", [False, True], ids=["plain", "mask2d"])
 @pytest.mark.parametrize("name", TORCH_FORWARD)
-def test_torch_forward(benchmark, torch_data, name, masked):
+def test_torch_forward(bench, torch_data, name, masked):
     t = torch_data
     torch, x, kernel, indices = t["torch"], t["x"], t["kernel"], t["indices"]
     mask = pmask = t["mask"] if masked else None
@@ -316,28 +300,28 @@ def test_torch_forward(benchmark, torch_data, name, masked):
     if name not in ROOFLINES:
         common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if masked else 0)
     if name == "portops":
-        _run(benchmark, lambda: portops.shift_sum(x, S, mask=pmask), kind="portops", **common)
+        _run(bench, lambda: portops.shift_sum(x, S, mask=pmask), kind="default", **common)
     elif name == "portops:torch_scatter_add":
 
         def alt() -> Any:
             with portops.prefer(shift_sum="torch_scatter_add"):
                 return portops.shift_sum(x, S, mask=pmask)
 
-        _run(benchmark, alt, kind="portops", rounds=SLOW_ROUNDS, **common)
+        _run(bench, alt, kind="baseline", rounds=SLOW_ROUNDS, **common)
     elif name in ROOFLINES:
-        _run_roofline(benchmark, **common)
+        _run_roofline(bench, **common)
     elif name == "seed slice-add loop":
-        _run(benchmark, lambda: seed_loop(torch, x, mask), kind="baseline", **common)
+        _run(bench, lambda: seed_loop(torch, x, mask), kind="baseline", **common)
     elif name == "seed conv2d":
         fn = lambda: seed_conv2d(torch, x, mask, kernel)  # noqa: E731
-        _run(benchmark, fn, kind="baseline", rounds=SLOW_ROUNDS, **common)
+        _run(bench, fn, kind="baseline", rounds=SLOW_ROUNDS, **common)
     else:
         fn = lambda: seed_scatter_add(torch, x, mask, indices)  # noqa: E731
-        _run(benchmark, fn, kind="baseline", rounds=SLOW_ROUNDS, **common)
+        _run(bench, fn, kind="baseline", rounds=SLOW_ROUNDS, **common)
 
 
 @pytest.mark.parametrize("name", ["portops", "portops pinv", *ROOFLINES, "window cat"])
-def test_torch_adjoint(benchmark, torch_data, name):
+def test_torch_adjoint(bench, torch_data, name):
     t = torch_data
     torch, y, mask = t["torch"], t["y"], t["mask"]
     common = {"op": "shift_sum_adjoint", "backend": "torch", "group": "adjoint", "name": name}
@@ -346,19 +330,19 @@ def test_torch_adjoint(benchmark, torch_data, name):
         common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if name == "portops pinv" else 0)
     if name == "portops":
         fn = lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True)  # noqa: E731
-        _run(benchmark, fn, kind="portops", **common)
-    elif name == "portops pinv":
+        _run(bench, fn, kind="default", **common)
+    elif name == "portops pinv":  # a group of its own: the default of another operation
         fn = lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask, keepdims=True)  # noqa: E731
-        _run(benchmark, fn, kind="portops", **common)
+        _run(bench, fn, kind="default", **(common | {"group": "pinv mask2d"}))
     elif name in ROOFLINES:
-        _run_roofline(benchmark, **common)
+        _run_roofline(bench, **common)
     else:
         fn = lambda: torch.cat([y[..., i * S : i * S + W] for i in range(C)], dim=1)  # noqa: E731
-        _run(benchmark, fn, kind="baseline", **common)
+        _run(bench, fn, kind="baseline", **common)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "seed slice-add loop"])
-def test_torch_forward_backward(benchmark, torch_data, name):
+def test_torch_forward_backward(bench, torch_data, name):
     """Forward + backward through autograd, gradients for x; roofline of the forward."""
     t = torch_data
     torch, mask = t["torch"], t["mask"]
@@ -376,11 +360,11 @@ def test_torch_forward_backward(benchmark, torch_data, name):
 
     if name == "portops":
         fn = run(lambda: portops.shift_sum(x, S, mask=mask[0, 0], keepdims=True))
-        _run(benchmark, fn, kind="portops", **common)
+        _run(bench, fn, kind="default", **common)
     elif name in ROOFLINES:
-        _run_roofline(benchmark, **common)
+        _run_roofline(bench, **common)
     else:
-        _run(benchmark, run(lambda: seed_loop(torch, x, mask)), kind="baseline", **common)
+        _run(bench, run(lambda: seed_loop(torch, x, mask)), kind="baseline", **common)
 
 
 # ------------------------------------------------------------------ the sweep
@@ -413,7 +397,7 @@ def sweep_loop(xp: Any, x: Any, mask: Any, step: int, last: bool) -> Any:
 
 @pytest.mark.parametrize(("b", "c", "h", "step", "layout", "masked"), SWEEP, ids=str)
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_sweep(benchmark, backend, b, c, h, step, layout, masked):
+def test_sweep(bench, backend, b, c, h, step, layout, masked):
     xp = np if backend == "numpy" else pytest.importorskip("torch")
     last = layout == "channels-last"
     gen = np.random.default_rng(c + h)
@@ -424,7 +408,7 @@ def test_sweep(benchmark, backend, b, c, h, step, layout, masked):
     axes = {"channel_axis": -1, "axis": -2} if last else {}
     wo = h + (c - 1) * step
     sweep.run_point(
-        benchmark,
+        bench,
         lambda: portops.shift_sum(x, step, mask=mask, **axes),
         {"slice-add loop": lambda: sweep_loop(xp, x, mask, step, last)},
         op="shift_sum",

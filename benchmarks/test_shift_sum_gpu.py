@@ -1,7 +1,7 @@
 """shift_sum family on CUDA (torch and CuPy) against the seed baselines and the roofline.
 
 Cases: B=16, C=28, H=W=256, step=2 and B=1, C=28, H=W=660, step=2, float32
-(``PORTOPS_BENCH_QUICK=1``: one tiny case). Each group holds one ``roofline`` entry: a
+(``PORTOPS_BENCH_QUICK=1``: one tiny case). Each group holds one copy entry (``roofline``): a
 device-to-device copy of the bytes the operator must move (x + y), on the same device in
 the same run. Each round runs ``CALLS`` calls and synchronises; the per-call time
 between CUDA events is stored as ``extra_info["cuda_us"]``. Everything skips without a
@@ -45,7 +45,7 @@ def _cupy() -> Any:
     return cupy
 
 
-def _time_cuda(benchmark: Any, fn: Callable[[], Any], library: str) -> None:
+def _time_cuda(bench: Any, fn: Callable[[], Any], library: str, info: dict[str, Any]) -> None:
     """Time `fn` on the GPU: CUDA events for the per-call figure, synchronised rounds.
 
     Each pytest-benchmark round runs `fn` ``CALLS`` times then synchronises, so launch
@@ -77,9 +77,8 @@ def _time_cuda(benchmark: Any, fn: Callable[[], Any], library: str) -> None:
         stop.synchronize()
         ms = start.elapsed_time(stop) if library == "torch" else _cupy_ms(start, stop)
         per_call.append(1e3 * ms / CALLS)
-    benchmark.extra_info["cuda_us"] = sorted(per_call)[len(per_call) // 2]
-    benchmark.extra_info["calls_per_round"] = CALLS
-    benchmark.pedantic(run, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+    cuda_us = sorted(per_call)[len(per_call) // 2]
+    bench(run, **info, rounds=ROUNDS, calls=CALLS, cuda_us=cuda_us)
 
 
 def _cupy_ms(start: Any, stop: Any) -> float:
@@ -88,11 +87,13 @@ def _cupy_ms(start: Any, stop: Any) -> float:
     return float(cupy.cuda.get_elapsed_time(start, stop))
 
 
-def _info(benchmark: Any, *, op: str, case: str, backend: str, kind: str, name: str, nbytes: int):
-    benchmark.group = f"{op} {case} {backend} cuda"
-    benchmark.extra_info.update(
-        op=op, kind=kind, backend=backend, device="cuda", name=name, case=case, bytes=nbytes
-    )
+def _info(*, op: str, case: str, backend: str, name: str, nbytes: int) -> dict[str, Any]:
+    """extra_info of an entry: a copy reads and writes its bytes; portops pinv is a group
+    of its own; portops' other implementations and the seeds' are baselines."""
+    kind = {"portops": "default", "portops pinv": "default", "roofline": "copy"}.get(name)
+    case += " pinv" * (name == "portops pinv")
+    info = {"op": op, "case": case, "backend": backend, "device": "cuda", "name": name}
+    return info | {"kind": kind or "baseline", "bytes": nbytes * (2 if kind == "copy" else 1)}
 
 
 # ------------------------------------------------------------------ torch CUDA
@@ -127,15 +128,13 @@ TORCH_FORWARD = ["portops", "portops:torch_scatter_add", "portops:torch_slice_ad
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 @pytest.mark.parametrize("name", TORCH_FORWARD)
-def test_torch_cuda_forward(benchmark, case, name):
+def test_torch_cuda_forward(bench, case, name):
     torch = _torch()
     b, c, h, w, s = case
     d = _torch_data(torch, case)
     x, mask, wo = d["x"], d["mask"], d["wo"]
-    kind = "portops" if name.startswith("portops") else name.split()[0]
-    kind = "baseline" if kind == "seed" else kind
-    _info(benchmark, op="shift_sum", case=_case_id(case) + " mask2d", backend="torch",
-          kind=kind, name=name, nbytes=d["nbytes"])  # fmt: skip
+    info = _info(op="shift_sum", case=_case_id(case) + " mask2d", backend="torch",
+          name=name, nbytes=d["nbytes"])  # fmt: skip
 
     def seed_loop() -> Any:
         z = x * mask
@@ -166,18 +165,17 @@ def test_torch_cuda_forward(benchmark, case, name):
                 return portops.shift_sum(x, s, mask=mask[0, 0])
 
         fns[name] = fn
-    _time_cuda(benchmark, fns[name], "torch")
+    _time_cuda(bench, fns[name], "torch", info)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 @pytest.mark.parametrize("name", ["portops", "portops pinv", "roofline", "window cat"])
-def test_torch_cuda_adjoint(benchmark, case, name):
+def test_torch_cuda_adjoint(bench, case, name):
     torch = _torch()
     _, c, _, w, s = case
     d = _torch_data(torch, case)
     y, mask = d["y"], d["mask"]
-    kind = {"roofline": "roofline", "window cat": "baseline"}.get(name, "portops")
-    _info(benchmark, op="shift_sum_adjoint", case=_case_id(case), backend="torch", kind=kind,
+    info = _info(op="shift_sum_adjoint", case=_case_id(case), backend="torch",
           name=name, nbytes=d["nbytes"])  # fmt: skip
     fns: dict[str, Callable[[], Any]] = {
         "portops": lambda: portops.shift_sum_adjoint(y, s, channels=c, keepdims=True),
@@ -185,12 +183,12 @@ def test_torch_cuda_adjoint(benchmark, case, name):
         "roofline": lambda: d["dst"].copy_(d["src"]),
         "window cat": lambda: torch.cat([y[..., i * s : i * s + w] for i in range(c)], dim=1),
     }
-    _time_cuda(benchmark, fns[name], "torch")
+    _time_cuda(bench, fns[name], "torch", info)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 @pytest.mark.parametrize("name", ["portops", "roofline", "seed slice-add loop"])
-def test_torch_cuda_forward_backward(benchmark, case, name):
+def test_torch_cuda_forward_backward(bench, case, name):
     """Forward + backward through autograd (gradient for x); roofline of the forward."""
     torch = _torch()
     b, c, h, w, s = case
@@ -198,9 +196,8 @@ def test_torch_cuda_forward_backward(benchmark, case, name):
     x = d["x"].clone().requires_grad_()
     mask, wo = d["mask"], d["wo"]
     grad = torch.ones(b, 1, h, wo, device="cuda")
-    kind = {"roofline": "roofline", "seed slice-add loop": "baseline"}.get(name, "portops")
-    _info(benchmark, op="shift_sum", case=_case_id(case) + " forward+backward", backend="torch",
-          kind=kind, name=name, nbytes=d["nbytes"])  # fmt: skip
+    info = _info(op="shift_sum", case=_case_id(case) + " forward+backward", backend="torch",
+          name=name, nbytes=d["nbytes"])  # fmt: skip
 
     def seed_loop() -> Any:
         z = x * mask
@@ -221,7 +218,7 @@ def test_torch_cuda_forward_backward(benchmark, case, name):
         "roofline": lambda: d["dst"].copy_(d["src"]),
         "seed slice-add loop": step(seed_loop),
     }
-    _time_cuda(benchmark, fns[name], "torch")
+    _time_cuda(bench, fns[name], "torch", info)
 
 
 # ------------------------------------------------------------------ CuPy
@@ -242,14 +239,13 @@ def _cupy_data(cupy: Any, case: tuple[int, ...]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 @pytest.mark.parametrize("name", ["portops", "roofline", "slice-add loop"])
-def test_cupy_forward(benchmark, case, name):
+def test_cupy_forward(bench, case, name):
     cupy = _cupy()
     b, c, h, w, s = case
     d = _cupy_data(cupy, case)
     x, mask, wo = d["x"], d["mask"], d["wo"]
-    kind = {"roofline": "roofline", "slice-add loop": "baseline"}.get(name, "portops")
-    _info(benchmark, op="shift_sum", case=_case_id(case) + " mask2d", backend="cupy",
-          kind=kind, name=name, nbytes=d["nbytes"])  # fmt: skip
+    info = _info(op="shift_sum", case=_case_id(case) + " mask2d", backend="cupy",
+          name=name, nbytes=d["nbytes"])  # fmt: skip
 
     def loop() -> Any:
         z = x * mask
@@ -263,18 +259,17 @@ def test_cupy_forward(benchmark, case, name):
         "roofline": lambda: cupy.copyto(d["dst"], d["src"]),
         "slice-add loop": loop,
     }
-    _time_cuda(benchmark, fns[name], "cupy")
+    _time_cuda(bench, fns[name], "cupy", info)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 @pytest.mark.parametrize("name", ["portops", "portops pinv", "roofline", "window concat"])
-def test_cupy_adjoint(benchmark, case, name):
+def test_cupy_adjoint(bench, case, name):
     cupy = _cupy()
     _, c, _, w, s = case
     d = _cupy_data(cupy, case)
     y, mask = d["y"], d["mask"]
-    kind = {"roofline": "roofline", "window concat": "baseline"}.get(name, "portops")
-    _info(benchmark, op="shift_sum_adjoint", case=_case_id(case), backend="cupy", kind=kind,
+    info = _info(op="shift_sum_adjoint", case=_case_id(case), backend="cupy",
           name=name, nbytes=d["nbytes"])  # fmt: skip
     fns: dict[str, Callable[[], Any]] = {
         "portops": lambda: portops.shift_sum_adjoint(y, s, channels=c, keepdims=True),
@@ -284,4 +279,4 @@ def test_cupy_adjoint(benchmark, case, name):
             [y[..., i * s : i * s + w] for i in range(c)], axis=1
         ),
     }
-    _time_cuda(benchmark, fns[name], "cupy")
+    _time_cuda(bench, fns[name], "cupy", info)

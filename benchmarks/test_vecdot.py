@@ -1,10 +1,10 @@
 """vecdot benchmarks: portops against the idioms users write, and the roofline.
 
-Each group ``vecdot <shape> <backend> <device>`` holds portops, the baselines
+Each group ``vecdot <shape> <backend> <device>`` holds portops, the library's own calls
 (``(a*b).sum(-1)``, ``bmm``, ``torch.linalg.vecdot``, ``np.vecdot``, ``np.einsum``) and
-a roofline: copying the bytes of both inputs into preallocated buffers on the same
-device. ``PORTOPS_BENCH_QUICK=1`` uses tiny sizes and one or two rounds. Timings are
-reported, never asserted.
+a copy of the bytes of both inputs into preallocated buffers on the same device.
+``PORTOPS_BENCH_QUICK=1`` uses tiny sizes and one or two rounds. Timings are reported,
+never asserted.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _label(shape: tuple[int, ...]) -> str:
 
 
 def _run(
-    benchmark: Any,
+    bench: Any,
     fn: Callable[[], Any],
     *,
     shape: tuple[int, ...],
@@ -47,16 +47,19 @@ def _run(
     suffix: str = "",
     plan: tuple[int, int] | None = None,
 ) -> None:
-    benchmark.group = f"vecdot {_label(shape)} {backend} {device}{suffix}"
-    benchmark.extra_info.update(op="vecdot", kind=kind, backend=backend, device=device, name=name)
-    if not suffix:  # the roofline copies both inputs; vecdot reads them and writes a row
-        inputs = 2 * 4 * int(np.prod(shape))
-        if kind == "roofline":
-            benchmark.extra_info["copy_bytes"] = inputs
-        else:
-            benchmark.extra_info["bytes"] = inputs + 4 * int(np.prod(shape[:-1]))
     rounds, iterations = plan or _plan(shape)
-    benchmark.pedantic(fn, rounds=rounds, iterations=iterations, warmup_rounds=1)
+    info = {"op": "vecdot", "case": _label(shape) + suffix, "backend": backend, "device": device}
+    if not suffix:  # the copy reads and writes both inputs; vecdot reads them, writes a row
+        inputs = 2 * 4 * int(np.prod(shape))
+        info["bytes"] = 2 * inputs if kind == "copy" else inputs + 4 * int(np.prod(shape[:-1]))
+    bench(fn, **info, kind=kind, name=name, rounds=rounds, iterations=iterations)
+
+
+def _kind(name: str, natives: tuple[str, ...]) -> str:
+    """default, copy, native (a call of the array's own library) or baseline."""
+    return {"portops": "default", "roofline": "copy"}.get(
+        name, "native" if name in natives else "baseline"
+    )
 
 
 # -- NumPy ------------------------------------------------------------------------------
@@ -66,7 +69,7 @@ NUMPY_CASES = ["portops", "np.vecdot", "np.einsum", "(a*b).sum(-1)", "roofline"]
 
 @pytest.mark.parametrize("shape", SHAPES, ids=_label)
 @pytest.mark.parametrize("name", NUMPY_CASES)
-def test_numpy(benchmark: Any, shape: tuple[int, int], name: str) -> None:
+def test_numpy(bench: Any, shape: tuple[int, int], name: str) -> None:
     rng = np.random.default_rng(0)
     a = rng.standard_normal(shape, dtype=np.float32)
     b = rng.standard_normal(shape, dtype=np.float32)
@@ -78,20 +81,18 @@ def test_numpy(benchmark: Any, shape: tuple[int, int], name: str) -> None:
         "(a*b).sum(-1)": lambda: (a * b).sum(-1),
         "roofline": lambda: (np.copyto(buf[0], a), np.copyto(buf[1], b)),
     }
-    kind = {"portops": "portops", "roofline": "roofline"}.get(name, "baseline")
-    _run(benchmark, fns[name], shape=shape, backend="numpy", device="cpu", kind=kind, name=name)
+    kind = _kind(name, ("np.vecdot", "np.einsum", "(a*b).sum(-1)"))
+    _run(bench, fns[name], shape=shape, backend="numpy", device="cpu", kind=kind, name=name)
 
 
 @pytest.mark.parametrize("name", ["portops", "np.vecdot"])
-def test_dispatch_overhead(benchmark: Any, name: str) -> None:
+def test_dispatch_overhead(bench: Any, name: str) -> None:
     """portops minus np.vecdot on an 8x8 array is the dispatch overhead."""
     a = np.ones((8, 8), np.float32)
     fn = (lambda: portops.vecdot(a, a)) if name == "portops" else (lambda: np.vecdot(a, a))
     plan = (2, 10) if QUICK else (20, 2000)
-    kind = "portops" if name == "portops" else "baseline"
-    _run(
-        benchmark, fn, shape=(8, 8), backend="numpy", device="cpu", kind=kind, name=name, plan=plan
-    )
+    kind = _kind(name, ("np.vecdot",))
+    _run(bench, fn, shape=(8, 8), backend="numpy", device="cpu", kind=kind, name=name, plan=plan)
 
 
 # -- PyTorch ----------------------------------------------------------------------------
@@ -117,7 +118,7 @@ def _torch_devices() -> list[str]:
 @pytest.mark.parametrize("device", _torch_devices())
 @pytest.mark.parametrize("shape", SHAPES, ids=_label)
 @pytest.mark.parametrize("name", TORCH_CASES)
-def test_torch(benchmark: Any, device: str, shape: tuple[int, int], name: str) -> None:
+def test_torch(bench: Any, device: str, shape: tuple[int, int], name: str) -> None:
     torch = pytest.importorskip("torch")
     if name == "np.vecdot" and device != "cpu":
         pytest.skip("NumPy runs on the CPU only")
@@ -143,14 +144,14 @@ def test_torch(benchmark: Any, device: str, shape: tuple[int, int], name: str) -
             torch.cuda.synchronize()
             return r
 
-    kind = {"portops": "portops", "roofline": "roofline"}.get(name, "baseline")
-    _run(benchmark, fn, shape=shape, backend="torch", device=device, kind=kind, name=name)
+    kind = _kind(name, ("(a*b).sum(-1)", "bmm", "torch.linalg.vecdot"))
+    _run(bench, fn, shape=shape, backend="torch", device=device, kind=kind, name=name)
 
 
 @pytest.mark.parametrize("device", _torch_devices())
 @pytest.mark.parametrize("shape", SHAPES, ids=_label)
 @pytest.mark.parametrize("name", ["portops", "(a*b).sum(-1)", "bmm", "torch.linalg.vecdot"])
-def test_torch_backward(benchmark: Any, device: str, shape: tuple[int, int], name: str) -> None:
+def test_torch_backward(bench: Any, device: str, shape: tuple[int, int], name: str) -> None:
     """Forward and backward with respect to both inputs."""
     torch = pytest.importorskip("torch")
     gen = torch.Generator().manual_seed(0)
@@ -169,9 +170,9 @@ def test_torch_backward(benchmark: Any, device: str, shape: tuple[int, int], nam
             torch.cuda.synchronize()
         return grads
 
-    kind = "portops" if name == "portops" else "baseline"
+    kind = _kind(name, ("(a*b).sum(-1)", "bmm", "torch.linalg.vecdot"))
     _run(
-        benchmark,
+        bench,
         fn,
         shape=shape,
         backend="torch",
@@ -187,7 +188,7 @@ def test_torch_backward(benchmark: Any, device: str, shape: tuple[int, int], nam
 
 @pytest.mark.parametrize("shape", SHAPES, ids=_label)
 @pytest.mark.parametrize("name", ["portops", "(a*b).sum(-1)", "cupy.einsum", "roofline"])
-def test_cupy(benchmark: Any, shape: tuple[int, int], name: str) -> None:
+def test_cupy(bench: Any, shape: tuple[int, int], name: str) -> None:
     cupy = pytest.importorskip("cupy")
     try:
         cupy.cuda.runtime.getDeviceCount()
@@ -209,8 +210,8 @@ def test_cupy(benchmark: Any, shape: tuple[int, int], name: str) -> None:
         cupy.cuda.Device().synchronize()
         return r
 
-    kind = {"portops": "portops", "roofline": "roofline"}.get(name, "baseline")
-    _run(benchmark, fn, shape=shape, backend="cupy", device="cuda", kind=kind, name=name)
+    kind = _kind(name, ("(a*b).sum(-1)", "cupy.einsum"))
+    _run(bench, fn, shape=shape, backend="cupy", device="cuda", kind=kind, name=name)
 
 
 # -- the sweep ----------------------------------------------------------------------------
@@ -242,7 +243,7 @@ def _sweep_inputs(xp: Any, rows: int, n: int, layout: str) -> tuple[Any, Any]:
 
 @pytest.mark.parametrize(("rows", "n", "layout"), SWEEP, ids=lambda v: str(v))
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_sweep(benchmark: Any, backend: str, rows: int, n: int, layout: str) -> None:
+def test_sweep(bench: Any, backend: str, rows: int, n: int, layout: str) -> None:
     xp = np if backend == "numpy" else pytest.importorskip("torch")
     a, b = _sweep_inputs(xp, rows, n, layout)
     col = b if layout == "broadcast" else b[..., :, None]
@@ -257,7 +258,7 @@ def test_sweep(benchmark: Any, backend: str, rows: int, n: int, layout: str) -> 
         natives["torch.linalg.vecdot"] = lambda: xp.linalg.vecdot(a, b)
         natives["torch.einsum"] = lambda: xp.einsum("...i,...i->...", a, b)
     sweep.run_point(
-        benchmark,
+        bench,
         lambda: portops.vecdot(a, b),
         natives,
         op="vecdot",
