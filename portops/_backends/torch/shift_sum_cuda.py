@@ -27,7 +27,7 @@ import torch
 from ... import _dispatch
 from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
-from ..._ops.shift_sum import ShiftSumArgs, result_shape
+from ..._ops.shift_sum import ShiftSumArgs
 from ..._plans import PlanCache
 from . import shift_sum as ops
 
@@ -48,7 +48,7 @@ def _composed_pinv(
     y: torch.Tensor, offsets: list[int], axis: int, cax: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
     xp = namespace_of(y)
-    return ops.pinv(ShiftSumArgs(y, tuple(offsets), axis, cax, mask, True, xp))
+    return ops.pinv(ShiftSumArgs.make("pinv", y, tuple(offsets), axis, cax, mask, True, xp))
 
 
 _ATEN = {"forward": ops._forward_kernel, "adjoint": ops._adjoint_kernel, "pinv": _composed_pinv}
@@ -67,7 +67,7 @@ def kernel_plan(name: str, a: ShiftSumArgs, raw: bool = True) -> Run:
     kernels = _triton()
     if kernels is not None:
         planner = getattr(kernels, f"plan_{name}")
-        args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, result_shape(name, a))
+        args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, list(a.shape))
         run: Run | None = None
         try:
             run = planner(a.array, *args)
@@ -151,7 +151,7 @@ def _pinv_adjoint(
     def forward_public(b: ShiftSumArgs) -> torch.Tensor:
         return shift_sum(b.array, list(b.offsets), axis=axis, channel_axis=cax, keepdims=True)
 
-    a = ShiftSumArgs(u, tuple(offsets), axis, cax, mask, True, xp)
+    a = ShiftSumArgs.make("pinv", u, tuple(offsets), axis, cax, mask, True, xp)
     grad_y = generic.divide_where_positive(xp, u, generic.overlap(a, forward_public))
     return grad_y if keepdims else grad_y.squeeze(cax)
 
@@ -229,7 +229,8 @@ def _op_kernel(name: str) -> Callable[..., torch.Tensor]:
         key = _op_key(name, a, mask, (offsets, axis, cax))
         run = _op_plans.get(key)
         if run is None:
-            args = ShiftSumArgs(a, tuple(offsets), axis, cax, mask, True, namespace_of(a))
+            xp = namespace_of(a)
+            args = ShiftSumArgs.make(name, a, tuple(offsets), axis, cax, mask, True, xp)
             run = kernel_plan(name, args, raw=False)
             _op_plans.put(key, run)
         return run(a, mask)
@@ -244,7 +245,8 @@ ops.shift_sum_adjoint_op.register_kernel("cuda")(_op_kernel("adjoint"))
 def _pinv_composed(
     y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    a = ShiftSumArgs(y, tuple(offsets), axis, channel_axis, mask, True, namespace_of(y))
+    xp = namespace_of(y)
+    a = ShiftSumArgs.make("pinv", y, tuple(offsets), axis, channel_axis, mask, True, xp)
     return ops.pinv(a)
 
 
@@ -289,7 +291,8 @@ def _pinv_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
     args = (ctx.offsets, ctx.axis, ctx.channel_axis)
     u = ops.shift_sum_op(grad, *args, mask)
     xp = namespace_of(u)
-    a = ShiftSumArgs(u, tuple(ctx.offsets), ctx.axis, ctx.channel_axis, mask, True, xp)
+    offsets = tuple(ctx.offsets)
+    a = ShiftSumArgs.make("pinv", u, offsets, ctx.axis, ctx.channel_axis, mask, True, xp)
     grad_y = generic.divide_where_positive(xp, u, generic.overlap(a, ops.forward))
     return grad_y.to(ctx.y_dtype), None, None, None, None
 
