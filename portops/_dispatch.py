@@ -316,9 +316,9 @@ def implementations(op: str) -> ImplementationTable:
     ('generic', None)
     >>> print(table)  # doctest: +ELLIPSIS
     implementations of vecdot:
-      name ... priority  libraries ... devices ... summary
-      ...
-      generic ... -100 ... any ... any ... pure array API product and sum ...
+      name...priority...libraries...devices...summary
+      numpy...10...numpy...cpu...np.vecdot for long unit-stride vectors, ...
+      generic...-100...any...any...pure array API product and sum (reference; ...)
     """
     _check_operation(op)
     _load_installed_backends()
