@@ -98,7 +98,9 @@ def _grid_limit(device_id: int) -> int:
     return int(sms) * _BLOCKS_PER_SM
 
 
-def _launch(kernel: str, dtypes: tuple[str, ...], g: Geometry, total: int, args: tuple) -> None:
+def _launch(
+    kernel: str, dtypes: tuple[str, ...], g: Geometry, total: int, args: tuple[Any, ...]
+) -> None:
     device_id = cupy.cuda.Device().id
     fn = _function(kernel_name(kernel, dtypes, g.large), device_id)
     grid = max(1, min(math.ceil(total / _BLOCK), _grid_limit(device_id)))
@@ -127,7 +129,7 @@ def _mask_strides(mask: Any) -> tuple[int, ...]:
 
 
 def _name(dtype: Any) -> str:
-    return np.dtype(dtype).name
+    return str(np.dtype(dtype).name)
 
 
 def _acc(dtype: Any) -> np.dtype:

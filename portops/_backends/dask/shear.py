@@ -36,7 +36,7 @@ def _blockwise(a: ShearArgs, block_fn: Any) -> Any:
     if mask is not None:
         args += [mask, idx]
     dtype = a.dtype
-    return da.blockwise(
+    return da.blockwise(  # type: ignore[no-untyped-call]
         block_fn,
         idx,
         *args,

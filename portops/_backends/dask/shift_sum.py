@@ -39,7 +39,7 @@ def _meta(array: Any, ndim: int, dtype: Any) -> Any:
     Given, not inferred: Dask would call the block function on empty blocks, which have
     no channels to shift, and fall back to NumPy.
     """
-    return meta_from_array(array._meta, ndim=ndim, dtype=dtype)
+    return meta_from_array(array._meta, ndim=ndim, dtype=dtype)  # type: ignore[no-untyped-call]
 
 
 def _indices(ndim: int) -> str:
@@ -59,7 +59,7 @@ def forward(a: ShiftSumArgs) -> Any:
     if mask is not None:
         args += [mask, idx]
     dtype = a.dtype
-    return da.blockwise(
+    return da.blockwise(  # type: ignore[no-untyped-call]
         _forward_block,
         out_idx,
         *args,
@@ -88,7 +88,7 @@ def _transposed(a: ShiftSumArgs, block_fn: Any, dtype: Any) -> Any:
     args: list[Any] = [y, idx]
     if mask is not None:
         args += [mask, idx]
-    return da.blockwise(
+    return da.blockwise(  # type: ignore[no-untyped-call]
         block_fn,
         idx,
         *args,

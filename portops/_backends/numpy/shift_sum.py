@@ -230,7 +230,8 @@ def _sub(a: np.ndarray, prefix: tuple[int, ...], rows: slice, lead: int) -> np.n
         idx.append(0 if p == 1 else i)
     if len(outer_dims) > len(prefix):
         idx.append(slice(None) if outer_dims[len(prefix)] == 1 else rows)
-    return a[tuple(idx)]
+    view: np.ndarray = a[tuple(idx)]
+    return view
 
 
 def _flat_if_contiguous(a: np.ndarray) -> np.ndarray:
@@ -379,7 +380,8 @@ def _adjoint_into(
 
 def _canonical_y(y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
     """``y`` (channel axis of size 1) as ``(*outer, W', inner)``."""
-    return _read_view(y, a.channel_axis, a.axis)[0]
+    view: np.ndarray = _read_view(y, a.channel_axis, a.axis)[0]
+    return view
 
 
 def _adjoint_small(out: np.ndarray, y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
@@ -428,7 +430,8 @@ def adjoint(a: ShiftSumArgs) -> np.ndarray:
 
 def pinv(a: ShiftSumArgs) -> np.ndarray:
     """``A^H (y / Phi)``, with ``Phi`` from the same blocked forward."""
-    return generic.pinv(a, forward, adjoint)
+    x: np.ndarray = generic.pinv(a, forward, adjoint)
+    return x
 
 
 def add_at(a: ShiftSumArgs) -> np.ndarray:

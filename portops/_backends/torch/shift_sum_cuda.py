@@ -149,10 +149,13 @@ def _pinv_adjoint(
         mask = mask.reshape((1,) * (u.ndim - mask.ndim) + tuple(mask.shape))
 
     def forward_public(b: ShiftSumArgs) -> torch.Tensor:
-        return shift_sum(b.array, list(b.offsets), axis=axis, channel_axis=cax, keepdims=True)
+        phi: torch.Tensor = shift_sum(
+            b.array, list(b.offsets), axis=axis, channel_axis=cax, keepdims=True
+        )
+        return phi
 
     a = ShiftSumArgs.make("pinv", u, tuple(offsets), axis, cax, mask, True, xp)
-    grad_y = generic.divide_where_positive(xp, u, generic.overlap(a, forward_public))
+    grad_y: torch.Tensor = generic.divide_where_positive(xp, u, generic.overlap(a, forward_public))
     return grad_y if keepdims else grad_y.squeeze(cax)
 
 
@@ -178,7 +181,8 @@ def plan_pinv(a: ShiftSumArgs, raw: bool = True) -> Run:
     params = (list(a.offsets), a.axis, a.channel_axis, a.keepdims or not raw)
 
     def with_grad(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        return _Pinv.apply(y, m, run, params)
+        out: torch.Tensor = _Pinv.apply(y, m, run, params)  # type: ignore[no-untyped-call]
+        return out
 
     return with_grad
 
@@ -203,7 +207,8 @@ def pinv(a: ShiftSumArgs) -> torch.Tensor:
         mask = a.mask
         if mask is not None and mask.requires_grad:
             return ops.pinv(a)
-        return shift_sum_pinv_op(a.array, list(a.offsets), a.axis, a.channel_axis, mask)
+        x: torch.Tensor = shift_sum_pinv_op(a.array, list(a.offsets), a.axis, a.channel_axis, mask)
+        return x
     return plan_pinv(a, raw=False)(a.array, a.mask)
 
 
