@@ -24,21 +24,10 @@ def accumulation_dtype(xp: Any, dtype: Any) -> Any:
         return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
     if isinstance(dtype, np.dtype) and dtype.kind != "V":  # NumPy, CuPy, Dask, JAX dtypes
         return _FLOAT32 if dtype.kind == "f" and dtype.itemsize < 4 else dtype
-    key = (id(xp), dtype)
-    try:
-        return _accumulation[key]
-    except (KeyError, TypeError):
-        pass
-    acc = dtype
+    # No cache keyed by dtype: torch.compile cannot compare torch and NumPy dtype keys.
     if xp.isdtype(dtype, "real floating") and xp.finfo(dtype).bits < 32:
-        acc = xp.float32
-    try:
-        _accumulation[key] = acc  # isdtype and finfo cost microseconds on torch
-    except TypeError:  # an unhashable dtype object
-        pass
-    return acc
+        return xp.float32
+    return dtype
 
 
 _FLOAT32 = np.dtype(np.float32)
-# (id of the namespace, dtype) -> accumulation dtype; namespaces are modules, never freed.
-_accumulation: dict[tuple[int, Any], Any] = {}

@@ -119,9 +119,6 @@ def has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
 
 _NUMERIC = ("real floating", "complex floating", "integral")
 _FLOATING = ("real floating", "complex floating")
-# dtype -> whether it passes, filled as dtypes are seen: a dict lookup on later calls.
-_numeric_seen: dict[Any, bool] = {}
-_floating_seen: dict[Any, bool] = {}
 
 
 def check_dtype(xp: Any, a: Any, name: str, *, floating_only: bool = False) -> None:
@@ -129,19 +126,8 @@ def check_dtype(xp: Any, a: Any, name: str, *, floating_only: bool = False) -> N
 
     Numeric means integer, real or complex floating: bool is refused.
     """
-    dtype = a.dtype
-    seen = _floating_seen if floating_only else _numeric_seen
-    try:
-        ok = seen.get(dtype)
-    except TypeError:  # an unhashable dtype object
-        ok = None
-    if ok is None:
-        ok = has_dtype(xp, dtype, _FLOATING if floating_only else _NUMERIC)
-        try:
-            seen[dtype] = ok
-        except TypeError:
-            pass
-    if not ok:
+    # No cache keyed by dtype: torch.compile cannot compare torch and NumPy dtype keys.
+    if not has_dtype(xp, a.dtype, _FLOATING if floating_only else _NUMERIC):
         expected = "a floating-point dtype" if floating_only else "a numeric dtype"
         hint = "" if floating_only else " (integer or floating)"
         raise TypeError(f"{name} must have {expected}{hint}, got {a.dtype}")

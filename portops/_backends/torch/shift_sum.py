@@ -376,8 +376,7 @@ def _small_windows(a: ShiftSumArgs, raw: bool) -> Run | None:
     """
     y, mask, cax, axis = a.array, a.mask, a.channel_axis, a.axis
     step = _even_step(list(a.offsets))
-    shape = x_shape(list(y.shape), list(a.offsets), axis, cax)
-    dtype = result_dtype(y, mask)
+    shape, dtype = list(a.shape), a.dtype
     if step is None or math.prod(shape) * dtype.itemsize >= buffers.MIN_BYTES:
         return None
     if (mask is not None and mask.is_complex()) or 0 in shape:
