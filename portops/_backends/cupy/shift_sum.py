@@ -151,7 +151,7 @@ def forward_general(a: ShiftSumArgs) -> Any:
     """CUDA gather kernel: one thread per output element, mask fused, one launch."""
     x, offsets, ax, cax, mask = _plain(a.array), a.offsets, a.axis, a.channel_axis, a.mask
     mask = None if mask is None else _plain(mask)
-    out_dtype = np.dtype(x.dtype) if mask is None else cupy.result_type(x, mask)
+    out_dtype = np.dtype(a.dtype)
     y_shape = list(x.shape)
     y_shape[ax] += max(offsets)
     y_shape[cax] = 1
@@ -181,13 +181,6 @@ def forward_general(a: ShiftSumArgs) -> Any:
             m = _NULL if mask is None else mask
             _launch("shift_sum_forward", dtypes, g, y.size, (x, m, y, _table_arg(offsets), rec))
     return y if a.keepdims else cupy.squeeze(y, axis=cax)
-
-
-def _x_shape(y: Any, a: ShiftSumArgs) -> list[int]:
-    shape = list(y.shape)
-    shape[a.axis] -= max(a.offsets)
-    shape[a.channel_axis] = len(a.offsets)
-    return shape
 
 
 def _adjoint_into(
@@ -222,9 +215,9 @@ def adjoint_general(a: ShiftSumArgs) -> Any:
     """CUDA gather kernel: one thread per element of the result, mask fused, one launch."""
     y = _plain(a.array)
     mask = None if a.mask is None else _plain(a.mask)
-    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
+    out_dtype = np.dtype(a.dtype)
     with cupy.cuda.Device(y.device.id):
-        out = cupy.empty(_x_shape(y, a), dtype=out_dtype)
+        out = cupy.empty(a.shape, dtype=out_dtype)
         if out.size and not _adjoint_into(out, y, mask, a, _acc(out_dtype), False):
             return generic.adjoint(a)
     return out
@@ -234,10 +227,10 @@ def pinv_general(a: ShiftSumArgs) -> Any:
     """``A^H (y / Phi)``: two launches (one without a mask), Phi never stored."""
     y = _plain(a.array)
     mask = None if a.mask is None else _plain(a.mask)
-    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
-    acc = _acc(out_dtype)
+    out_dtype = np.dtype(a.dtype)
+    acc = np.dtype(a.acc_dtype)
     with cupy.cuda.Device(y.device.id):
-        out = cupy.empty(_x_shape(y, a), dtype=out_dtype)
+        out = cupy.empty(a.shape, dtype=out_dtype)
         if out.size == 0:
             return out
         if mask is None:
@@ -371,7 +364,7 @@ def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     x, mask, offsets = a.array, a.mask, a.offsets
     if _strides(x) is None or (mask is not None and _strides(mask) is None):
         return None
-    out_dtype = np.dtype(x.dtype) if mask is None else cupy.result_type(x, mask)
+    out_dtype = np.dtype(a.dtype)
     shape = list(x.shape)
     shape[a.axis] += max(offsets)
     shape[a.channel_axis] = 1
@@ -408,8 +401,8 @@ def _row_adjoint(
     y, mask, offsets = a.array, a.mask, a.offsets
     if _strides(y) is None or (mask is not None and _strides(mask) is None):
         return None
-    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
-    shape = _x_shape(y, a)
+    out_dtype = np.dtype(a.dtype)
+    shape = list(a.shape)
     if math.prod(shape) == 0:
         return None
     g = geometry(tuple(shape), contiguous_strides(shape), _known_strides(y),
