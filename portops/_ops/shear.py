@@ -50,8 +50,8 @@ class ShearArgs(NamedTuple):
     channel_axis: int
     mask: Any
     xp: Any
-    dtype: Any = None
-    shape: tuple[int, ...] = ()
+    dtype: Any
+    shape: tuple[int, ...]
 
     @classmethod
     def make(

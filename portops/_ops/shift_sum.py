@@ -45,9 +45,9 @@ class ShiftSumArgs(NamedTuple):
     mask: Any
     keepdims: bool
     xp: Any
-    dtype: Any = None
-    shape: tuple[int, ...] = ()
-    acc_dtype: Any = None
+    dtype: Any
+    shape: tuple[int, ...]
+    acc_dtype: Any
 
     @classmethod
     def make(

@@ -32,9 +32,22 @@ class VecdotArgs(NamedTuple):
     axis: int
     keepdims: bool
     xp: Any
-    dtype: Any = None
-    shape: tuple[int, ...] = ()
-    acc_dtype: Any = None
+    dtype: Any
+    shape: tuple[int, ...]
+    acc_dtype: Any
+
+    @classmethod
+    def make(cls, x1: Any, x2: Any, axis: int, keepdims: bool, xp: Any) -> VecdotArgs:
+        """The record of a call whose arguments are already checked, with its result's
+        dtype, shape and accumulation dtype computed."""
+        dtype = x1.dtype if x1.dtype == x2.dtype else xp.result_type(x1.dtype, x2.dtype)
+        shape = list(_broadcast(tuple(x1.shape), tuple(x2.shape)))
+        if keepdims:
+            shape[axis] = 1
+        else:
+            del shape[axis]
+        acc = accumulation_dtype(xp, dtype)
+        return cls(x1, x2, axis, keepdims, xp, dtype, tuple(shape), acc)
 
 
 def _normalize_axis(axis: Any, n1: int, n2: int) -> int:
@@ -102,7 +115,8 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
     check.check_dtype(xp, x1, "x1")
     check.check_dtype(xp, x2, "x2")
     try:
-        dtype = x1.dtype if x1.dtype == x2.dtype else xp.result_type(x1.dtype, x2.dtype)
+        if x1.dtype != x2.dtype:
+            xp.result_type(x1.dtype, x2.dtype)
     except (TypeError, RuntimeError):  # torch raises RuntimeError (uint16 with int64)
         raise TypeError(
             f"x1 of dtype {x1.dtype} and x2 of dtype {x2.dtype} cannot be combined by "
@@ -111,14 +125,7 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
     ax = -1 if type(axis) is int and axis == -1 else _normalize_axis(axis, n1, n2)
     if s1 != s2:
         _check_shapes(s1, s2, ax, axis)
-    flag = check.flag(keepdims, "keepdims")
-    shape = list(_broadcast(s1, s2))
-    if flag:
-        shape[ax] = 1
-    else:
-        del shape[ax]
-    acc = accumulation_dtype(xp, dtype)
-    args = VecdotArgs(x1, x2, ax, flag, xp, dtype, tuple(shape), acc)
+    args = VecdotArgs.make(x1, x2, ax, check.flag(keepdims, "keepdims"), xp)
     return _dispatch.Call(library, device, (args,))
 
 
