@@ -1,5 +1,8 @@
 """Developer commands: ``nox -s tests``, ``nox -s bench``, ``nox -s lint``, ``nox -s docs``.
 
+``tests`` runs the suite, then the docstring examples as doctests (``doctests`` runs
+those alone); ``lint`` runs ruff and ``mypy --strict`` over the package.
+
 Benchmarks: ``nox -s bench`` runs every backend this machine can run and prints a table per
 operation; ``bench_numpy``, ``bench_torch``, ``bench_torch_cuda`` and ``bench_cupy`` run one
 backend each, ``bench_quick`` is the CI-sized check. Options after ``--`` go to pytest:
@@ -76,6 +79,24 @@ def tests(session: nox.Session) -> None:
     # One worker per core (pytest-xdist) unless the caller chose: `-- -n 0` runs serially.
     workers = [] if any(a.startswith("-n") for a in session.posargs) else ["-n", "auto"]
     session.run("python", "-m", "pytest", "tests", "-q", *workers, *session.posargs)
+    _run_doctests(session)
+
+
+def _run_doctests(session: nox.Session) -> None:
+    """Every docstring example of the package, run as a doctest (pyproject.toml sets
+    the option flags). CuPy's backend modules import CuPy: skipped where it is absent."""
+    ignore = [] if HAS_NVIDIA_GPU else ["--ignore=portops/_backends/cupy"]
+    session.run(
+        *("python", "-m", "pytest", "--doctest-modules", "portops", "-q"),
+        *("-p", "no:cacheprovider", *ignore),
+    )
+
+
+@nox.session
+def doctests(session: nox.Session) -> None:
+    """The docstring examples alone (``nox -s tests`` runs them after the suite)."""
+    _install(session, "test,torch")
+    _run_doctests(session)
 
 
 @nox.session
@@ -100,9 +121,12 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff and mypy."""
+    """ruff (lint and format) and mypy in strict mode over the package."""
     if _installs_packages(session):
-        session.install("ruff", "mypy", "numpy", "array-api-compat")
+        session.install("ruff", "mypy")
+    # mypy reads the array libraries' own annotations: without them every torch type is
+    # Any, and strict mode reports each subclass of one.
+    _install(session, "torch,dask")
     session.run("ruff", "check", "portops", "tests", "benchmarks", "noxfile.py")
     session.run("ruff", "format", "--check", "portops", "tests", "benchmarks", "noxfile.py")
     session.run("mypy")

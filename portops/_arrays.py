@@ -11,7 +11,6 @@ lookup. Nothing imports an array library that the caller has not imported alread
 
 from __future__ import annotations
 
-import operator
 import sys
 import threading
 import warnings
@@ -332,34 +331,6 @@ def as_dask_operands(
     from ._backends.dask.operands import wrap  # dask is imported: a Dask array was passed
 
     return wrap(arrays, labels)
-
-
-def normalize_axis(axis: Any, ndim: int, name: str) -> int:
-    """Return `axis` as a non-negative int, or raise a TypeError/ValueError naming it."""
-    if isinstance(axis, bool):
-        raise TypeError(f"{name} must be an integer, got bool")
-    try:
-        ax = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(axis).__name__}") from None
-    if not -ndim <= ax < ndim:
-        raise ValueError(f"{name}={axis} is out of range for an array with {ndim} dimensions")
-    return ax % ndim
-
-
-def as_flag(value: Any, name: str) -> bool:
-    """``bool(value)``, or a TypeError naming the argument when it has no truth value."""
-    if type(value) is bool:
-        return value
-    try:
-        return bool(value)
-    except Exception:  # an array of several elements, say
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}") from None
-
-
-def is_floating(xp: Any, dtype: Any) -> bool:
-    """True for real and complex floating dtypes."""
-    return bool(xp.isdtype(dtype, ("real floating", "complex floating")))
 
 
 # ------------------------------------------------------------------ built-in backends

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _arrays
+from ._inspect import Candidate, Explanation, ImplementationInfo, ImplementationTable
 
 if TYPE_CHECKING:
     from ._plans import PlanCache
@@ -377,7 +378,7 @@ def _check_operation(op: str) -> None:
         raise ValueError(f"unknown operation {op!r}; known: {', '.join(sorted(_operations))}")
 
 
-def implementations(op: str) -> list[dict[str, Any]]:
+def implementations(op: str) -> ImplementationTable:
     """List the implementations registered for operation `op`.
 
     Imports the backend specialisations of the array libraries that are installed.
@@ -389,27 +390,41 @@ def implementations(op: str) -> list[dict[str, Any]]:
 
     Returns
     -------
-    list of dict
-        One entry per implementation, highest priority first, with keys ``name``,
-        ``libraries``, ``devices`` (``None`` meaning any), ``priority`` and ``summary``.
+    ImplementationTable
+        A sequence of rows, highest priority first, each with the attributes ``name``,
+        ``libraries``, ``devices`` (``None`` meaning any), ``priority`` and
+        ``summary``; printed, a table. ``.as_dicts()`` gives the rows as dicts.
+
+    Examples
+    --------
+    >>> import portops
+    >>> table = portops.implementations("vecdot")
+    >>> table[-1].name, table[-1].libraries
+    ('generic', None)
+    >>> print(table)  # doctest: +ELLIPSIS
+    implementations of vecdot:
+      name...priority...libraries...devices...summary
+      numpy...10...numpy...cpu...np.vecdot for long unit-stride vectors, ...
+      generic...-100...any...any...pure array API product and sum (reference; ...)
     """
     _check_operation(op)
     _load_installed_backends()
     with _lock:
         impls = sorted(_registry[op], key=lambda i: (-i.priority, i.name))
-    return [
-        {
-            "name": i.name,
-            "libraries": None if i.libraries is None else sorted(i.libraries),
-            "devices": None if i.devices is None else sorted(i.devices),
-            "priority": i.priority,
-            "summary": i.summary,
-        }
+    rows = [
+        ImplementationInfo(
+            i.name,
+            None if i.libraries is None else tuple(sorted(i.libraries)),
+            None if i.devices is None else tuple(sorted(i.devices)),
+            i.priority,
+            i.summary,
+        )
         for i in impls
     ]
+    return ImplementationTable(op, rows)
 
 
-def explain(op: str, *args: Any, **kwargs: Any) -> str:
+def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
     """Say which implementation of `op` would run for these arguments, and why.
 
     Parameters
@@ -421,24 +436,37 @@ def explain(op: str, *args: Any, **kwargs: Any) -> str:
 
     Returns
     -------
-    str
-        A readable report: the arrays' library and device, each candidate in order of
-        priority with the reason it was passed over, and the one chosen.
+    Explanation
+        The arrays' ``library`` and ``device``, the ``chosen`` implementation's name and
+        the ``candidates`` in order of priority, each with its ``reason`` for being
+        chosen or passed over; printed, a readable report.
+
+    Examples
+    --------
+    >>> import numpy as np, portops
+    >>> report = portops.explain("vecdot", np.ones((2, 3)), np.ones(3))
+    >>> report.chosen
+    'numpy'
+    >>> print(report)  # doctest: +ELLIPSIS
+    vecdot on numpy arrays (device cpu):
+      -> numpy: ... [first that applies]
+         generic: ... [applies, lower priority]
     """
     _check_operation(op)
     call = _operations[op].prepare(*args, **kwargs)
     chosen = select(op, call)
-    lines = [f"{op} on {call.library} arrays (device {call.device}):"]
     preferred = _preferred_name(op)
+    candidates = []
     for impl in _candidates_for(op, call.library, call.device):
         if impl is chosen:
             why = "forced by portops.prefer" if preferred else "first that applies"
-            lines.append(f"  -> {impl.name}: {impl.summary} [{why}]")
+            candidates.append(Candidate(impl.name, impl.summary, True, True, why))
         else:
             reason = impl.reason_not_applicable(call)
-            note = f"does not apply: {reason}" if reason else "applies, lower priority"
-            lines.append(f"     {impl.name}: {impl.summary} [{note}]")
-    return "\n".join(lines)
+            applies = reason is None
+            why = "applies, lower priority" if reason is None else reason
+            candidates.append(Candidate(impl.name, impl.summary, False, applies, why))
+    return Explanation(op, call.library, call.device, tuple(candidates))
 
 
 @contextmanager

@@ -12,29 +12,17 @@ every call.
 from __future__ import annotations
 
 import math
-import operator
 import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ._arrays import inspect_arrays, normalize_axis
+from . import _validate as check
+from ._arrays import inspect_arrays
 from ._ops.shear import dispersion_offsets, growth, shear, unshear
 from ._ops.shift_sum import _normalize_mask, shift_sum, shift_sum_adjoint
 
 __all__ = ["Dispersion"]
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be a positive integer, got bool")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be a positive integer, got {type(value).__name__}") from None
-    if n < 1:
-        raise ValueError(f"{name} must be a positive integer, got {n}")
-    return n
 
 
 def _traced(a: Any) -> bool:
@@ -107,27 +95,22 @@ class Dispersion:
         x_shape: Sequence[int] | None = None,
         scale: float = 1.0,
     ) -> None:
-        self.channels = _positive_int(channels, "channels")
+        self.channels = check.positive_int(channels, "channels")
         whole, fractions = dispersion_offsets(step, self.channels)
         self._whole, self._fractions = whole, fractions
         self.mask = mask
         if mask is not None:
             inspect_arrays(("mask",), (mask,))
-        for name, value in (("axis", axis), ("channel_axis", channel_axis)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-        self.axis, self.channel_axis = axis, channel_axis
+        self.axis = check.integer(axis, "axis")
+        self.channel_axis = check.integer(channel_axis, "channel_axis")
         self._x_shape = None if x_shape is None else tuple(int(n) for n in x_shape)
         if self._x_shape is not None:
-            ax = normalize_axis(axis, len(self._x_shape), "axis")
-            cax = normalize_axis(channel_axis, len(self._x_shape), "channel_axis")
+            _, cax = check.axis_pair(axis, channel_axis, len(self._x_shape))
             if self._x_shape[cax] != self.channels:
                 raise ValueError(
                     f"x_shape has {self._x_shape[cax]} channels along channel_axis="
                     f"{channel_axis}, not {self.channels}"
                 )
-            if ax == cax:
-                raise ValueError(f"axis={axis} and channel_axis={channel_axis} name the same axis")
         self.scale = scale
         self._kept: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self._lock = threading.Lock()
@@ -162,8 +145,8 @@ class Dispersion:
     def y_shape(self) -> tuple[int, ...]:
         """Shape of the measurement ``A(x)`` (channel axis dropped)."""
         shape = list(self.x_shape)
-        ax = normalize_axis(self.axis, len(shape), "axis")
-        cax = normalize_axis(self.channel_axis, len(shape), "channel_axis")
+        ax = check.axis(self.axis, len(shape), "axis")
+        cax = check.axis(self.channel_axis, len(shape), "channel_axis")
         shape[ax] += self.grow
         del shape[cax]
         return tuple(shape)
@@ -202,7 +185,7 @@ class Dispersion:
             y = shift_sum(x, self._whole, **self._kw(), keepdims=keepdims)
         else:
             sheared = shear(x, self._step(), **self._kw())
-            cax = normalize_axis(self.channel_axis, x.ndim, "channel_axis")
+            cax = check.axis(self.channel_axis, x.ndim, "channel_axis")
             xp = inspect_arrays(("x",), (x,)).xp
             y = xp.sum(sheared, axis=cax, keepdims=keepdims)
         return self._scaled(y, self.scale)
@@ -219,7 +202,7 @@ class Dispersion:
         else:
             xp = inspect_arrays(("y",), (y,)).xp
             ndim = y.ndim if keepdims else y.ndim + 1
-            cax = normalize_axis(self.channel_axis, ndim, "channel_axis")
+            cax = check.axis(self.channel_axis, ndim, "channel_axis")
             y1 = y if keepdims else xp.expand_dims(y, axis=cax)
             shape = list(y1.shape)
             shape[cax] = self.channels
@@ -244,7 +227,7 @@ class Dispersion:
         return phi if keepdims else self._drop_channel_axis(phi, y)
 
     def _drop_channel_axis(self, phi: Any, y: Any) -> Any:
-        cax = normalize_axis(self.channel_axis, y.ndim + 1, "channel_axis")
+        cax = check.axis(self.channel_axis, y.ndim + 1, "channel_axis")
         xp = inspect_arrays(("y",), (y,)).xp
         return xp.squeeze(phi, axis=cax)
 
@@ -253,8 +236,8 @@ class Dispersion:
         lib = inspect_arrays(("y", "mask"), (y, self.mask))
         xp = lib.xp
         ndim = y.ndim if keepdims else y.ndim + 1
-        ax = normalize_axis(self.axis, ndim, "axis")
-        cax = normalize_axis(self.channel_axis, ndim, "channel_axis")
+        ax = check.axis(self.axis, ndim, "axis")
+        cax = check.axis(self.channel_axis, ndim, "channel_axis")
         real = (
             xp.real(xp.empty((), dtype=y.dtype)).dtype
             if xp.isdtype(y.dtype, "complex floating")

@@ -31,24 +31,82 @@ def test_import_loads_no_optional_backend():
 
 def test_implementations_lists_every_registration():
     impls = portops.implementations("shift_sum")
-    names = [i["name"] for i in impls]
+    names = [i.name for i in impls]
+    assert names == impls.names()
     assert "generic" in names and "numpy_blocked" in names and "numpy_add_at" in names
-    generic = next(i for i in impls if i["name"] == "generic")
-    assert generic["libraries"] is None and generic["devices"] is None
-    priorities = [i["priority"] for i in impls]
+    generic = next(i for i in impls if i.name == "generic")
+    assert generic.libraries is None and generic.devices is None
+    blocked = next(i for i in impls if i.name == "numpy_blocked")
+    assert blocked.libraries == ("numpy",) and blocked.summary
+    priorities = [i.priority for i in impls]
     assert priorities == sorted(priorities, reverse=True)
     with pytest.raises(ValueError, match="unknown operation 'nope'"):
         portops.implementations("nope")
 
 
+def test_implementations_table_reads_as_the_list_of_dicts_it_was():
+    impls = portops.implementations("shift_sum")
+    dicts = impls.as_dicts()
+    assert len(dicts) == len(impls) and dicts[0] == impls[0].as_dict()
+    blocked = next(d for d in dicts if d["name"] == "numpy_blocked")
+    assert blocked == {
+        "name": "numpy_blocked",
+        "libraries": ["numpy"],
+        "devices": None,
+        "priority": blocked["priority"],
+        "summary": blocked["summary"],
+    }
+    row = next(i for i in impls if i.name == "numpy_blocked")
+    assert row["libraries"] == ["numpy"] and row["name"] == "numpy_blocked"
+    lines = str(impls).splitlines()
+    assert lines[0] == "implementations of shift_sum:"
+    assert lines[1].split() == ["name", "priority", "libraries", "devices", "summary"]
+    assert len(lines) == len(impls) + 2 and repr(impls) == str(impls)
+    generic_line = next(line for line in lines if line.split()[0] == "generic")
+    assert generic_line.split()[1:4] == ["-100", "any", "any"]
+
+
 def test_explain_names_the_choice_and_the_alternatives():
     x = np.ones((2, 3, 4, 5))
-    text = portops.explain("shift_sum", x, 2)
-    assert "numpy arrays" in text
-    assert "-> numpy_blocked" in text
-    assert "numpy_add_at" in text and "lower priority" in text
+    report = portops.explain("shift_sum", x, 2)
+    assert (report.op, report.library, report.device) == ("shift_sum", "numpy", "cpu")
+    assert report.chosen == "numpy_blocked"
+    by_name = {c.name: c for c in report.candidates}
+    assert by_name["numpy_blocked"].chosen and by_name["numpy_blocked"].applies
+    assert by_name["numpy_blocked"].reason == "first that applies"
+    add_at = by_name["numpy_add_at"]
+    assert not add_at.chosen and add_at.applies and add_at.reason == "applies, lower priority"
+    assert [c.chosen for c in report.candidates].count(True) == 1
     with portops.prefer(shift_sum="generic"):
-        assert "-> generic" in portops.explain("shift_sum", x, 2)
+        forced = portops.explain("shift_sum", x, 2)
+    assert forced.chosen == "generic"
+    assert next(c for c in forced.candidates if c.chosen).reason == "forced by portops.prefer"
+
+
+def test_explain_reads_as_the_report_it_was():
+    x = np.ones((2, 3, 4, 5))
+    report = portops.explain("shift_sum", x, 2)
+    lines = str(report).splitlines()
+    assert lines[0] == "shift_sum on numpy arrays (device cpu):"
+    assert lines[1].startswith("  -> numpy_blocked: ") and lines[1].endswith("[first that applies]")
+    assert repr(report) == str(report)
+    assert len(lines) == len(report.candidates) + 1
+
+
+def test_explain_says_why_a_candidate_does_not_apply():
+    def refuse(a):
+        return "refuses everything (test)"
+
+    with pe.registered(
+        "shift_sum", "refuser", lambda a: None, libraries=["numpy"], priority=1000,
+        applies=refuse, summary="r",
+    ):  # fmt: skip
+        report = portops.explain("shift_sum", np.ones((2, 3, 4, 5)), 2)
+    refuser = report.candidates[0]
+    assert refuser.name == "refuser" and not refuser.applies and not refuser.chosen
+    assert refuser.reason == "refuses everything (test)"
+    assert report.chosen == "numpy_blocked"
+    assert "     refuser: r [does not apply: refuses everything (test)]" in str(report)
 
 
 def test_prefer_forces_and_restores():
@@ -160,12 +218,12 @@ def test_prefer_is_local_to_threads_and_tasks():
         x = np.ones((2, 3, 4))
         if choice is None:
             barrier.wait()
-            seen[name] = portops.explain("shift_sum", x, 1).split("-> ")[1].split(":")[0]
+            seen[name] = portops.explain("shift_sum", x, 1).chosen
             barrier.wait()
         else:
             with portops.prefer(shift_sum=choice):
                 barrier.wait()
-                seen[name] = portops.explain("shift_sum", x, 1).split("-> ")[1].split(":")[0]
+                seen[name] = portops.explain("shift_sum", x, 1).chosen
                 barrier.wait()
 
     threads = [
@@ -181,13 +239,13 @@ def test_prefer_is_local_to_threads_and_tasks():
     async def task(choice: str) -> str:
         with portops.prefer(shift_sum=choice):
             await asyncio.sleep(0)
-            return portops.explain("shift_sum", np.ones((2, 3, 4)), 1)
+            return portops.explain("shift_sum", np.ones((2, 3, 4)), 1).chosen
 
     async def both() -> list[str]:
         return list(await asyncio.gather(task("generic"), task("numpy_add_at")))
 
     first, second = asyncio.run(both())
-    assert "-> generic" in first and "-> numpy_add_at" in second
+    assert (first, second) == ("generic", "numpy_add_at")
 
 
 def test_registry_is_thread_safe_under_concurrent_calls():

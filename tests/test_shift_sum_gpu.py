@@ -33,7 +33,7 @@ def cupy():
 
 def test_torch_cuda_uses_the_gather_kernel(torch):
     x = torch.randn(2, 3, 4, 5, device="cuda")
-    assert "-> torch_cuda_gather" in portops.explain("shift_sum", x, 2)
+    assert portops.explain("shift_sum", x, 2).chosen == "torch_cuda_gather"
 
 
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), ref.GRADIENT_CASES)

@@ -94,15 +94,16 @@ def test_which_plan(monkeypatch) -> None:
         ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
         ((64, 64), (64, 64)): torch.linalg.vecdot,  # in the caches: torch's own call
     }
+    from array_api_compat import torch as xp  # the records' namespace
     for (s1, s2), want in cases.items():
-        args = vecdot_module.VecdotArgs(torch.ones(s1), torch.ones(s2), -1, False, torch)
+        args = vecdot_module.VecdotArgs.make(torch.ones(s1), torch.ones(s2), -1, False, xp)
         plan = torch_vecdot._plan_cpu(args)
         if want is None:
             assert plan not in (torch.linalg.vecdot, torch.matmul), (s1, s2)
         else:
             assert plan is want, (s1, s2)
     strided = torch.ones(64, 4096).T
-    args = vecdot_module.VecdotArgs(strided, strided, -1, False, torch)
+    args = vecdot_module.VecdotArgs.make(strided, strided, -1, False, xp)
     assert torch_vecdot._plan_cpu(args) is torch.linalg.vecdot
 
 

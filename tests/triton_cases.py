@@ -22,6 +22,7 @@ from test_shift_sum import CASES
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from portops._arrays import namespace_of  # noqa: E402
 from portops._ops.shift_sum import _prepare_forward, _prepare_transposed  # noqa: E402
 
 
@@ -207,7 +208,7 @@ def test_vecdot_rows_plan(kernels, monkeypatch, s1, s2, axis, planned, dtype):
     monkeypatch.setattr(vecdot_cuda, "_sms", lambda device: 132)
     x1 = torch.from_numpy(_rand(s1, dtype, 0))
     x2 = torch.from_numpy(_rand(s2, dtype, 1))
-    a = VecdotArgs(x1, x2, axis, False, None)
+    a = VecdotArgs.make(x1, x2, axis, False, namespace_of(x1))
     run = vecdot_cuda.plan(a)
     want = np.sum(x1.double().numpy() * x2.double().numpy(), axis=axis)
     got = vecdot_cuda.native(a) if run is None else run(x1, x2)
@@ -222,9 +223,8 @@ def test_vecdot_unsigned_native():
 
     for dtype in ("uint16", "uint32", "uint64"):
         a = np.arange(12, dtype=dtype).reshape(3, 4) * np.array(2**13, dtype=dtype)
-        got = vecdot_cuda.native(
-            VecdotArgs(torch.from_numpy(a), torch.from_numpy(a), -1, False, None)
-        )
+        t = torch.from_numpy(a)
+        got = vecdot_cuda.native(VecdotArgs.make(t, t, -1, False, namespace_of(t)))
         want = np.sum(a * a, axis=-1, dtype=dtype)
         assert got.dtype == getattr(torch, dtype)
         np.testing.assert_array_equal(got.numpy(), want)

@@ -60,7 +60,8 @@ def requested_dtype(dtype: Any) -> np.dtype[Any]:
     if found is not None:
         return found
     try:
-        return np.dtype(dtype)
+        result: np.dtype[Any] = np.dtype(dtype)
+        return result
     except TypeError:
         raise TypeError(f"einsum: dtype must be a data type, got {dtype!r}") from None
 

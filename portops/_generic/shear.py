@@ -12,13 +12,6 @@ from .._ops.shear import ShearArgs, growth
 from ..extend import Priority
 
 
-def result_dtype(a: ShearArgs) -> Any:
-    """``result_type(array, mask)``."""
-    if a.mask is None:
-        return a.array.dtype
-    return a.xp.result_type(a.array.dtype, a.mask.dtype)
-
-
 def _take(a: Any, axis: int, start: int, stop: int) -> Any:
     idx = [slice(None)] * a.ndim
     idx[axis] = slice(start, stop)
@@ -46,8 +39,8 @@ def conj_mask(xp: Any, mask: Any) -> Any:
 
 def shear(a: ShearArgs) -> Any:
     """Each channel zero-padded to its place, then the channels concatenated."""
-    x, offsets, fractions, ax, cax, mask, xp = a
-    z = x if mask is None else xp.astype(x * mask, result_dtype(a), copy=False)
+    x, offsets, fractions, ax, cax, mask, xp = a[:7]
+    z = x if mask is None else xp.astype(x * mask, a.dtype, copy=False)
     z = xp.broadcast_to(z, tuple(x.shape))
     grow = growth(offsets, fractions)
     parts = []
@@ -65,8 +58,8 @@ def shear(a: ShearArgs) -> Any:
 
 def unshear(a: ShearArgs) -> Any:
     """Each channel's window, concatenated, then masked."""
-    y, offsets, fractions, ax, cax, mask, xp = a
-    width = y.shape[ax] - growth(offsets, fractions)
+    y, offsets, fractions, ax, cax, mask, xp = a[:7]
+    width = a.shape[ax]
     parts = []
     for c, n in enumerate(offsets):
         yc = _take(y, cax, c, c + 1)
@@ -77,7 +70,7 @@ def unshear(a: ShearArgs) -> Any:
         parts.append(window)
     x = xp.concat(parts, axis=cax)
     if mask is not None:
-        x = xp.astype(x * conj_mask(xp, mask), result_dtype(a), copy=False)
+        x = xp.astype(x * conj_mask(xp, mask), a.dtype, copy=False)
     return x
 
 

@@ -9,15 +9,8 @@ from typing import Any
 import array_api_compat as compat
 
 from .. import extend
-from .._ops.shift_sum import ShiftSumArgs, accumulation_dtype
+from .._ops.shift_sum import ShiftSumArgs
 from ..extend import Priority
-
-
-def result_dtype(a: ShiftSumArgs) -> Any:
-    """``result_type(array, mask)``."""
-    if a.mask is None:
-        return a.array.dtype
-    return a.xp.result_type(a.array.dtype, a.mask.dtype)
 
 
 def _index(ndim: int, axis: int, item: slice) -> tuple[slice, ...]:
@@ -47,9 +40,8 @@ def _pad(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
 
 def forward(a: ShiftSumArgs) -> Any:
     """Sum of zero-padded channels: one padded term per channel."""
-    x, offsets, ax, cax, mask, keepdims, xp = a
-    out_dtype = result_dtype(a)
-    acc = accumulation_dtype(xp, out_dtype)
+    x, offsets, ax, cax, mask, keepdims, xp = a[:7]
+    out_dtype, acc = a.dtype, a.acc_dtype
     grow = max(offsets)
     total = None
     for c, o in enumerate(offsets):
@@ -73,12 +65,11 @@ def conj_mask(xp: Any, mask: Any) -> Any:
 
 def adjoint(a: ShiftSumArgs) -> Any:
     """Concatenate each channel's window of ``y``, then mask."""
-    y, offsets, ax, cax, mask, _, xp = a
-    width = y.shape[ax] - max(offsets)
+    y, offsets, ax, cax, mask, _, xp = a[:7]
+    width = a.shape[ax]
     x = xp.concat([y[_index(y.ndim, ax, slice(o, o + width))] for o in offsets], axis=cax)
     if mask is not None:
-        out_dtype = result_dtype(a)
-        x = xp.astype(x * conj_mask(xp, mask), out_dtype, copy=False)
+        x = xp.astype(x * conj_mask(xp, mask), a.dtype, copy=False)
     return x
 
 
@@ -91,8 +82,8 @@ def overlap(a: ShiftSumArgs, forward_impl: Kernel = forward) -> Any:
     Without a mask it is the number of channels that reach each position. Backends
     pass their own forward kernel, which computes ``Phi`` as fast as the operator.
     """
-    y, offsets, ax, cax, mask, _, xp = a
-    width = y.shape[ax] - max(offsets)
+    y, offsets, ax, cax, mask, _, xp = a[:7]
+    width = a.shape[ax]
     real = (
         xp.real(xp.empty((), dtype=y.dtype)).dtype
         if xp.isdtype(y.dtype, "complex floating")
@@ -107,7 +98,7 @@ def overlap(a: ShiftSumArgs, forward_impl: Kernel = forward) -> Any:
         m2 = xp.astype(m2, xp.result_type(m2.dtype, real), copy=False)
         full = [t if s == 1 else s for s, t in zip(m2.shape, shape, strict=True)]
         m2 = xp.broadcast_to(m2, tuple(full))
-    return forward_impl(ShiftSumArgs(m2, offsets, ax, cax, None, True, xp))
+    return forward_impl(ShiftSumArgs.make("forward", m2, offsets, ax, cax, None, True, xp))
 
 
 def divide_where_positive(xp: Any, y: Any, phi: Any) -> Any:

@@ -6,16 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import extend
-from .._ops.shift_sum import accumulation_dtype
 from .._ops.vecdot import VecdotArgs
 from ..extend import Priority
 
 
 def vecdot(a: VecdotArgs) -> Any:
     """``sum(conj(x1) * x2)`` in float32 or wider, cast to ``result_type(x1, x2)``."""
-    x1, x2, axis, keepdims, xp = a
-    dtype = xp.result_type(x1.dtype, x2.dtype)
-    acc = accumulation_dtype(xp, dtype)
+    x1, x2, axis, keepdims, xp = a[:5]
+    dtype, acc = a.dtype, a.acc_dtype
     x1 = xp.astype(x1, acc, copy=False)
     x2 = xp.astype(x2, acc, copy=False)
     if xp.isdtype(acc, "complex floating"):

@@ -13,7 +13,6 @@ per-signature cache that also remembers the chosen implementation.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -21,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _dispatch
+from .. import _validate as check
 from .._arrays import (
     DASK,
     NUMPY,
@@ -105,18 +105,7 @@ def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tu
 def _check_memory_limit(memory_limit: Any) -> int | None:
     if memory_limit is None:
         return None
-    if isinstance(memory_limit, bool):
-        raise TypeError("memory_limit must be a positive integer (elements) or None, got bool")
-    try:
-        limit = operator.index(memory_limit)
-    except TypeError:
-        raise TypeError(
-            "memory_limit must be a positive integer (elements) or None, got "
-            f"{type(memory_limit).__name__}"
-        ) from None
-    if limit < 1:
-        raise ValueError(f"memory_limit must be a positive integer (elements), got {limit}")
-    return limit
+    return check.positive_int(memory_limit, "memory_limit", "a positive integer (elements) or None")
 
 
 def _split(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:

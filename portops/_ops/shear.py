@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .. import _dispatch
+from .. import _validate as check
 from .._arrays import inspect_arrays
-from .shift_sum import _axes, _check_array, _check_dtype, _normalize_mask, _normalize_offsets
+from .._dtypes import result_dtype
+from .shift_sum import _check_array, _normalize_mask, _normalize_offsets
 
 __all__ = ["ShearArgs", "dispersion_offsets", "shear", "unshear"]
 
@@ -35,6 +37,10 @@ class ShearArgs(NamedTuple):
     dispersion, else the sub-pixel parts ``f_c`` in ``[0, 1)`` (channel ``c`` goes
     ``1 - f_c`` to ``n_c`` and ``f_c`` to ``n_c + 1``). ``mask`` is ``None`` or has the
     number of dimensions of ``x``, each of size 1 or the size of ``x``'s.
+
+    ``dtype`` and ``shape`` are the result's (``result_type(array, mask)``; ``x``'s
+    shape with `axis` lengthened, or ``y``'s with it shortened, by
+    :func:`growth`), computed once by the front end or by :meth:`make`.
     """
 
     array: Any
@@ -44,6 +50,28 @@ class ShearArgs(NamedTuple):
     channel_axis: int
     mask: Any
     xp: Any
+    dtype: Any
+    shape: tuple[int, ...]
+
+    @classmethod
+    def make(
+        cls,
+        kind: str,
+        array: Any,
+        offsets: tuple[int, ...],
+        fractions: tuple[float, ...] | None,
+        axis: int,
+        channel_axis: int,
+        mask: Any,
+        xp: Any,
+    ) -> ShearArgs:
+        """The record of a ``"shear"`` or ``"unshear"`` call, with its result's dtype
+        and shape computed."""
+        shape = list(array.shape)
+        grow = growth(offsets, fractions)
+        shape[axis] += grow if kind == "shear" else -grow
+        dtype = result_dtype(xp, array, mask)
+        return cls(array, offsets, fractions, axis, channel_axis, mask, xp, dtype, tuple(shape))
 
 
 def growth(offsets: tuple[int, ...], fractions: tuple[float, ...] | None) -> int:
@@ -104,21 +132,20 @@ def _prepare_shear(
     lib = inspect_arrays(("x", "mask"), (x, mask))
     _check_array(x, "x")
     xp = lib.xp
-    _check_dtype(xp, x, "x", allow_int=True)
-    ax, cax = _axes(axis, channel_axis, x.ndim)
+    check.check_dtype(xp, x, "x")
+    ax, cax = check.axis_pair(axis, channel_axis, x.ndim)
     shape = tuple(x.shape)
     offsets, fractions = dispersion_offsets(step, shape[cax])
     if fractions is not None:
         _check_fractional_dtype(xp, x, "x")
     m = _normalize_mask(xp, mask, shape, x.dtype)
-    return _dispatch.Call(
-        lib.library, lib.device, (ShearArgs(x, offsets, fractions, ax, cax, m, xp),)
-    )
+    args = ShearArgs.make("shear", x, offsets, fractions, ax, cax, m, xp)
+    return _dispatch.Call(lib.library, lib.device, (args,))
 
 
 def _check_fractional_dtype(xp: Any, a: Any, name: str) -> None:
     try:
-        _check_dtype(xp, a, name, allow_int=False)
+        check.check_dtype(xp, a, name, floating_only=True)
     except TypeError:
         raise TypeError(
             f"{name} must have a floating-point dtype for a fractional step "
@@ -132,8 +159,8 @@ def _prepare_unshear(
     lib = inspect_arrays(("y", "mask"), (y, mask))
     _check_array(y, "y")
     xp = lib.xp
-    _check_dtype(xp, y, "y", allow_int=True)
-    ax, cax = _axes(axis, channel_axis, y.ndim)
+    check.check_dtype(xp, y, "y")
+    ax, cax = check.axis_pair(axis, channel_axis, y.ndim)
     offsets, fractions = dispersion_offsets(step, y.shape[cax])
     if fractions is not None:
         _check_fractional_dtype(xp, y, "y")
@@ -146,9 +173,8 @@ def _prepare_unshear(
     x_shape = list(y.shape)
     x_shape[ax] -= grow
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype)
-    return _dispatch.Call(
-        lib.library, lib.device, (ShearArgs(y, offsets, fractions, ax, cax, m, xp),)
-    )
+    args = ShearArgs.make("unshear", y, offsets, fractions, ax, cax, m, xp)
+    return _dispatch.Call(lib.library, lib.device, (args,))
 
 
 _dispatch.define_operation("shear", _prepare_shear)

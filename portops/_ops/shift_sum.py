@@ -15,17 +15,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from .. import _dispatch
-from .._arrays import (
-    DASK,
-    as_dask_operands,
-    as_flag,
-    inspect_arrays,
-    is_floating,
-    normalize_axis,
-)
+from .. import _validate as check
+from .._arrays import DASK, as_dask_operands, inspect_arrays
+from .._dtypes import accumulation_dtype, result_dtype
 from .._plans import PlanCache, signature
 
 __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
@@ -38,6 +31,11 @@ class ShiftSumArgs(NamedTuple):
     pseudo-inverse. For ``y`` the channel axis is present with size 1, so ``axis`` and
     ``channel_axis`` index both layouts alike. ``mask`` is ``None`` or has ``x.ndim``
     dimensions, each of size 1 or the size of ``x``'s.
+
+    ``dtype``, ``shape`` and ``acc_dtype`` describe the call's result: its dtype
+    (``result_type(array, mask)``), its shape and the dtype sums are accumulated in
+    (float32 for half precision). The front end computes them once; a record made
+    elsewhere comes from :meth:`make`, which computes them too.
     """
 
     array: Any
@@ -47,23 +45,37 @@ class ShiftSumArgs(NamedTuple):
     mask: Any
     keepdims: bool
     xp: Any
+    dtype: Any
+    shape: tuple[int, ...]
+    acc_dtype: Any
 
-
-def result_shape(kind: str, a: ShiftSumArgs) -> list[int]:
-    """The shape of a call's result from its normalised arguments: the forward's
-    (``kind == "forward"``; channel axis of size 1 with ``keepdims``, else gone), or the
-    adjoint's and pseudo-inverse's (``x``'s)."""
-    shape = list(a.array.shape)
-    if kind == "forward":
-        shape[a.axis] += max(a.offsets)
-        if a.keepdims:
-            shape[a.channel_axis] = 1
+    @classmethod
+    def make(
+        cls,
+        kind: str,
+        array: Any,
+        offsets: tuple[int, ...],
+        axis: int,
+        channel_axis: int,
+        mask: Any,
+        keepdims: bool,
+        xp: Any,
+    ) -> ShiftSumArgs:
+        """The record of a ``"forward"`` call or an ``"adjoint"``/``"pinv"`` one, with
+        its result's dtype, shape and accumulation dtype computed."""
+        dtype = result_dtype(xp, array, mask)
+        shape = list(array.shape)
+        if kind == "forward":
+            shape[axis] += max(offsets)
+            if keepdims:
+                shape[channel_axis] = 1
+            else:
+                del shape[channel_axis]
         else:
-            del shape[a.channel_axis]
-    else:
-        shape[a.axis] -= max(a.offsets)
-        shape[a.channel_axis] = len(a.offsets)
-    return shape
+            shape[axis] -= max(offsets)
+            shape[channel_axis] = len(offsets)
+        acc = accumulation_dtype(xp, dtype)
+        return cls(array, offsets, axis, channel_axis, mask, keepdims, xp, dtype, tuple(shape), acc)
 
 
 def _linear_offsets(step: int, channels: int) -> tuple[int, ...]:
@@ -74,8 +86,9 @@ def _linear_offsets(step: int, channels: int) -> tuple[int, ...]:
 
 def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -> tuple[int, ...]:
     """Offsets ``o_c`` as a tuple of non-negative ints with ``min == 0``."""
+    expected = "an integer or a sequence of integers"
     if isinstance(step, bool):
-        raise TypeError(f"{argname} must be an integer or a sequence of integers, got bool")
+        raise TypeError(f"{argname} must be {expected}, got bool")
     try:
         s = operator.index(step)
     except TypeError:
@@ -84,22 +97,14 @@ def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -
         if channels is None:
             raise ValueError("channels is required when step is an integer")
         return _linear_offsets(s, channels)
-    expected = f"{argname} must be an integer or a sequence of integers"
     if isinstance(step, (str, bytes)):
-        raise TypeError(f"{expected}, got {type(step).__name__}")
+        raise TypeError(f"{argname} must be {expected}, got {type(step).__name__}")
     if not isinstance(step, Sequence):
         try:
             step = list(step)  # NumPy or other 1-d arrays of integers
         except TypeError:
-            raise TypeError(f"{expected}, got {type(step).__name__}") from None
-    offsets = []
-    for v in step:
-        if isinstance(v, bool):
-            raise TypeError(f"{argname} must contain integers, got bool")
-        try:
-            offsets.append(operator.index(v))
-        except TypeError:
-            raise TypeError(f"{argname} must contain integers, got {type(v).__name__}") from None
+            raise TypeError(f"{argname} must be {expected}, got {type(step).__name__}") from None
+    offsets = check.integers(step, argname)
     if not offsets:
         raise ValueError(f"{argname} must contain at least one offset")
     if channels is not None and len(offsets) != channels:
@@ -114,38 +119,6 @@ def _check_array(a: Any, name: str) -> None:
         raise TypeError(f"{name} must be an array, got {type(a).__name__}")
     if ndim < 2:
         raise ValueError(f"{name} must have at least 2 dimensions, got {ndim}")
-
-
-_KINDS = {"real floating": "f", "complex floating": "c", "integral": "iu", "bool": "b"}
-_LETTERS: dict[tuple[str, ...], str] = {}
-
-
-def _has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
-    """``xp.isdtype(dtype, kinds)``, by NumPy's kind letter for NumPy dtypes.
-
-    NumPy dtypes (NumPy, CuPy and Dask arrays) are checked by kind, which is faster and
-    keeps out datetime64/timedelta64, which NumPy counts as integers.
-    """
-    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # "V": bfloat16 and such
-        letters = _LETTERS.get(kinds)
-        if letters is None:
-            letters = _LETTERS[kinds] = "".join(_KINDS[k] for k in kinds)
-        return dtype.kind in letters
-    return bool(xp.isdtype(dtype, kinds))
-
-
-def _check_dtype(xp: Any, a: Any, name: str, *, allow_int: bool) -> None:
-    dtype = a.dtype
-    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # by kind, without isdtype's cost
-        ok = dtype.kind in ("fciu" if allow_int else "fc")
-    else:
-        kinds: tuple[str, ...] = ("real floating", "complex floating")
-        if allow_int:
-            kinds += ("integral",)
-        ok = bool(xp.isdtype(dtype, kinds))
-    if not ok:
-        expected = "a numeric (integer or floating)" if allow_int else "a floating-point"
-        raise TypeError(f"{name} must have {expected} dtype, got {dtype}")
 
 
 _torch_lacking: tuple[frozenset[Any], frozenset[Any]] | None = None
@@ -214,9 +187,9 @@ def _normalize_mask(
             raise ValueError(
                 f"mask of shape {tuple(mask.shape)} does not broadcast against x of shape {x_shape}"
             )
-    if _has_dtype(xp, mask.dtype, ("bool",)):
+    if check.has_dtype(xp, mask.dtype, ("bool",)):
         mask = xp.astype(mask, dtype)  # binary masks are commonly bool
-    elif not _has_dtype(xp, mask.dtype, ("real floating", "complex floating", "integral")):
+    elif not check.has_dtype(xp, mask.dtype, ("real floating", "complex floating", "integral")):
         raise TypeError(f"mask must have a numeric or bool dtype, got {mask.dtype}")
     try:
         xp.result_type(dtype, mask.dtype)
@@ -228,14 +201,6 @@ def _normalize_mask(
     if mask.ndim != len(x_shape):
         mask = xp.reshape(mask, shape)
     return mask
-
-
-def _axes(axis: Any, channel_axis: Any, ndim: int) -> tuple[int, int]:
-    ax = normalize_axis(axis, ndim, "axis")
-    cax = normalize_axis(channel_axis, ndim, "channel_axis")
-    if ax == cax:
-        raise ValueError(f"axis={axis} and channel_axis={channel_axis} name the same axis")
-    return ax, cax
 
 
 def _prepare_forward(
@@ -252,9 +217,9 @@ def _prepare_forward(
         x, mask = as_dask_operands((x, mask))
     _check_array(x, "x")
     xp = lib.xp
-    _check_dtype(xp, x, "x", allow_int=True)
+    check.check_dtype(xp, x, "x")
     _check_torch_dtype(lib.library, lib.device, x, "x", forward=True)
-    ax, cax = _axes(axis, channel_axis, x.ndim)
+    ax, cax = check.axis_pair(axis, channel_axis, x.ndim)
     _check_known_shape(lib.library, x, "x")
     shape = tuple(x.shape)
     if shape[cax] == 0:
@@ -269,10 +234,9 @@ def _prepare_forward(
         y_shape[ax - (ax > cax)] += grow
         _check_result_size(y_shape, x.dtype, f"step={step!r}")
     m = _normalize_mask(xp, mask, shape, x.dtype, "x", lib.library)
-    flag = as_flag(keepdims, "keepdims")
-    return _dispatch.Call(
-        lib.library, lib.device, (ShiftSumArgs(x, offsets, ax, cax, m, flag, xp),)
-    )
+    flag = check.flag(keepdims, "keepdims")
+    args = ShiftSumArgs.make("forward", x, offsets, ax, cax, m, flag, xp)
+    return _dispatch.Call(lib.library, lib.device, (args,))
 
 
 def _prepare_transposed(
@@ -293,28 +257,19 @@ def _prepare_transposed(
     if getattr(y, "ndim", None) is None:
         raise TypeError(f"y must be an array, got {type(y).__name__}")
     xp = lib.xp
-    _check_dtype(xp, y, "y", allow_int=not floating_only)
+    check.check_dtype(xp, y, "y", floating_only=floating_only)
     _check_torch_dtype(lib.library, lib.device, y, "y", forward=False)
     _check_known_shape(lib.library, y, "y")
-    keepdims = as_flag(keepdims, "keepdims")
+    keepdims = check.flag(keepdims, "keepdims")
     if channels is not None:
-        if isinstance(channels, bool):
-            raise TypeError("channels must be a positive integer, got bool")
-        try:
-            channels = operator.index(channels)
-        except TypeError:
-            raise TypeError(
-                f"channels must be a positive integer, got {type(channels).__name__}"
-            ) from None
-        if channels < 1:
-            raise ValueError(f"channels must be a positive integer, got {channels}")
+        channels = check.positive_int(channels, "channels")
         _check_width(y, step, channels, axis, channel_axis, keepdims)
     offsets = _normalize_offsets(step, channels)
     n_channels = len(offsets)
     x_ndim = y.ndim if keepdims else y.ndim + 1
     if x_ndim < 2:
         raise ValueError("y must have at least 1 dimension (2 with keepdims=True)")
-    ax, cax = _axes(axis, channel_axis, x_ndim)
+    ax, cax = check.axis_pair(axis, channel_axis, x_ndim)
     if keepdims:
         if y.shape[cax] != 1:
             raise ValueError(
@@ -333,9 +288,8 @@ def _prepare_transposed(
     x_shape[cax] = n_channels
     x_shape[ax] = y_width - grow
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y", lib.library)
-    return _dispatch.Call(
-        lib.library, lib.device, (ShiftSumArgs(y, offsets, ax, cax, m, keepdims, xp),)
-    )
+    args = ShiftSumArgs.make("adjoint", y, offsets, ax, cax, m, keepdims, xp)
+    return _dispatch.Call(lib.library, lib.device, (args,))
 
 
 def _check_width(
@@ -355,7 +309,7 @@ def _check_width(
     x_ndim = y.ndim if keepdims else y.ndim + 1
     if x_ndim < 2:
         return  # reported below
-    ax, cax = _axes(axis, channel_axis, x_ndim)
+    ax, cax = check.axis_pair(axis, channel_axis, x_ndim)
     y_shape = list(y.shape)
     if not keepdims:
         y_shape.insert(cax, 1)
@@ -572,13 +526,3 @@ def shift_sum_pinv(
     return _call(
         "shift_sum_pinv", PINV_PLANS, y, step, channels, axis, channel_axis, mask, keepdims
     )
-
-
-def accumulation_dtype(xp: Any, dtype: Any) -> Any:
-    """float32 for half-precision floats, else `dtype` itself."""
-    if xp is np:  # NumPy's kernels, without isdtype's cost (float16 is its only half)
-        return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
-    if is_floating(xp, dtype) and not xp.isdtype(dtype, "complex floating"):
-        if xp.finfo(dtype).bits < 32:
-            return xp.float32
-    return dtype

@@ -7,22 +7,12 @@ lengths agree and whose other dimensions broadcast.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from .. import _dispatch
-from .._arrays import (
-    DASK,
-    NUMPY,
-    TORCH,
-    as_dask_operands,
-    as_flag,
-    inspect_arrays,
-    library_of,
-    namespace_of,
-)
+from .. import _validate as check
+from .._arrays import DASK, NUMPY, TORCH, as_dask_operands, inspect_arrays, library_of, namespace_of
+from .._dtypes import accumulation_dtype
 from .._plans import PlanCache, pair_signature
 
 __all__ = ["VecdotArgs", "vecdot"]
@@ -32,7 +22,9 @@ class VecdotArgs(NamedTuple):
     """Normalised arguments shared by every vecdot implementation.
 
     ``axis`` is negative and valid for both ``x1`` and ``x2``; it indexes the
-    broadcast shape as well, since it counts from the end.
+    broadcast shape as well, since it counts from the end. ``dtype`` is the result's
+    (``result_type(x1, x2)``), ``shape`` its shape and ``acc_dtype`` the dtype the
+    products are summed in (float32 for half precision), computed once by the front end.
     """
 
     x1: Any
@@ -40,37 +32,26 @@ class VecdotArgs(NamedTuple):
     axis: int
     keepdims: bool
     xp: Any
+    dtype: Any
+    shape: tuple[int, ...]
+    acc_dtype: Any
 
-
-_torch_bool: Any = None  # torch.bool, looked up once a tensor has been seen
-
-
-def _check_numeric(library: str, xp: Any, x: Any, name: str) -> None:
-    dtype = x.dtype
-    if library == NUMPY:
-        ok = dtype.kind in "iufc"
-    elif library == TORCH:
-        global _torch_bool
-        if _torch_bool is None:
-            import torch  # already imported: x is a tensor
-
-            _torch_bool = torch.bool
-        ok = dtype is not _torch_bool
-    elif isinstance(dtype, np.dtype) and dtype.kind != "V":  # keeps out timedelta64
-        ok = dtype.kind in "iufc"
-    else:
-        ok = bool(xp.isdtype(dtype, "numeric"))
-    if not ok:
-        raise TypeError(f"{name} must have a numeric dtype, got {dtype}")
+    @classmethod
+    def make(cls, x1: Any, x2: Any, axis: int, keepdims: bool, xp: Any) -> VecdotArgs:
+        """The record of a call whose arguments are already checked, with its result's
+        dtype, shape and accumulation dtype computed."""
+        dtype = x1.dtype if x1.dtype == x2.dtype else xp.result_type(x1.dtype, x2.dtype)
+        shape = list(_broadcast(tuple(x1.shape), tuple(x2.shape)))
+        if keepdims:
+            shape[axis] = 1
+        else:
+            del shape[axis]
+        acc = accumulation_dtype(xp, dtype)
+        return cls(x1, x2, axis, keepdims, xp, dtype, tuple(shape), acc)
 
 
 def _normalize_axis(axis: Any, n1: int, n2: int) -> int:
-    if isinstance(axis, bool):
-        raise TypeError("axis must be an integer, got bool")
-    try:
-        ax = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"axis must be an integer, got {type(axis).__name__}") from None
+    ax = check.integer(axis, "axis")
     if ax >= 0:
         if n1 != n2:
             raise ValueError(
@@ -131,21 +112,34 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
         raise ValueError(
             f"x1 and x2 must have at least one dimension, got {n1} and {n2} dimensions"
         )
-    _check_numeric(library, xp, x1, "x1")
-    _check_numeric(library, xp, x2, "x2")
-    if library != NUMPY and library != TORCH:  # those two promote any numeric pair
-        try:
+    check.check_dtype(xp, x1, "x1")
+    check.check_dtype(xp, x2, "x2")
+    try:
+        if x1.dtype != x2.dtype:
             xp.result_type(x1.dtype, x2.dtype)
-        except TypeError:
-            raise TypeError(
-                f"x1 of dtype {x1.dtype} and x2 of dtype {x2.dtype} cannot be combined by "
-                "this library's type promotion; cast one of them"
-            ) from None
+    except (TypeError, RuntimeError):  # torch raises RuntimeError (uint16 with int64)
+        raise TypeError(
+            f"x1 of dtype {x1.dtype} and x2 of dtype {x2.dtype} cannot be combined by "
+            "this library's type promotion; cast one of them"
+        ) from None
     ax = -1 if type(axis) is int and axis == -1 else _normalize_axis(axis, n1, n2)
     if s1 != s2:
         _check_shapes(s1, s2, ax, axis)
-    args = VecdotArgs(x1, x2, ax, as_flag(keepdims, "keepdims"), xp)
+    args = VecdotArgs.make(x1, x2, ax, check.flag(keepdims, "keepdims"), xp)
     return _dispatch.Call(library, device, (args,))
+
+
+def _broadcast(s1: tuple[Any, ...], s2: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The broadcast of two shapes that :func:`_check_shapes` accepted. Dask sizes may
+    be unknown (NaN or None): a known size other than 1 wins over them."""
+    if s1 == s2:
+        return s1
+    n = max(len(s1), len(s2))
+    out = []
+    for a, b in zip((1,) * (n - len(s1)) + s1, (1,) * (n - len(s2)) + s2, strict=True):
+        take_b = a == 1 or (not _known(a) and _known(b) and b != 1)
+        out.append(b if take_b else a)
+    return tuple(out)
 
 
 _dispatch.define_operation("vecdot", _prepare)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from .._kernels.geometry import contiguous_strides, linear_step
-from .._ops.shear import ShearArgs, growth
+from .._ops.shear import ShearArgs
 from .layout import ChannelGroup, channel_groups
 
 __all__ = [
@@ -305,7 +305,7 @@ def _staged_work(
     """The blocks of channels (by number) and the work that writes them through a
     stage."""
     plan = _staged_plan(lib, out, a, step, base)
-    x, offsets, _, ax, cax, mask, _ = a
+    x, offsets, _, ax, cax, mask = a[:6]
     shape, strides, channels = tuple(out.shape), plan.strides, x.shape[cax]
     inner = strides[ax]
     units = _staged_units(shape, cax, plan.chunk)
@@ -345,15 +345,9 @@ def _staged_work(
     return list(range(len(units))), work
 
 
-def _result_dtype(lib: Any, a: ShearArgs) -> Any:
-    if a.mask is None:
-        return a.array.dtype
-    return lib.result_type(a.array.dtype, a.mask.dtype)
-
-
 def shear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
     """Fill the C-contiguous sheared cube `out` block by block."""
-    x, offsets, fractions, ax, cax, mask, _ = a
+    x, offsets, fractions, ax, cax, mask = a[:6]
     if out.size == 0:
         return
     channels = x.shape[cax]
@@ -406,7 +400,7 @@ def shear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
 def unshear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
     """Fill the C-contiguous `out` (``x``'s shape) with every window of ``y`` times the
     conjugated mask, block by block."""
-    y, offsets, fractions, ax, cax, mask, _ = a
+    y, offsets, fractions, ax, cax, mask = a[:6]
     if out.size == 0:
         return
     if mask is not None and lib.iscomplexobj(mask):
@@ -448,17 +442,13 @@ def unshear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
 
 def shear(lib: Any, empty: Empty, a: ShearArgs, run: Run = serial) -> Any:
     """The sheared cube, from :func:`shear_into`."""
-    wide = list(a.array.shape)
-    wide[a.axis] += growth(a.offsets, a.fractions)
-    out = empty(wide, _result_dtype(lib, a))
+    out = empty(list(a.shape), a.dtype)
     shear_into(lib, out, a, run)
     return out
 
 
 def unshear(lib: Any, empty: Empty, a: ShearArgs, run: Run = serial) -> Any:
     """``x``, from :func:`unshear_into`."""
-    shape = list(a.array.shape)
-    shape[a.axis] -= growth(a.offsets, a.fractions)
-    out = empty(shape, _result_dtype(lib, a))
+    out = empty(list(a.shape), a.dtype)
     unshear_into(lib, out, a, run)
     return out

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._kernels.geometry import linear_step
-from .._ops.shear import ShearArgs, growth
+from .._ops.shear import ShearArgs
 from .layout import View, gap_views, window_strides, windows_view
 
 Empty = Callable[[list[int], Any], Any]
@@ -53,19 +53,12 @@ def _write(lib: Any, dst: Any, src: Any, mask: Any) -> None:
         lib.multiply(src, mask, out=dst)
 
 
-def _result_dtype(lib: Any, a: ShearArgs) -> Any:
-    if a.mask is None:
-        return a.array.dtype
-    return lib.result_type(a.array.dtype, a.mask.dtype)
-
-
 def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
     """Zero the gaps, then one strided copy of ``x`` (times the mask) into the windows."""
-    x, offsets, fractions, ax, cax, mask, _ = a
+    x, offsets, fractions, ax, cax, mask = a[:6]
     width = x.shape[ax]
-    wide = list(x.shape)
-    wide[ax] += growth(offsets, fractions)
-    out = empty(wide, _result_dtype(lib, a))
+    wide = a.shape
+    out = empty(list(wide), a.dtype)
     if out.size == 0:
         return out
     if fractions is not None:
@@ -99,11 +92,10 @@ def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
 
 def unshear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
     """One strided copy (times the conjugated mask) of every window of ``y``."""
-    y, offsets, fractions, ax, cax, mask, _ = a
-    width = y.shape[ax] - growth(offsets, fractions)
-    shape = list(y.shape)
-    shape[ax] = width
-    out = empty(shape, _result_dtype(lib, a))
+    y, offsets, fractions, ax, cax, mask = a[:6]
+    width = a.shape[ax]
+    shape = list(a.shape)
+    out = empty(shape, a.dtype)
     if out.size == 0:
         return out
     if mask is not None and lib.iscomplexobj(mask):

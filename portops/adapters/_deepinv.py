@@ -13,7 +13,7 @@ from .._ops.shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
 def _physics_class() -> type:
     from deepinv.physics import LinearPhysics
 
-    class ShiftSumPhysics(LinearPhysics):
+    class ShiftSumPhysics(LinearPhysics):  # type: ignore[misc]  # deepinv has no stubs
         """CASSI dispersion ``y = shift_sum(x, step, mask=mask, keepdims=True)``."""
 
         def __init__(

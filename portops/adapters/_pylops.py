@@ -17,7 +17,7 @@ def _operator_class() -> type:
     import pylops
     from pylops.utils.decorators import reshaped
 
-    class ShiftSum(pylops.LinearOperator):
+    class ShiftSum(pylops.LinearOperator):  # type: ignore[misc]  # pylops has no stubs
         """The CASSI dispersion: dims = the cube's shape, dimsd = the measurement's."""
 
         def __init__(
@@ -34,11 +34,11 @@ def _operator_class() -> type:
             self.step, self.channels = step, x_shape[channel_axis]
             self.keywords = {"axis": axis, "channel_axis": channel_axis, "mask": mask}
 
-        @reshaped
+        @reshaped  # type: ignore[untyped-decorator]
         def _matvec(self, x: Any) -> Any:
             return shift_sum(x, self.step, **self.keywords)
 
-        @reshaped
+        @reshaped  # type: ignore[untyped-decorator]
         def _rmatvec(self, y: Any) -> Any:
             return shift_sum_adjoint(y, self.step, channels=self.channels, **self.keywords)
 

@@ -34,7 +34,7 @@ from ..._kernels.geometry import (
     row_view,
 )
 from ..._kernels.loader import kernel_name, kernel_source, real_of
-from ..._ops.shift_sum import ShiftSumArgs, result_shape
+from ..._ops.shift_sum import ShiftSumArgs
 from ...extend import Priority
 
 _BLOCK = 256
@@ -99,7 +99,9 @@ def _grid_limit(device_id: int) -> int:
     return int(sms) * _BLOCKS_PER_SM
 
 
-def _launch(kernel: str, dtypes: tuple[str, ...], g: Geometry, total: int, args: tuple) -> None:
+def _launch(
+    kernel: str, dtypes: tuple[str, ...], g: Geometry, total: int, args: tuple[Any, ...]
+) -> None:
     device_id = cupy.cuda.Device().id
     fn = _function(kernel_name(kernel, dtypes, g.large), device_id)
     grid = max(1, min(math.ceil(total / _BLOCK), _grid_limit(device_id)))
@@ -128,7 +130,7 @@ def _mask_strides(mask: Any) -> tuple[int, ...]:
 
 
 def _name(dtype: Any) -> str:
-    return np.dtype(dtype).name
+    return str(np.dtype(dtype).name)
 
 
 def _acc(dtype: Any) -> np.dtype:
@@ -150,7 +152,7 @@ def forward_general(a: ShiftSumArgs) -> Any:
     """CUDA gather kernel: one thread per output element, mask fused, one launch."""
     x, offsets, ax, cax, mask = _plain(a.array), a.offsets, a.axis, a.channel_axis, a.mask
     mask = None if mask is None else _plain(mask)
-    out_dtype = np.dtype(x.dtype) if mask is None else cupy.result_type(x, mask)
+    out_dtype = np.dtype(a.dtype)
     y_shape = list(x.shape)
     y_shape[ax] += max(offsets)
     y_shape[cax] = 1
@@ -180,13 +182,6 @@ def forward_general(a: ShiftSumArgs) -> Any:
             m = _NULL if mask is None else mask
             _launch("shift_sum_forward", dtypes, g, y.size, (x, m, y, _table_arg(offsets), rec))
     return y if a.keepdims else cupy.squeeze(y, axis=cax)
-
-
-def _x_shape(y: Any, a: ShiftSumArgs) -> list[int]:
-    shape = list(y.shape)
-    shape[a.axis] -= max(a.offsets)
-    shape[a.channel_axis] = len(a.offsets)
-    return shape
 
 
 def _adjoint_into(
@@ -221,9 +216,9 @@ def adjoint_general(a: ShiftSumArgs) -> Any:
     """CUDA gather kernel: one thread per element of the result, mask fused, one launch."""
     y = _plain(a.array)
     mask = None if a.mask is None else _plain(a.mask)
-    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
+    out_dtype = np.dtype(a.dtype)
     with cupy.cuda.Device(y.device.id):
-        out = cupy.empty(_x_shape(y, a), dtype=out_dtype)
+        out = cupy.empty(a.shape, dtype=out_dtype)
         if out.size and not _adjoint_into(out, y, mask, a, _acc(out_dtype), False):
             return generic.adjoint(a)
     return out
@@ -233,10 +228,10 @@ def pinv_general(a: ShiftSumArgs) -> Any:
     """``A^H (y / Phi)``: two launches (one without a mask), Phi never stored."""
     y = _plain(a.array)
     mask = None if a.mask is None else _plain(a.mask)
-    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
-    acc = _acc(out_dtype)
+    out_dtype = np.dtype(a.dtype)
+    acc = np.dtype(a.acc_dtype)
     with cupy.cuda.Device(y.device.id):
-        out = cupy.empty(_x_shape(y, a), dtype=out_dtype)
+        out = cupy.empty(a.shape, dtype=out_dtype)
         if out.size == 0:
             return out
         if mask is None:
@@ -370,7 +365,7 @@ def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     x, mask, offsets = a.array, a.mask, a.offsets
     if _strides(x) is None or (mask is not None and _strides(mask) is None):
         return None
-    out_dtype = np.dtype(x.dtype) if mask is None else cupy.result_type(x, mask)
+    out_dtype = np.dtype(a.dtype)
     shape = list(x.shape)
     shape[a.axis] += max(offsets)
     shape[a.channel_axis] = 1
@@ -407,8 +402,8 @@ def _row_adjoint(
     y, mask, offsets = a.array, a.mask, a.offsets
     if _strides(y) is None or (mask is not None and _strides(mask) is None):
         return None
-    out_dtype = np.dtype(y.dtype) if mask is None else cupy.result_type(y, mask)
-    shape = _x_shape(y, a)
+    out_dtype = np.dtype(a.dtype)
+    shape = list(a.shape)
     if math.prod(shape) == 0:
         return None
     g = geometry(tuple(shape), contiguous_strides(shape), _known_strides(y),
@@ -473,7 +468,7 @@ def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
     views of the same memory); only a mask of another dtype (bool) is cast. The
     general kernels take the normalised arrays.
     """
-    shape = result_shape(kind, a)
+    shape = list(a.shape)
     if kind == "forward":
         row = _row_forward(a, shape)
     else:

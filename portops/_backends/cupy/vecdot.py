@@ -60,8 +60,7 @@ def _kernel(kind: str) -> Any:
 
 def _cupy(a: VecdotArgs) -> Any:
     """Fused multiply-and-sum ReductionKernel (float32 accumulation for float16)."""
-    x1, x2 = a.x1, a.x2
-    dtype = cupy.result_type(x1, x2)
+    x1, x2, dtype = a.x1, a.x2, a.dtype
     x1 = x1.astype(dtype, copy=False)
     x2 = x2.astype(dtype, copy=False)
     if dtype == cupy.float16:
@@ -128,8 +127,7 @@ def _view_2d(v: Any, rows: int, length: int) -> Any:
 
 def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     """A raw-kernel plan for this call's signature, or None (ReductionKernel runs)."""
-    x1, x2 = a.x1, a.x2
-    dtype = np.dtype(cupy.result_type(x1, x2))
+    x1, x2, dtype = a.x1, a.x2, np.dtype(a.dtype)
     if x1.dtype != dtype or x2.dtype != dtype or dtype.name not in _RAW:
         return None
     view = _rows_view(x1, x2, a.axis)

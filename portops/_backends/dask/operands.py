@@ -34,5 +34,5 @@ def wrap(arrays: Sequence[Any], labels: Sequence[Sequence[Any]] | None = None) -
         chunks = tuple(
             chunks_by_axis.get((label, n), "auto") for label, n in zip(names, a.shape, strict=True)
         )
-        out.append(da.from_array(a, chunks=chunks))
+        out.append(da.from_array(a, chunks=chunks))  # type: ignore[no-untyped-call]
     return tuple(out)

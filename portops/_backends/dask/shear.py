@@ -12,7 +12,7 @@ from typing import Any
 import dask.array as da
 
 from ... import _dispatch, extend
-from ..._ops.shear import ShearArgs, growth, shear, unshear
+from ..._ops.shear import ShearArgs, shear, unshear
 from ...extend import Priority
 
 
@@ -23,7 +23,7 @@ def _offsets(a: ShearArgs) -> list[float] | list[int]:
     return [n + f for n, f in zip(a.offsets, a.fractions, strict=True)]
 
 
-def _blockwise(a: ShearArgs, block_fn: Any, width_change: int) -> Any:
+def _blockwise(a: ShearArgs, block_fn: Any) -> Any:
     array = a.array.rechunk({a.channel_axis: -1, a.axis: -1})
     mask = a.mask
     if mask is not None:
@@ -36,12 +36,12 @@ def _blockwise(a: ShearArgs, block_fn: Any, width_change: int) -> Any:
     args: list[Any] = [array, idx]
     if mask is not None:
         args += [mask, idx]
-    dtype = array.dtype if mask is None else da.result_type(array, mask)
-    return da.blockwise(
+    dtype = a.dtype
+    return da.blockwise(  # type: ignore[no-untyped-call]
         block_fn,
         idx,
         *args,
-        adjust_chunks={idx[a.axis]: (array.shape[a.axis] + width_change,)},
+        adjust_chunks={idx[a.axis]: (a.shape[a.axis],)},
         concatenate=True,
         dtype=dtype,
         offsets=_offsets(a),
@@ -63,12 +63,12 @@ def _unshear_block(y: Any, mask: Any = None, **kw: Any) -> Any:
 
 def shear_blockwise(a: ShearArgs) -> Any:
     """``shear`` of each block (channels and the shifted axis whole), lazily."""
-    return _blockwise(a, _shear_block, growth(a.offsets, a.fractions))
+    return _blockwise(a, _shear_block)
 
 
 def unshear_blockwise(a: ShearArgs) -> Any:
     """``unshear`` of each block (channels and the shifted axis whole), lazily."""
-    return _blockwise(a, _unshear_block, -growth(a.offsets, a.fractions))
+    return _blockwise(a, _unshear_block)
 
 
 _SUMMARY = "blockwise over the other axes; each block runs its library's fast path"

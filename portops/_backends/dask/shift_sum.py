@@ -40,7 +40,7 @@ def _meta(array: Any, ndim: int, dtype: Any) -> Any:
     Given, not inferred: Dask would call the block function on empty blocks, which have
     no channels to shift, and fall back to NumPy.
     """
-    return meta_from_array(array._meta, ndim=ndim, dtype=dtype)
+    return meta_from_array(array._meta, ndim=ndim, dtype=dtype)  # type: ignore[no-untyped-call]
 
 
 def _indices(ndim: int) -> str:
@@ -59,8 +59,8 @@ def forward(a: ShiftSumArgs) -> Any:
     args: list[Any] = [x, idx]
     if mask is not None:
         args += [mask, idx]
-    dtype = x.dtype if mask is None else da.result_type(x, mask)
-    return da.blockwise(
+    dtype = a.dtype
+    return da.blockwise(  # type: ignore[no-untyped-call]
         _forward_block,
         out_idx,
         *args,
@@ -84,12 +84,12 @@ def _forward_block(x: Any, mask: Any = None, **kw: Any) -> Any:
 def _transposed(a: ShiftSumArgs, block_fn: Any, dtype: Any) -> Any:
     y, mask = _aligned(a, a.array, (a.axis,))
     idx = _indices(y.ndim)
-    width = y.shape[a.axis] - max(a.offsets)
+    width = a.shape[a.axis]
     out_chunks = {idx[a.axis]: (width,), idx[a.channel_axis]: (len(a.offsets),)}
     args: list[Any] = [y, idx]
     if mask is not None:
         args += [mask, idx]
-    return da.blockwise(
+    return da.blockwise(  # type: ignore[no-untyped-call]
         block_fn,
         idx,
         *args,
@@ -116,14 +116,12 @@ def _pinv_block(y: Any, mask: Any = None, **kw: Any) -> Any:
 
 def adjoint(a: ShiftSumArgs) -> Any:
     """``shift_sum_adjoint`` of each block (the shifted axis whole), lazily."""
-    dtype = a.array.dtype if a.mask is None else da.result_type(a.array, a.mask)
-    return _transposed(a, _adjoint_block, dtype)
+    return _transposed(a, _adjoint_block, a.dtype)
 
 
 def pinv(a: ShiftSumArgs) -> Any:
     """``shift_sum_pinv`` of each block: ``Phi`` only mixes along the shifted axis."""
-    dtype = a.array.dtype if a.mask is None else da.result_type(a.array, a.mask)
-    return _transposed(a, _pinv_block, dtype)
+    return _transposed(a, _pinv_block, a.dtype)
 
 
 _SUMMARY = "blockwise over the other axes; each block runs its library's fast path"

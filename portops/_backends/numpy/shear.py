@@ -31,13 +31,15 @@ def runner(size: int) -> blocked.Run:
 def shear(a: ShearArgs) -> np.ndarray:
     """Each block of the cube zeroed, then its windows copied in (mask fused)."""
     a = a._replace(array=np.asarray(a.array))
-    return blocked.shear(np, buffers.empty, a, runner(a.array.size))
+    out: np.ndarray = blocked.shear(np, buffers.empty, a, runner(a.array.size))
+    return out
 
 
 def unshear(a: ShearArgs) -> np.ndarray:
     """Each block of ``x`` copied from the strided view of its windows (mask fused)."""
     a = a._replace(array=np.asarray(a.array))
-    return blocked.unshear(np, buffers.empty, a, runner(a.array.size))
+    out: np.ndarray = blocked.unshear(np, buffers.empty, a, runner(a.array.size))
+    return out
 
 
 extend.register(

@@ -34,7 +34,7 @@ import numpy as np
 from ... import _buffers as buffers
 from ... import _threads, extend
 from ..._generic import shift_sum as generic
-from ..._ops.shift_sum import ShiftSumArgs, accumulation_dtype
+from ..._ops.shift_sum import ShiftSumArgs
 from ...extend import Priority
 
 # Elements of output per block of the adjoint: fits a 1-2 MiB L2.
@@ -231,7 +231,8 @@ def _sub(a: np.ndarray, prefix: tuple[int, ...], rows: slice, lead: int) -> np.n
         idx.append(0 if p == 1 else i)
     if len(outer_dims) > len(prefix):
         idx.append(slice(None) if outer_dims[len(prefix)] == 1 else rows)
-    return a[tuple(idx)]
+    view: np.ndarray = a[tuple(idx)]
+    return view
 
 
 def _flat_if_contiguous(a: np.ndarray) -> np.ndarray:
@@ -312,15 +313,6 @@ def _rows_contiguous(xv: np.ndarray) -> bool:
     return (inner == 1 or xv.strides[-1] == item) and (width == 1 or xv.strides[-2] == inner * item)
 
 
-def _y_shape(a: ShiftSumArgs, x_shape: tuple[int, ...]) -> tuple[int, ...]:
-    shape = list(x_shape)
-    shape[a.axis] += max(a.offsets)
-    shape[a.channel_axis] = 1
-    if not a.keepdims:
-        del shape[a.channel_axis]
-    return tuple(shape)
-
-
 def _forward_small(x: np.ndarray, a: ShiftSumArgs, dtype: np.dtype) -> np.ndarray:
     """Slice-add loop, channel axis kept (size 1): least overhead for tiny arrays."""
     ax, cax, mask = a.axis, a.channel_axis, a.mask
@@ -344,11 +336,10 @@ def _forward_small(x: np.ndarray, a: ShiftSumArgs, dtype: np.dtype) -> np.ndarra
 def forward(a: ShiftSumArgs) -> np.ndarray:
     """Shift-and-sum: a slice-add loop for small arrays, else the blocked kernel."""
     x = np.asarray(a.array)
-    out_dtype = np.dtype(generic.result_dtype(a))
-    acc = accumulation_dtype(np, out_dtype)
+    out_dtype, acc = np.dtype(a.dtype), np.dtype(a.acc_dtype)
     if x.size <= _SMALL_FORWARD:
         y = _forward_small(x, a, acc)
-        return y.astype(out_dtype, copy=False).reshape(_y_shape(a, x.shape))
+        return y.astype(out_dtype, copy=False).reshape(a.shape)
     lay = _layout(x, a)
     y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
@@ -357,7 +348,7 @@ def forward(a: ShiftSumArgs) -> np.ndarray:
         else:
             y[...] = 0
     # (*outer, W', inner) holds the elements in the order of x's layout without channels.
-    return y.astype(out_dtype, copy=False).reshape(_y_shape(a, x.shape))
+    return y.astype(out_dtype, copy=False).reshape(a.shape)
 
 
 def _adjoint_into(
@@ -390,7 +381,8 @@ def _adjoint_into(
 
 def _canonical_y(y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
     """``y`` (channel axis of size 1) as ``(*outer, W', inner)``."""
-    return _read_view(y, a.channel_axis, a.axis)[0]
+    view: np.ndarray = _read_view(y, a.channel_axis, a.axis)[0]
+    return view
 
 
 def _adjoint_small(out: np.ndarray, y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
@@ -415,12 +407,8 @@ def _adjoint_small(out: np.ndarray, y: np.ndarray, a: ShiftSumArgs) -> np.ndarra
 def adjoint(a: ShiftSumArgs) -> np.ndarray:
     """Each channel's window of ``y`` copied (times the mask) straight into the result."""
     y = np.asarray(a.array)
-    width = y.shape[a.axis] - max(a.offsets)
-    x_shape = list(y.shape)
-    x_shape[a.channel_axis] = len(a.offsets)
-    x_shape[a.axis] = width
-    dtype = np.dtype(generic.result_dtype(a))
-    out = buffers.empty(x_shape, dtype)
+    dtype = np.dtype(a.dtype)
+    out = buffers.empty(a.shape, dtype)
     if out.size == 0:
         return out
     if out.size <= _SMALL_ADJOINT:
@@ -443,15 +431,16 @@ def adjoint(a: ShiftSumArgs) -> np.ndarray:
 
 def pinv(a: ShiftSumArgs) -> np.ndarray:
     """``A^H (y / Phi)``, with ``Phi`` from the same blocked forward."""
-    return generic.pinv(a, forward, adjoint)
+    x: np.ndarray = generic.pinv(a, forward, adjoint)
+    return x
 
 
 def add_at(a: ShiftSumArgs) -> np.ndarray:
     """``np.add.at`` scatter of every element to its shifted position (alternative)."""
     x = np.asarray(a.array)
-    dtype = np.dtype(generic.result_dtype(a))
+    dtype = np.dtype(a.dtype)
     z = x if a.mask is None else x * a.mask
-    zc = np.moveaxis(z.astype(accumulation_dtype(np, dtype), copy=False), a.channel_axis, 0)
+    zc = np.moveaxis(z.astype(a.acc_dtype, copy=False), a.channel_axis, 0)
     k = a.axis - (a.axis > a.channel_axis)
     y_shape = list(zc.shape[1:])
     y_shape[k] += max(a.offsets)
@@ -488,13 +477,12 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
 
 def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
     x, mask, cax, ax = a.array, a.mask, a.channel_axis, a.axis
-    out_dtype = np.dtype(generic.result_dtype(a))
-    acc = accumulation_dtype(np, out_dtype)
+    out_dtype, acc = np.dtype(a.dtype), np.dtype(a.acc_dtype)
     shape = list(x.shape)
     width = shape[ax]
     shape[ax] += max(a.offsets)
     shape[cax] = 1
-    final = _y_shape(a, tuple(x.shape))
+    final = a.shape
     steps = []
     for c, o in enumerate(a.offsets):
         src: list[Any] = [slice(None)] * x.ndim
@@ -524,11 +512,9 @@ def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
 
 def _small_adjoint_plan(a: ShiftSumArgs, raw: bool) -> Callable[[Any, Any], np.ndarray]:
     y, mask, cax, ax = a.array, a.mask, a.channel_axis, a.axis
-    dtype = np.dtype(generic.result_dtype(a))
-    width = y.shape[ax] - max(a.offsets)
-    shape = list(y.shape)
-    shape[cax] = len(a.offsets)
-    shape[ax] = width
+    dtype = np.dtype(a.dtype)
+    shape = list(a.shape)
+    width = shape[ax]
     expand = raw and not a.keepdims
     y_shape = tuple(y.shape)
     steps = []

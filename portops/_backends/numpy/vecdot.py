@@ -85,7 +85,8 @@ def _matvec(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
         r = np.conj(r)
     shape = np.broadcast_shapes(x1.shape, x2.shape)
     out = shape[:axis] + shape[axis + 1 :] if axis != -1 else shape[:-1]
-    return r.reshape(out)
+    result: np.ndarray = r.reshape(out)
+    return result
 
 
 def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int, order: Literal["K", "F"] = "K") -> Any:

@@ -83,7 +83,7 @@ def _numpy_kernel(
 ) -> torch.Tensor:
     """:func:`blocked.shear_into` on NumPy views, writing a new tensor of `shape`."""
     out = _empty(shape, x.dtype, x.device)
-    a = ShearArgs(_numpy_view(x), tuple(offsets), None, axis, channel_axis, None, np)
+    a = ShearArgs.make("shear", _numpy_view(x), tuple(offsets), None, axis, channel_axis, None, np)
     blocked.shear_into(np, out.numpy(), a, numpy_kernels.runner(x.numel()))
     return out
 
@@ -450,12 +450,14 @@ def _remember(ctx: Any, arr: torch.Tensor, mask: torch.Tensor | None, geometry: 
 
 def _apply_shear(arr: torch.Tensor, *rest: Any) -> torch.Tensor:
     *geometry, mask = rest
-    return _Shear.apply(arr, mask, *geometry)
+    out: torch.Tensor = _Shear.apply(arr, mask, *geometry)  # type: ignore[no-untyped-call]
+    return out
 
 
 def _apply_unshear(arr: torch.Tensor, *rest: Any) -> torch.Tensor:
     *geometry, mask = rest
-    return _Unshear.apply(arr, mask, *geometry)
+    out: torch.Tensor = _Unshear.apply(arr, mask, *geometry)  # type: ignore[no-untyped-call]
+    return out
 
 
 def _function_backward(ctx: Any, grad: torch.Tensor, *, forward_is_shear: bool) -> tuple[Any, ...]:
@@ -481,10 +483,13 @@ def _compiling() -> bool:
 def _call(a: ShearArgs, kernel: Any, function: Any, op: Any) -> torch.Tensor:
     args = (list(a.offsets), list(a.fractions or ()), a.axis, a.channel_axis)
     if _compiling():
-        return op(a.array, *args, a.mask)
+        traced: torch.Tensor = op(a.array, *args, a.mask)
+        return traced
     if _needs_grad(a):
-        return function.apply(a.array, a.mask, *args)
-    return kernel(a.array, *args, a.mask)
+        grad: torch.Tensor = function.apply(a.array, a.mask, *args)
+        return grad
+    out: torch.Tensor = kernel(a.array, *args, a.mask)
+    return out
 
 
 def shear(a: ShearArgs) -> torch.Tensor:

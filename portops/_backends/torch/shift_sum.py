@@ -333,7 +333,8 @@ def plan_linear(a: ShiftSumArgs, run: Run, *, adjoint: bool, raw: bool = True) -
     params = (list(a.offsets), a.axis, a.channel_axis, keepdims)
 
     def with_grad(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        return _Linear.apply(arr, m, run, adjoint, params)
+        out: torch.Tensor = _Linear.apply(arr, m, run, adjoint, params)  # type: ignore[no-untyped-call]
+        return out
 
     return with_grad
 
@@ -346,7 +347,7 @@ def forward(a: ShiftSumArgs) -> torch.Tensor:
     """Slice-add loop (mask fused with ``addcmul_``), differentiable; a custom op when
     compiled."""
     if _compiling():
-        y = shift_sum_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+        y: torch.Tensor = shift_sum_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
         return y if a.keepdims else y.squeeze(a.channel_axis)
     return plan_forward(a, raw=False)(a.array, a.mask)
 
@@ -354,7 +355,10 @@ def forward(a: ShiftSumArgs) -> torch.Tensor:
 def adjoint(a: ShiftSumArgs) -> torch.Tensor:
     """One strided copy (or multiply) of all windows into the result, differentiable."""
     if _compiling():
-        return shift_sum_adjoint_op(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
+        x: torch.Tensor = shift_sum_adjoint_op(
+            a.array, list(a.offsets), a.axis, a.channel_axis, a.mask
+        )
+        return x
     return plan_adjoint(a, raw=False)(a.array, a.mask)
 
 
@@ -373,8 +377,7 @@ def _small_windows(a: ShiftSumArgs, raw: bool) -> Run | None:
     """
     y, mask, cax, axis = a.array, a.mask, a.channel_axis, a.axis
     step = _even_step(list(a.offsets))
-    shape = x_shape(list(y.shape), list(a.offsets), axis, cax)
-    dtype = result_dtype(y, mask)
+    shape, dtype = list(a.shape), a.dtype
     if step is None or math.prod(shape) * dtype.itemsize >= buffers.MIN_BYTES:
         return None
     if (mask is not None and mask.is_complex()) or 0 in shape:
@@ -427,7 +430,8 @@ def _planned(plan: Callable[[ShiftSumArgs], Run]) -> Callable[[ShiftSumArgs], Ru
 
 def pinv(a: ShiftSumArgs) -> torch.Tensor:
     """``A^H (y / Phi)`` from the two differentiable operators."""
-    return generic.pinv(a, forward, adjoint)
+    x: torch.Tensor = generic.pinv(a, forward, adjoint)
+    return x
 
 
 def scatter_add(a: ShiftSumArgs) -> torch.Tensor:

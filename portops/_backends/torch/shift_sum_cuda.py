@@ -27,7 +27,7 @@ import torch
 from ... import extend
 from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
-from ..._ops.shift_sum import ShiftSumArgs, result_shape
+from ..._ops.shift_sum import ShiftSumArgs
 from ..._plans import PlanCache
 from ...extend import Priority
 from . import shift_sum as ops
@@ -49,7 +49,7 @@ def _composed_pinv(
     y: torch.Tensor, offsets: list[int], axis: int, cax: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
     xp = namespace_of(y)
-    return ops.pinv(ShiftSumArgs(y, tuple(offsets), axis, cax, mask, True, xp))
+    return ops.pinv(ShiftSumArgs.make("pinv", y, tuple(offsets), axis, cax, mask, True, xp))
 
 
 _ATEN = {"forward": ops._forward_kernel, "adjoint": ops._adjoint_kernel, "pinv": _composed_pinv}
@@ -68,7 +68,7 @@ def kernel_plan(name: str, a: ShiftSumArgs, raw: bool = True) -> Run:
     kernels = _triton()
     if kernels is not None:
         planner = getattr(kernels, f"plan_{name}")
-        args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, result_shape(name, a))
+        args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, list(a.shape))
         run: Run | None = None
         try:
             run = planner(a.array, *args)
@@ -150,10 +150,13 @@ def _pinv_adjoint(
         mask = mask.reshape((1,) * (u.ndim - mask.ndim) + tuple(mask.shape))
 
     def forward_public(b: ShiftSumArgs) -> torch.Tensor:
-        return shift_sum(b.array, list(b.offsets), axis=axis, channel_axis=cax, keepdims=True)
+        phi: torch.Tensor = shift_sum(
+            b.array, list(b.offsets), axis=axis, channel_axis=cax, keepdims=True
+        )
+        return phi
 
-    a = ShiftSumArgs(u, tuple(offsets), axis, cax, mask, True, xp)
-    grad_y = generic.divide_where_positive(xp, u, generic.overlap(a, forward_public))
+    a = ShiftSumArgs.make("pinv", u, tuple(offsets), axis, cax, mask, True, xp)
+    grad_y: torch.Tensor = generic.divide_where_positive(xp, u, generic.overlap(a, forward_public))
     return grad_y if keepdims else grad_y.squeeze(cax)
 
 
@@ -179,7 +182,8 @@ def plan_pinv(a: ShiftSumArgs, raw: bool = True) -> Run:
     params = (list(a.offsets), a.axis, a.channel_axis, a.keepdims or not raw)
 
     def with_grad(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        return _Pinv.apply(y, m, run, params)
+        out: torch.Tensor = _Pinv.apply(y, m, run, params)  # type: ignore[no-untyped-call]
+        return out
 
     return with_grad
 
@@ -204,7 +208,8 @@ def pinv(a: ShiftSumArgs) -> torch.Tensor:
         mask = a.mask
         if mask is not None and mask.requires_grad:
             return ops.pinv(a)
-        return shift_sum_pinv_op(a.array, list(a.offsets), a.axis, a.channel_axis, mask)
+        x: torch.Tensor = shift_sum_pinv_op(a.array, list(a.offsets), a.axis, a.channel_axis, mask)
+        return x
     return plan_pinv(a, raw=False)(a.array, a.mask)
 
 
@@ -230,7 +235,8 @@ def _op_kernel(name: str) -> Callable[..., torch.Tensor]:
         key = _op_key(name, a, mask, (offsets, axis, cax))
         run = _op_plans.get(key)
         if run is None:
-            args = ShiftSumArgs(a, tuple(offsets), axis, cax, mask, True, namespace_of(a))
+            xp = namespace_of(a)
+            args = ShiftSumArgs.make(name, a, tuple(offsets), axis, cax, mask, True, xp)
             run = kernel_plan(name, args, raw=False)
             _op_plans.put(key, run)
         return run(a, mask)
@@ -245,7 +251,8 @@ ops.shift_sum_adjoint_op.register_kernel("cuda")(_op_kernel("adjoint"))
 def _pinv_composed(
     y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    a = ShiftSumArgs(y, tuple(offsets), axis, channel_axis, mask, True, namespace_of(y))
+    xp = namespace_of(y)
+    a = ShiftSumArgs.make("pinv", y, tuple(offsets), axis, channel_axis, mask, True, xp)
     return ops.pinv(a)
 
 
@@ -290,7 +297,8 @@ def _pinv_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
     args = (ctx.offsets, ctx.axis, ctx.channel_axis)
     u = ops.shift_sum_op(grad, *args, mask)
     xp = namespace_of(u)
-    a = ShiftSumArgs(u, tuple(ctx.offsets), ctx.axis, ctx.channel_axis, mask, True, xp)
+    offsets = tuple(ctx.offsets)
+    a = ShiftSumArgs.make("pinv", u, offsets, ctx.axis, ctx.channel_axis, mask, True, xp)
     grad_y = generic.divide_where_positive(xp, u, generic.overlap(a, ops.forward))
     return grad_y.to(ctx.y_dtype), None, None, None, None
 

@@ -87,7 +87,7 @@ def _half_blocks(
 ) -> torch.Tensor:
     """Convert row blocks to float32 (cache-resident), reduce each with NumPy."""
     ndim = max(x1.ndim, x2.ndim)
-    shape = torch.broadcast_shapes(x1.shape, x2.shape)
+    shape = torch.broadcast_shapes(x1.shape, x2.shape)  # type: ignore[no-untyped-call]
     rows = shape[0]
     per_row = max(1, shape[1:].numel())
     step = max(1, BLOCK // per_row)
@@ -139,7 +139,7 @@ def _vecdot_op(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) ->
 
 @_vecdot_op.register_fake
 def _vecdot_fake(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -> torch.Tensor:
-    shape = list(torch.broadcast_shapes(x1.shape, x2.shape))
+    shape = list(torch.broadcast_shapes(x1.shape, x2.shape))  # type: ignore[no-untyped-call]
     if keepdims:
         shape[axis] = 1
     else:
@@ -196,13 +196,15 @@ def _torch_cpu(a: VecdotArgs) -> torch.Tensor:
     """NumPy's fused kernels on zero-copy views; custom op for autograd and compile."""
     x1, x2 = a.x1, a.x2
     if torch.compiler.is_compiling():
-        return torch.ops.portops.vecdot(x1, x2, a.axis, a.keepdims)
+        out: torch.Tensor = torch.ops.portops.vecdot(x1, x2, a.axis, a.keepdims)
+        return out
     if (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled():
         if x1.numel() < GRAD_SMALL and x2.numel() < GRAD_SMALL:
             # autograd.Function's fixed cost outweighs the faster forward here.
             dtype = x1.dtype if x1.dtype is x2.dtype else torch.promote_types(x1.dtype, x2.dtype)
             return _mul_sum(x1, x2, a.axis, a.keepdims, dtype)
-        return _Vecdot.apply(x1, x2, a.axis, a.keepdims)
+        grad: torch.Tensor = _Vecdot.apply(x1, x2, a.axis, a.keepdims)  # type: ignore[no-untyped-call]
+        return grad
     return forward_cpu(x1, x2, a.axis, a.keepdims)
 
 
@@ -224,7 +226,8 @@ def _native(axis: int, keepdims: bool) -> Any:
 
     def native(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         r = torch.linalg.vecdot(x1, x2, dim=axis)
-        return r.unsqueeze(axis) if keepdims else r
+        res: torch.Tensor = r.unsqueeze(axis) if keepdims else r
+        return res
 
     return native
 

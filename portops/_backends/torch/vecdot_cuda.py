@@ -60,7 +60,7 @@ def native(a: VecdotArgs) -> torch.Tensor:
 def _rows_view(a: VecdotArgs) -> tuple[Any, Any, tuple[int, ...], int, int] | None:
     """Both inputs as (rows, length) views of one broadcast layout, or None."""
     x1, x2 = a.x1, a.x2
-    shape = torch.broadcast_shapes(x1.shape, x2.shape)
+    shape = torch.broadcast_shapes(x1.shape, x2.shape)  # type: ignore[no-untyped-call]
     ndim = len(shape)
     axis = ndim + a.axis
     batch = [n for d, n in enumerate(shape) if d != axis]
@@ -96,7 +96,7 @@ def plan(a: VecdotArgs) -> Run | None:
     if view is None:
         return None
     _, _, strides, rows, length = view
-    shape = list(torch.broadcast_shapes(x1.shape, x2.shape))
+    shape = list(torch.broadcast_shapes(x1.shape, x2.shape))  # type: ignore[no-untyped-call]
     if a.keepdims:
         shape[a.axis] = 1
     else:
@@ -105,7 +105,10 @@ def plan(a: VecdotArgs) -> Run | None:
     # The row views start where the inputs do: the kernel takes the inputs' own
     # pointers with the views' strides.
     sms = _sms(device.index)
-    return kernels.plan_rows(rows, length, strides, dtype, device, sms, tuple(shape))
+    run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = kernels.plan_rows(
+        rows, length, strides, dtype, device, sms, tuple(shape)
+    )
+    return run
 
 
 def _torch_cuda(a: VecdotArgs) -> torch.Tensor:

@@ -1,0 +1,33 @@
+"""Result and accumulation dtypes, shared by the operations' front ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["accumulation_dtype", "result_dtype"]
+
+
+def result_dtype(xp: Any, a: Any, b: Any = None) -> Any:
+    """``xp.result_type`` of the dtypes of arrays `a` and `b` (`b` may be None)."""
+    if b is None:
+        return a.dtype
+    if a.dtype == b.dtype:
+        return a.dtype
+    return xp.result_type(a.dtype, b.dtype)
+
+
+def accumulation_dtype(xp: Any, dtype: Any) -> Any:
+    """float32 for half-precision real floats (float16, bfloat16), else `dtype` itself."""
+    if xp is np:  # NumPy's kernels, without isdtype's cost (float16 is its only half)
+        return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
+    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # NumPy, CuPy, Dask, JAX dtypes
+        return _FLOAT32 if dtype.kind == "f" and dtype.itemsize < 4 else dtype
+    # No cache keyed by dtype: torch.compile cannot compare torch and NumPy dtype keys.
+    if xp.isdtype(dtype, "real floating") and xp.finfo(dtype).bits < 32:
+        return xp.float32
+    return dtype
+
+
+_FLOAT32 = np.dtype(np.float32)

@@ -1,0 +1,157 @@
+"""What :func:`portops.explain` and :func:`portops.implementations` return.
+
+Plain records with attributes for programs, and a ``str`` (also their ``repr``, so
+that an interactive session shows it) laid out for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+__all__ = ["Candidate", "Explanation", "ImplementationInfo", "ImplementationTable"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One implementation considered for a call, in the order they were considered.
+
+    Attributes
+    ----------
+    name, summary : str
+        The implementation's registered name and one-line description.
+    chosen : bool
+        Whether this is the one that runs.
+    applies : bool
+        Whether it could run these arguments.
+    reason : str
+        Why it was chosen (``"first that applies"``, ``"forced by portops.prefer"``)
+        or passed over (``"applies, lower priority"``, or why it does not apply).
+    """
+
+    name: str
+    summary: str
+    chosen: bool
+    applies: bool
+    reason: str
+
+    def __str__(self) -> str:
+        marker = "  -> " if self.chosen else "     "
+        note = self.reason if self.applies else f"does not apply: {self.reason}"
+        return f"{marker}{self.name}: {self.summary} [{note}]"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Which implementation of an operation runs for given arguments, and why.
+
+    Attributes
+    ----------
+    op : str
+        The operation.
+    library, device : str
+        The arrays' library and device kind, which select the candidates.
+    candidates : tuple of Candidate
+        The implementations registered for that library and device, highest priority
+        first.
+    chosen : str
+        The name of the implementation that runs.
+    """
+
+    op: str
+    library: str
+    device: str
+    candidates: tuple[Candidate, ...]
+
+    @property
+    def chosen(self) -> str:
+        return next(c.name for c in self.candidates if c.chosen)
+
+    def __str__(self) -> str:
+        lines = [f"{self.op} on {self.library} arrays (device {self.device}):"]
+        lines += [str(c) for c in self.candidates]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class ImplementationInfo:
+    """One registered implementation, as listed by :func:`portops.implementations`.
+
+    ``libraries`` and ``devices`` are ``None`` for "any". ``row["name"]`` and the other
+    keys read a row as the dict that earlier versions returned (with lists).
+    """
+
+    name: str
+    libraries: tuple[str, ...] | None
+    devices: tuple[str, ...] | None
+    priority: int
+    summary: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a dict with keys ``name``, ``libraries``, ``devices`` (lists or
+        None), ``priority`` and ``summary``."""
+        return {
+            "name": self.name,
+            "libraries": None if self.libraries is None else list(self.libraries),
+            "devices": None if self.devices is None else list(self.devices),
+            "priority": self.priority,
+            "summary": self.summary,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self.as_dict()[key]
+
+
+_COLUMNS = ("name", "priority", "libraries", "devices", "summary")
+
+
+class ImplementationTable(Sequence[ImplementationInfo]):
+    """The implementations registered for one operation, highest priority first.
+
+    A sequence of :class:`ImplementationInfo` rows; ``str`` lays them out as a table.
+    """
+
+    def __init__(self, op: str, rows: Sequence[ImplementationInfo]) -> None:
+        self.op = op
+        self._rows = tuple(rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> ImplementationInfo: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ImplementationInfo]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._rows[index]
+
+    def __iter__(self) -> Iterator[ImplementationInfo]:
+        return iter(self._rows)
+
+    def names(self) -> list[str]:
+        """The implementations' names, highest priority first."""
+        return [r.name for r in self._rows]
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        """The rows as dicts (see :meth:`ImplementationInfo.as_dict`)."""
+        return [r.as_dict() for r in self._rows]
+
+    def __str__(self) -> str:
+        def cell(row: ImplementationInfo, column: str) -> str:
+            value = getattr(row, column)
+            if column in ("libraries", "devices"):
+                return "any" if value is None else ", ".join(value)
+            return str(value)
+
+        cells = [list(_COLUMNS)] + [[cell(r, c) for c in _COLUMNS] for r in self._rows]
+        widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS) - 1)]
+        lines = [f"implementations of {self.op}:"]
+        for line in cells:
+            padded = [v.ljust(w) for v, w in zip(line, widths, strict=False)]
+            lines.append("  " + "  ".join([*padded, line[-1]]).rstrip())
+        return "\n".join(lines)
+
+    __repr__ = __str__

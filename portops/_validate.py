@@ -1,0 +1,133 @@
+"""Argument checks shared by every operation: integers, axes, counts, flags, dtypes.
+
+One convention for every message: ``"<name> must be <what is accepted>, got <what
+came>"``, where *what came* is the type's name for a TypeError and the value for a
+ValueError, for example ``"axis must be an integer, got bool"`` or ``"channels must
+be a positive integer, got 0"``.
+
+Integers are read with :func:`operator.index`, as NumPy reads axes, and ``bool`` is
+refused wherever an integer is expected (``np.sum(x, axis=True)`` raises TypeError
+too): ``True`` as an axis or a count is almost always a slip. Flags (``keepdims``)
+take anything with a single truth value, as NumPy's do (``np.True_``, ``0``/``1``);
+an array of several elements is refused.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "axis",
+    "axis_pair",
+    "check_dtype",
+    "flag",
+    "has_dtype",
+    "integer",
+    "integers",
+    "positive_int",
+]
+
+
+def integer(value: Any, name: str, what: str = "an integer") -> int:
+    """`value` as an int (by :func:`operator.index`); bool and non-integers raise.
+
+    `what` describes what is accepted, for the message (``"a positive integer"``).
+    """
+    if type(value) is int:  # the common case, without a function call
+        return value
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be {what}, got bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}") from None
+
+
+def integers(values: Iterable[Any], name: str) -> list[int]:
+    """Each item of `values` as an int, or a TypeError: ``"<name> must contain integers,
+    got <type>"``."""
+    out = []
+    for v in values:
+        if type(v) is int:
+            out.append(v)
+            continue
+        if isinstance(v, bool):
+            raise TypeError(f"{name} must contain integers, got bool")
+        try:
+            out.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"{name} must contain integers, got {type(v).__name__}") from None
+    return out
+
+
+def positive_int(value: Any, name: str, what: str = "a positive integer") -> int:
+    """`value` as an int >= 1, or a TypeError/ValueError naming `name`."""
+    n = integer(value, name, what)
+    if n < 1:
+        raise ValueError(f"{name} must be {what}, got {n}")
+    return n
+
+
+def axis(value: Any, ndim: int, name: str = "axis") -> int:
+    """`value` as an axis of an array with `ndim` dimensions, in ``[0, ndim)``."""
+    ax = integer(value, name)
+    if not -ndim <= ax < ndim:
+        raise ValueError(f"{name}={value} is out of range for an array with {ndim} dimensions")
+    return ax % ndim
+
+
+def axis_pair(axis_: Any, channel_axis: Any, ndim: int) -> tuple[int, int]:
+    """The shifted axis and the channel axis of the shift_sum family, two distinct axes."""
+    ax = axis(axis_, ndim, "axis")
+    cax = axis(channel_axis, ndim, "channel_axis")
+    if ax == cax:
+        raise ValueError(f"axis={axis_} and channel_axis={channel_axis} name the same axis")
+    return ax, cax
+
+
+def flag(value: Any, name: str) -> bool:
+    """``bool(value)``, or a TypeError naming `name` when it has no single truth value."""
+    if type(value) is bool:
+        return value
+    try:
+        return bool(value)
+    except Exception:  # an array of several elements, say
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}") from None
+
+
+_KINDS = {"real floating": "f", "complex floating": "c", "integral": "iu", "bool": "b"}
+_LETTERS: dict[tuple[str, ...], str] = {}
+
+
+def has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
+    """``xp.isdtype(dtype, kinds)``, by NumPy's kind letter for NumPy dtypes.
+
+    NumPy dtypes (NumPy, CuPy and Dask arrays) are checked by kind, which is faster and
+    keeps out datetime64/timedelta64, which NumPy counts as integers.
+    """
+    if isinstance(dtype, np.dtype) and dtype.kind != "V":  # "V": bfloat16 and such
+        letters = _LETTERS.get(kinds)
+        if letters is None:
+            letters = _LETTERS[kinds] = "".join(_KINDS[k] for k in kinds)
+        return dtype.kind in letters
+    return bool(xp.isdtype(dtype, kinds))
+
+
+_NUMERIC = ("real floating", "complex floating", "integral")
+_FLOATING = ("real floating", "complex floating")
+
+
+def check_dtype(xp: Any, a: Any, name: str, *, floating_only: bool = False) -> None:
+    """Raise a TypeError naming `name` unless `a` has a numeric (or floating) dtype.
+
+    Numeric means integer, real or complex floating: bool is refused.
+    """
+    # No cache keyed by dtype: torch.compile cannot compare torch and NumPy dtype keys.
+    if not has_dtype(xp, a.dtype, _FLOATING if floating_only else _NUMERIC):
+        expected = "a floating-point dtype" if floating_only else "a numeric dtype"
+        hint = "" if floating_only else " (integer or floating)"
+        raise TypeError(f"{name} must have {expected}{hint}, got {a.dtype}")
