@@ -144,11 +144,12 @@ class _Builder:
         boolean: bool,
         names: dict[int, str],
         merge_reshapes: bool = True,
+        sizes: dict[int, int] | None = None,
     ) -> None:
         self.merge_reshapes = merge_reshapes
         self.eq = eq
         self.shapes = shapes
-        self.sizes = sizes_of(eq, shapes)
+        self.sizes = sizes_of(eq, shapes) if sizes is None else sizes
         self.boolean = boolean
         self.names = names
         self.instr: list[tuple[Any, ...]] = []
@@ -439,12 +440,14 @@ def build(
     path: Sequence[tuple[int, ...]],
     names: dict[int, str],
     merge_reshapes: bool = True,
+    sizes: dict[int, int] | None = None,
 ) -> Plan:
     """Lower `eq` along `path` (numpy's format: positions in the shrinking list).
 
     `merge_reshapes` lets a reshape of a reshape become one call (Dask cannot always
-    do in one reshape what it does in two)."""
-    b = _Builder(eq, shapes, orders, boolean, names, merge_reshapes)
+    do in one reshape what it does in two); `sizes` are the label sizes of `shapes`
+    when the caller has them already."""
+    b = _Builder(eq, shapes, orders, boolean, names, merge_reshapes, sizes)
     res, used = b.run(path)
     return Plan(
         equation=eq,

@@ -40,8 +40,9 @@ from .._einsum.options import (
     write_out,
 )
 from .._einsum.parse import Equation, _parse_cached, label_names, parse, split_interleaved
-from .._einsum.path import choose, chunk_shapes, normalize_optimize
-from .._einsum.plan import Plan, build
+from .._einsum.lowering import Lowering
+from .._einsum.path import normalize_optimize
+from .._einsum.plan import Plan
 from .._einsum.report import describe
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
@@ -50,20 +51,31 @@ __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 class EinsumArgs(NamedTuple):
     """Normalised arguments every einsum implementation receives."""
 
-    plan: Plan
+    lowering: Lowering  # the signature's facts; its plan is built when first asked for
     operands: tuple[Any, ...]
     dtype: Any  # the result dtype, an object of the arrays' namespace
     xp: Any
-    plan_for: Callable[[dict[int, int]], Plan]  # plans for chunks (memory_limit)
     subscripts: str  # the equation as a string of letters (for native einsum calls)
+
+    @property
+    def plan(self) -> Plan:
+        """The lowered plan (built on first use: implementations that call a native
+        einsum never need it)."""
+        return self.lowering.plan
+
+    def plan_for(self, chunks: dict[int, int]) -> Plan:
+        """The plan of one chunk under ``memory_limit``."""
+        return self.lowering.plan_for(chunks)
 
 
 class _Entry(NamedTuple):
-    plan: Plan
+    lowering: Lowering
     dtype: Any
-    plan_for: Callable[[dict[int, int]], Plan]
     subscripts: str
-    names: dict[int, str]
+
+    @property
+    def plan(self) -> Plan:
+        return self.lowering.plan
 
 
 _fast_types: dict[type, tuple[str, Any]] = {}
@@ -208,7 +220,7 @@ def _lookup(
         entry = _cached_plan(*plan_args)
     except TypeError:  # an unhashable sublist element: plan without caching
         entry = _plan(*plan_args)
-    args = EinsumArgs(entry.plan, ops, entry.dtype, lib.xp, entry.plan_for, entry.subscripts)
+    args = EinsumArgs(entry.lowering, ops, entry.dtype, lib.xp, entry.subscripts)
     return _dispatch.Call(library, lib.device, (args,)), entry
 
 
@@ -233,21 +245,13 @@ def _plan(
             result_dtype = dtype if isinstance(dtypes[0], np.dtype) else getattr(xp, dtype.name)
         except AttributeError:
             raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}") from None
-    boolean = bool(xp.isdtype(result_dtype, "bool"))
+    if isinstance(result_dtype, np.dtype):
+        boolean = result_dtype.kind == "b"
+    else:
+        boolean = bool(xp.isdtype(result_dtype, "bool"))
     merge = "dask" not in getattr(xp, "__name__", "")  # see plan.build
-    plan = choose(eq, shapes, orders, boolean, optimize, memory_limit, names, merge)
-
-    def _chunk_plan(chunks: tuple[tuple[int, int], ...]) -> Plan:
-        cs = chunk_shapes(eq, shapes, dict(chunks))
-        return build(eq, cs, orders, boolean, plan.path, names, merge)
-
-    if plan.slices:  # chunks of one shape share their plan
-        _chunk_plan = lru_cache(maxsize=64)(_chunk_plan)
-
-    def plan_for(chunks: dict[int, int]) -> Plan:
-        return _chunk_plan(tuple(sorted(chunks.items())))
-
-    return _Entry(plan, result_dtype, plan_for, _equation_string(eq, names), names)
+    lowering = Lowering(eq, shapes, orders, boolean, optimize, memory_limit, names, merge)
+    return _Entry(lowering, result_dtype, _equation_string(eq, names))
 
 
 # An lru_cache rather than a dict: torch.compile traces through the wrapper without
@@ -348,7 +352,7 @@ def _fast_call(operands: tuple[Any, ...], optimize: Any) -> Any:
         _signatures[key] = _Signature(impl.func, entry, args.xp, _dispatch._generation[0])
         return impl.func(args)
     e = hit.entry
-    return hit.func(_make_args((e.plan, ops, e.dtype, hit.xp, e.plan_for, e.subscripts)))
+    return hit.func(_make_args((e.lowering, ops, e.dtype, hit.xp, e.subscripts)))
 
 
 def einsum(
@@ -519,5 +523,5 @@ def einsum_path(
     """
     _, entry = _lookup(operands, optimize, memory_limit)
     limit = _check_memory_limit(memory_limit)
-    report = describe(entry.plan, entry.subscripts, entry.names, limit)
+    report = describe(entry.plan, entry.subscripts, entry.lowering.names, limit)
     return ["einsum_path", *entry.plan.path], report

@@ -93,15 +93,23 @@ def numpy_einsum(a: EinsumArgs) -> Any:
     return np.einsum(a.subscripts, *cast(a.operands, a.dtype, _OPS), optimize=True)
 
 
-# When numpy.einsum's single C loop (no optimize) beats the lowering: for one or two
-# operands whose plan has no GEMM, only reductions of products (multiply-and-sum,
-# diagonals, sums), the loop reads each operand once and makes no temporary, where the
-# lowering writes the product and reads it back (tall-skinny ``nc,nc->n``, 10^6 x 2:
-# 4.6 ms against 22 ms on a 2-core AMD EPYC). And on inputs so small that the loop's
-# multiply-adds cost less than the lowering's Python calls: about a microsecond per
-# instruction against a nanosecond per multiply-add.
+# When numpy.einsum's single C loop (no optimize) beats the lowering:
+# - for one or two operands whose plan has no GEMM, only reductions of products
+#   (multiply-and-sum, diagonals, sums): the loop reads each operand once and makes no
+#   temporary, where the lowering writes the product and reads it back (tall-skinny
+#   ``nc,nc->n``, 10^6 x 2: 4.6 ms against 22 ms on a 2-core AMD EPYC);
+# - for any number of operands, on inputs so small that the loop's products cost less
+#   than the lowering's Python: about a microsecond per instruction, plus about two
+#   instructions' worth to set the program up and cast the operands, against about a
+#   nanosecond per counted product with two operands and several with more (the loop
+#   steps one iterator per operand at every point: 2-9 ns with four operands on a 2-core
+#   AMD EPYC), so the products are weighted by n - 1. A lowering of n operands has at
+#   least n - 1 instructions (its binary steps), so below
+#   LOOP_FLOPS_PER_INSTRUCTION * (n - 1 + LOWERING_SETUP) weighted products the loop
+#   wins without the plan being built at all.
 LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
 LOOP_FLOPS_PER_INSTRUCTION = 1000
+LOWERING_SETUP = 2
 
 
 def loop_wins(a: EinsumArgs) -> str | None:
@@ -109,11 +117,16 @@ def loop_wins(a: EinsumArgs) -> str | None:
     reason = _native_applies(a)
     if reason is not None:
         return reason
-    plan = a.plan
-    if len(plan.shapes) > 2:
-        return "three or more operands: the lowering's contraction order wins"
-    if plan.naive_flops <= LOOP_FLOPS_PER_INSTRUCTION * len(plan.instructions):
+    low = a.lowering
+    steps = max(low.n_operands - 1, 1)
+    work = low.naive_flops * steps
+    if work <= LOOP_FLOPS_PER_INSTRUCTION * (steps + LOWERING_SETUP):
+        return None  # decided before lowering: no plan needed
+    plan = low.plan
+    if work <= LOOP_FLOPS_PER_INSTRUCTION * (len(plan.instructions) + LOWERING_SETUP):
         return None
+    if low.n_operands > 2:
+        return "three or more operands and many products: the contraction order wins"
     if all(step.kind in LOOP_KINDS for step in plan.steps):
         return None
     return "the plan has a GEMM or a broadcast product: the lowering wins"
@@ -140,7 +153,7 @@ def numpy_einsum_loop(a: EinsumArgs) -> Any:
 
 
 def _native_applies(a: EinsumArgs) -> str | None:
-    if a.plan.slices:
+    if a.lowering.slices:
         return "memory_limit needs chunking, which numpy.einsum does not do"
     if not a.subscripts.isascii():
         return "more labels than numpy.einsum's 52 letters"

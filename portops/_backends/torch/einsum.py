@@ -126,7 +126,7 @@ def torch_einsum(a: EinsumArgs) -> Any:
 
 
 def _native_applies(a: EinsumArgs) -> str | None:
-    if a.plan.slices:
+    if a.lowering.slices:
         return "memory_limit needs chunking, which torch.einsum does not do"
     if not a.subscripts.isascii():
         return "more labels than torch.einsum's 52 letters"
@@ -138,7 +138,7 @@ def _native_applies(a: EinsumArgs) -> str | None:
 
 
 def _cuda_default_applies(a: EinsumArgs) -> str | None:
-    if a.plan.slices:
+    if a.lowering.slices:
         return "memory_limit needs chunking, which torch.einsum does not do"
     if not a.subscripts.isascii():
         return "more labels than torch.einsum's 52 letters"
@@ -182,9 +182,11 @@ NATIVE_MAX_FLOPS = 1 << 17
 
 def _native_small_applies(a: EinsumArgs) -> str | None:
     reason = _native_applies(a)
-    if reason is None and len(a.plan.shapes) > 2:
+    if reason is None and a.lowering.n_operands > 2:
         reason = "three or more operands: torch.einsum's path search costs more"
-    if reason is None and a.plan.flops > NATIVE_MAX_FLOPS:
+    # With one or two operands the lowering multiplies as many products as the naive
+    # count (one GEMM or one broadcast product), so the plan need not be built to tell.
+    if reason is None and a.lowering.naive_flops > NATIVE_MAX_FLOPS:
         reason = "a large contraction: the lowering's views save copies"
     return reason
 
