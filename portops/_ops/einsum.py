@@ -30,6 +30,7 @@ from .._arrays import (
     inspect_arrays,
     library_of,
 )
+from .._einsum.lowering import Lowering
 from .._einsum.options import (
     as_arrays,
     check_casting,
@@ -40,7 +41,6 @@ from .._einsum.options import (
     write_out,
 )
 from .._einsum.parse import Equation, _parse_cached, label_names, parse, split_interleaved
-from .._einsum.lowering import Lowering
 from .._einsum.path import normalize_optimize
 from .._einsum.plan import Plan
 from .._einsum.report import describe
