@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-__all__ = ["Equation", "parse", "split_interleaved"]
+__all__ = ["Equation", "is_plain", "parse", "split_interleaved"]
 
 # Sublist labels are shifted past every letter so the two formats never collide.
 _SUBLIST_BASE = 1 << 16
@@ -132,6 +132,15 @@ def _raw_terms(subscripts: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] 
     return shift[:-1], (None if out_sub is None else shift[-1])
 
 
+def is_plain(subscripts: Any) -> bool:
+    """Whether `subscripts` is a string of ASCII letters, commas and at most one '->'
+    (what ``_PLAIN`` matches, without the regular expression's cost)."""
+    if type(subscripts) is not str or not subscripts.isascii():
+        return False
+    lhs, _, rhs = subscripts.partition("->")
+    return f"a{lhs.replace(',', '')}{rhs}".isalpha()
+
+
 def parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
     """Parse `subscripts` (a string or an interleaved key) for operands of `ndims`."""
     try:
@@ -148,6 +157,10 @@ def _parse_cached(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
 
 
 def _parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
+    if is_plain(subscripts):
+        found = _parse_plain(subscripts, ndims)
+        if found is not None:
+            return found
     terms, out_term = _raw_terms(subscripts)
     if len(terms) != len(ndims):
         raise ValueError(
@@ -212,6 +225,30 @@ def _parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
                 f"covers {ellipsis_ndim} dimension(s); add '...' to the output"
             )
         output = tuple(out_list)
+    return Equation(tuple(inputs), output)
+
+
+def _parse_plain(subscripts: str, ndims: tuple[int, ...]) -> Equation | None:
+    """Letters, commas and one '->' (the common case) when they describe the operands
+    and a valid output; None otherwise, for :func:`_parse` to say what is wrong."""
+    lhs, arrow, rhs = subscripts.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ndims):
+        return None
+    inputs = []
+    for term, ndim in zip(terms, ndims, strict=True):
+        if len(term) != ndim:
+            return None
+        inputs.append(tuple(map(ord, term)))
+    if arrow:
+        output = tuple(map(ord, rhs))
+        if len(set(rhs)) != len(rhs) or not set(rhs).issubset(lhs):
+            return None
+    else:
+        counts: dict[str, int] = {}
+        for c in lhs.replace(",", ""):
+            counts[c] = counts.get(c, 0) + 1
+        output = tuple(sorted(ord(c) for c, k in counts.items() if k == 1))
     return Equation(tuple(inputs), output)
 
 

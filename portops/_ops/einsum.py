@@ -40,7 +40,14 @@ from .._einsum.options import (
     with_order,
     write_out,
 )
-from .._einsum.parse import Equation, _parse_cached, label_names, parse, split_interleaved
+from .._einsum.parse import (
+    Equation,
+    _parse_cached,
+    is_plain,
+    label_names,
+    parse,
+    split_interleaved,
+)
 from .._einsum.path import normalize_optimize
 from .._einsum.plan import Plan
 from .._einsum.report import describe
@@ -109,8 +116,9 @@ def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
 
 def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...]:
     """Axes from outermost to innermost in memory (C order when strides are unknown)."""
-    if strides is None:
-        return tuple(range(len(shape)))
+    n = len(shape)
+    if strides is None or all(abs(strides[a]) > abs(strides[a + 1]) for a in range(n - 1)):
+        return tuple(range(n))  # C order (the common case): no sort
     return tuple(sorted(range(len(shape)), key=lambda a: (-abs(strides[a]), a)))
 
 
@@ -251,7 +259,12 @@ def _plan(
         boolean = bool(xp.isdtype(result_dtype, "bool"))
     merge = "dask" not in getattr(xp, "__name__", "")  # see plan.build
     lowering = Lowering(eq, shapes, orders, boolean, optimize, memory_limit, names, merge)
-    return _Entry(lowering, result_dtype, _equation_string(eq, names))
+    if is_plain(subscripts):  # letters name themselves
+        lhs, _, _ = subscripts.partition("->")
+        equation = f"{lhs}->{''.join(map(chr, eq.output))}"
+    else:
+        equation = _equation_string(eq, names)
+    return _Entry(lowering, result_dtype, equation)
 
 
 # An lru_cache rather than a dict: torch.compile traces through the wrapper without
@@ -339,12 +352,15 @@ def _fast_call(operands: tuple[Any, ...], optimize: Any) -> Any:
     if not isinstance(optimize, (str, bool)) or _dispatch._preferred_name("einsum") is not None:
         return NotImplemented
     ops = operands[1:]
+    if not ops:
+        return NotImplemented  # the full path raises numpy's error
     key = _signature_key(operands[0], ops, optimize)
     if key is None:
         return NotImplemented
     hit = _signatures.get(key)
     if hit is None or hit.generation != _dispatch._generation[0]:
-        call, entry = _lookup(operands, optimize, None)
+        # The key shows every operand is a NumPy array or a torch tensor: no conversion.
+        call, entry = _lookup(operands, optimize, None, split=(operands[0], ops))
         (args,) = call.args
         impl = _dispatch.select("einsum", call)
         if len(_signatures) >= _SIGNATURES_MAX:
