@@ -230,26 +230,23 @@ def _parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
 
 def _parse_plain(subscripts: str, ndims: tuple[int, ...]) -> Equation | None:
     """Letters, commas and one '->' (the common case) when they describe the operands
-    and a valid output; None otherwise, for :func:`_parse` to say what is wrong."""
+    and a valid output; None otherwise, for :func:`_parse` to say what is wrong.
+    (ASCII letters: their bytes are their code points, the labels.)"""
     lhs, arrow, rhs = subscripts.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(ndims):
         return None
-    inputs = []
     for term, ndim in zip(terms, ndims, strict=True):
         if len(term) != ndim:
             return None
-        inputs.append(tuple(map(ord, term)))
+    inputs = tuple(tuple(t.encode()) for t in terms)
+    letters = lhs.replace(",", "").encode()
     if arrow:
-        output = tuple(map(ord, rhs))
-        if len(set(rhs)) != len(rhs) or not set(rhs).issubset(lhs):
+        out = rhs.encode()
+        if len(set(out)) != len(out) or not set(out).issubset(letters):
             return None
-    else:
-        counts: dict[str, int] = {}
-        for c in lhs.replace(",", ""):
-            counts[c] = counts.get(c, 0) + 1
-        output = tuple(sorted(ord(c) for c, k in counts.items() if k == 1))
-    return Equation(tuple(inputs), output)
+        return Equation(inputs, tuple(out))
+    return Equation(inputs, tuple(sorted(c for c in set(letters) if letters.count(c) == 1)))
 
 
 def _label_name(v: int) -> str:

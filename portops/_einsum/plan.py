@@ -103,6 +103,27 @@ class _Value:
 def sizes_of(eq: Equation, shapes: Sequence[Sequence[int]]) -> dict[int, int]:
     """Size of each label; raise ValueError where operands disagree."""
     sizes: dict[int, int] = {}
+    # The common case first: no label repeated within an operand, sizes that agree.
+    for labels, shape in zip(eq.inputs, shapes, strict=True):
+        if len(set(labels)) != len(labels):
+            break
+        for lab, d in zip(labels, shape, strict=True):
+            old = sizes.get(lab, 1)
+            if old == 1:
+                sizes[lab] = d
+            elif d != old and d != 1:
+                break
+        else:
+            continue
+        break
+    else:
+        return sizes
+    return _checked_sizes(eq, shapes)
+
+
+def _checked_sizes(eq: Equation, shapes: Sequence[Sequence[int]]) -> dict[int, int]:
+    """:func:`sizes_of` with every check, and the error that names the disagreement."""
+    sizes: dict[int, int] = {}
     where: dict[int, int] = {}
     for k, (labels, shape) in enumerate(zip(eq.inputs, shapes, strict=True)):
         local: dict[int, int] = {}

@@ -99,16 +99,17 @@ def numpy_einsum(a: EinsumArgs) -> Any:
 #   temporary, where the lowering writes the product and reads it back (tall-skinny
 #   ``nc,nc->n``, 10^6 x 2: 4.6 ms against 22 ms on a 2-core AMD EPYC);
 # - for any number of operands, on inputs so small that the loop's products cost less
-#   than the lowering's Python: about a microsecond per instruction, plus about two
-#   instructions' worth to set the program up and cast the operands, against about a
+#   than the lowering's Python: about a microsecond per instruction, against about a
 #   nanosecond per counted product with two operands and several with more (the loop
 #   steps one iterator per operand at every point: 2-9 ns with four operands on a 2-core
-#   AMD EPYC), so the products are weighted by n - 1. A lowering of n operands has at
-#   least n - 1 instructions (its binary steps), so below
-#   LOOP_FLOPS_PER_INSTRUCTION * (n - 1 + LOWERING_SETUP) weighted products the loop
-#   wins without the plan being built at all.
+#   AMD EPYC), so the products are weighted by the n - 1 pairwise steps. The lowering
+#   runs about INSTRUCTIONS_PER_STEP instructions per pairwise step (lay out each
+#   operand, multiply, shape the result), one to finish and about LOWERING_SETUP
+#   instructions' worth to set the program up and cast the operands. The estimate needs
+#   only the label sizes, so the loop is chosen without building the plan.
 LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
 LOOP_FLOPS_PER_INSTRUCTION = 1000
+INSTRUCTIONS_PER_STEP = 4
 LOWERING_SETUP = 2
 
 
@@ -119,15 +120,12 @@ def loop_wins(a: EinsumArgs) -> str | None:
         return reason
     low = a.lowering
     steps = max(low.n_operands - 1, 1)
-    work = low.naive_flops * steps
-    if work <= LOOP_FLOPS_PER_INSTRUCTION * (steps + LOWERING_SETUP):
-        return None  # decided before lowering: no plan needed
-    plan = low.plan
-    if work <= LOOP_FLOPS_PER_INSTRUCTION * (len(plan.instructions) + LOWERING_SETUP):
+    instructions = INSTRUCTIONS_PER_STEP * steps + 1 + LOWERING_SETUP
+    if low.naive_flops * steps <= LOOP_FLOPS_PER_INSTRUCTION * instructions:
         return None
     if low.n_operands > 2:
         return "three or more operands and many products: the contraction order wins"
-    if all(step.kind in LOOP_KINDS for step in plan.steps):
+    if all(step.kind in LOOP_KINDS for step in low.plan.steps):
         return None
     return "the plan has a GEMM or a broadcast product: the lowering wins"
 
