@@ -283,20 +283,29 @@ class _Builder:
                 pos = (pos[1], pos[0])
         in_b = set(b.labels)
         in_a = set(a.labels)
-        batch = [x for x in a.mem if x in in_b and x in keep]
-        ks = [x for x in a.mem if x in in_b and x not in keep]
-        ms = [x for x in a.mem if x not in in_b]
+        batch: list[int] = []
+        ks: list[int] = []
+        ms: list[int] = []
+        for x in a.mem:  # one pass: a's labels in its memory order, by group
+            if x not in in_b:
+                ms.append(x)
+            elif x in keep:
+                batch.append(x)
+            else:
+                ks.append(x)
         ns = [x for x in b.mem if x not in in_a]
-        if ks and self.size(b.labels) > self.size(a.labels):
+        size = self.sizes.__getitem__
+        prod = math.prod
+        if ks and prod(map(size, b.labels)) > prod(map(size, a.labels)):
             ks = [x for x in b.mem if x in ks]
         out_labels = batch + ms + ns
         out = len(self.values)
-        bp, mp, np_, kp = self.size(batch), self.size(ms), self.size(ns), self.size(ks)
+        bsh = tuple(map(size, batch))
+        msh = tuple(map(size, ms))
+        nsh = tuple(map(size, ns))
+        bp, mp, np_, kp = prod(bsh), prod(msh), prod(nsh), prod(map(size, ks))
         result = bp * mp * np_
-        eq = self.eqstr(a.labels, b.labels, out=out_labels)
-        bsh = tuple(self.sizes[x] for x in batch)
-        msh = tuple(self.sizes[x] for x in ms)
-        nsh = tuple(self.sizes[x] for x in ns)
+        eq = (a.labels, b.labels, tuple(out_labels))
         if not ks or (mp * np_ <= SMALL_MN and bp >= MANY_BATCH):
             # Broadcast multiply (and sum over a tiny K): (batch, M, N, K).
             a_order = batch + ms + ks
@@ -397,8 +406,9 @@ class _Builder:
             return idx == list(range(idx[0], idx[0] + len(group)))
 
         views = runs(rows) and runs(cols)
-        rs = _prod([self.sizes[x] for x in rows])
-        cs = _prod([self.sizes[x] for x in cols])
+        size = self.sizes.__getitem__
+        rs = math.prod(map(size, rows))
+        cs = math.prod(map(size, cols))
         if views and inner in rows:
             # Unit stride in the first group: a transposed view, read by BLAS as is.
             self._permute(k, batch + cols + rows)

@@ -50,7 +50,7 @@ from .._einsum.parse import (
 )
 from .._einsum.path import normalize_optimize
 from .._einsum.plan import Plan
-from .._einsum.report import describe
+from .._einsum.report import EinsumReport, describe
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 
@@ -510,8 +510,8 @@ def _numpy_objects(
 
 def einsum_path(
     *operands: Any, optimize: Any = "auto", memory_limit: Any = None
-) -> tuple[list[Any], str]:
-    """The contraction order :func:`einsum` uses, and a readable report of its steps.
+) -> tuple[list[Any], EinsumReport]:
+    """The contraction order :func:`einsum` uses, and a report of its steps.
 
     Parameters
     ----------
@@ -526,11 +526,14 @@ def einsum_path(
         ``optimize=path``. ``optimize=False`` gives one step over every operand, and
         ``("greedy", memory_limit)`` NumPy's path under that limit, as from
         ``numpy.einsum_path``.
-    report : str
-        For each step: its kind (batched matmul, multiply, multiply-and-sum,
-        diagonal, sum, transpose), equation, batch, M, N, K, FLOPs, the elements of
-        its result and of the copies it makes; the FLOP counts and the largest
-        intermediate; the chunking that `memory_limit` forced, if any.
+    report : EinsumReport
+        ``str(report)`` is a table, as NumPy's report string; its attributes hold the
+        same facts: ``equation``, ``steps`` (each with ``kind`` -- batched matmul,
+        multiply, multiply-and-sum, diagonal, sum, transpose -- ``equation``,
+        ``batch``, ``m``, ``n``, ``k``, ``flops``, ``result`` and ``copies``, the
+        elements of its result and of the copies it makes), ``naive_flops``,
+        ``flops``, ``speedup``, ``largest_intermediate``, ``memory_limit`` and
+        ``chunks`` (the labels `memory_limit` forced into chunks, if any).
 
     Raises
     ------
