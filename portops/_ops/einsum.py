@@ -117,9 +117,14 @@ def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
 def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...]:
     """Axes from outermost to innermost in memory (C order when strides are unknown)."""
     n = len(shape)
-    if strides is None or all(abs(strides[a]) > abs(strides[a + 1]) for a in range(n - 1)):
-        return tuple(range(n))  # C order (the common case): no sort
-    return tuple(sorted(range(len(shape)), key=lambda a: (-abs(strides[a]), a)))
+    if strides is not None:
+        previous = None
+        for st in strides:  # C order (the common case) needs no sort
+            st = abs(st)
+            if previous is not None and st >= previous:
+                return tuple(sorted(range(n), key=lambda a: (-abs(strides[a]), a)))
+            previous = st
+    return tuple(range(n))
 
 
 def _check_memory_limit(memory_limit: Any) -> int | None:
@@ -216,11 +221,14 @@ def _lookup(
         eq = parse(key_subs, tuple(len(s) for s in shapes))
         ops = as_dask_operands(ops, eq.inputs)
     else:
-        shapes = tuple(tuple(a.shape) for a in ops)
-    dtypes = tuple(a.dtype for a in ops)
+        shapes = tuple([tuple(a.shape) for a in ops])
+    dtypes = tuple([a.dtype for a in ops])
     if dtype is not None:
         check_operand_casts(dtypes, dtype, casting)
-    layouts = tuple(_layout(library, a) for a in ops)
+    if library == NUMPY:
+        layouts: tuple[Any, ...] = tuple([a.strides for a in ops])
+    else:
+        layouts = tuple([_layout(library, a) for a in ops])
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)
     limit = _check_memory_limit(memory_limit)
     plan_args = (lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit, dtype)
@@ -245,7 +253,7 @@ def _plan(
     eq = parse(subscripts, tuple(len(s) for s in shapes))
     labels = [x for t in eq.inputs for x in t]
     names = label_names(labels)
-    orders = tuple(_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True))
+    orders = tuple([_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True)])
     if dtype is None:
         result_dtype = _result_dtype(xp, dtypes)
     else:
