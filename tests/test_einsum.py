@@ -323,6 +323,7 @@ def test_plan_is_cached() -> None:
 def _first_call(eq: str, *operands: Any, **kwargs: Any) -> Any:
     """The plan entry a first call (every einsum cache emptied) leaves behind."""
     einsum_module = importlib.import_module("portops._ops.einsum")
+    portops.einsum("i->", operands[0].ravel())  # the operands' type is known from now on
     einsum_module.clear_caches()
     result = portops.einsum(eq, *operands, **kwargs)
     (sig,) = einsum_module._signatures.values()
@@ -366,6 +367,39 @@ def test_non_default_optimize_is_planned_at_once(optimize: Any) -> None:
     )
     with pytest.raises(RuntimeError, match="leaves 2 operands"):
         portops.einsum("ij,jk,kl->il", a, b, c, optimize=["einsum_path", (0, 1)])
+
+
+def test_gradient_after_a_call_without_one() -> None:
+    """A tensor that needs gradients gets them even after a same-shape call without
+    (the first chose numpy.einsum's loop, which has none)."""
+    torch = pytest.importorskip("torch")
+    a, b, c = torch.rand(3, 4, dtype=torch.float64), torch.rand(4, 5), torch.rand(5, 2)
+    b, c = b.double(), c.double()
+    for _ in range(2):
+        portops.einsum("ij,jk,kl->il", a, b, c)
+    a.requires_grad_()
+    portops.einsum("ij,jk,kl->il", a, b, c).sum().backward()
+    assert a.grad is not None
+    torch.testing.assert_close(a.grad, (b @ c).sum(1).expand(3, 4))
+
+
+def test_repeated_calls_use_the_signature_plan() -> None:
+    """Later calls with one signature run the implementation's plan (no arguments
+    record), with the same values as the first call."""
+    einsum_module = importlib.import_module("portops._ops.einsum")
+    rng = np.random.default_rng(23)
+    for shapes in (((3, 4), (4, 5)), ((64, 48), (48, 40))):
+        a, b = (rng.uniform(size=s) for s in shapes)
+        portops.einsum("i->", a[0])  # the operands' type is known from now on
+        einsum_module.clear_caches()
+        first = portops.einsum("ij,jk->ik", a, b)
+        (sig,) = einsum_module._signatures.values()
+        assert sig.run is not None
+        np.testing.assert_allclose(portops.einsum("ij,jk->ik", a + 1, b), (a + 1) @ b)
+        np.testing.assert_allclose(first, a @ b)
+    scalar = portops.einsum("ii", np.eye(3))
+    assert portops.einsum("ii", np.eye(3)) == scalar == 3.0
+    assert isinstance(portops.einsum("ii", np.eye(3)), np.float64)
 
 
 def test_threads_share_the_cache() -> None:

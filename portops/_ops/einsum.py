@@ -317,6 +317,9 @@ class _Signature(NamedTuple):
     entry: _Entry
     xp: Any
     generation: int  # the registry's generation when chosen (a registration resets)
+    # The implementation's plan for this signature (its planner's answer): a function
+    # of the operands alone, or None to call `func` with the arguments record.
+    run: Callable[..., Any] | None = None
 
 
 _signatures: dict[tuple[Any, ...], _Signature] = {}
@@ -344,7 +347,9 @@ def _signature_key(subscripts: str, ops: tuple[Any, ...], optimize: Any) -> tupl
         if fast[0] == NUMPY:
             key += (a.shape, a.strides, a.dtype)
         else:
-            key += (a.shape, a.stride(), a.dtype, None if a.is_cpu else a.device)
+            # requires_grad: a tensor that needs gradients must not reuse a choice
+            # (numpy.einsum's loop) made for one that does not.
+            key += (a.shape, a.stride(), a.dtype, None if a.is_cpu else a.device, a.requires_grad)
             torch_seen = True
     if torch_seen:
         extra = _torch_extra()
@@ -371,10 +376,14 @@ def _fast_call(operands: tuple[Any, ...], optimize: Any) -> Any:
         call, entry = _lookup(operands, optimize, None, split=(operands[0], ops))
         (args,) = call.args
         impl = _dispatch.select("einsum", call)
+        run = None if impl.planner is None else impl.planner(args)
         if len(_signatures) >= _SIGNATURES_MAX:
             _signatures.clear()
-        _signatures[key] = _Signature(impl.func, entry, args.xp, _dispatch._generation[0])
-        return impl.func(args)
+        generation = _dispatch._generation[0]
+        _signatures[key] = _Signature(impl.func, entry, args.xp, generation, run)
+        return impl.func(args) if run is None else run(*ops)
+    if hit.run is not None:
+        return hit.run(*ops)
     e = hit.entry
     return hit.func(_make_args((e.lowering, ops, e.dtype, hit.xp, e.subscripts)))
 

@@ -4,6 +4,7 @@ possible), making sure every matrix handed to ``matmul`` is one BLAS can read; a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -88,6 +89,42 @@ def numpy_matmul(a: EinsumArgs) -> Any:
     return r[()] if r.ndim == 0 else r  # a NumPy scalar, as numpy.einsum returns
 
 
+def _no_casts(a: EinsumArgs) -> bool:
+    return all(x.dtype == a.dtype for x in a.operands)
+
+
+# Planners: for later calls with the same signature (library, subscripts, shapes,
+# strides, dtypes), a function of the operands alone, with what depends only on the
+# signature (the plan, the loop order) fixed once. None where operands need casting.
+
+
+def plan_matmul(a: EinsumArgs) -> Callable[..., Any] | None:
+    """:func:`numpy_matmul` with its plan fixed."""
+    if not _no_casts(a) or a.dtype.kind == "O" or a.lowering.slices:
+        return None
+    plan, plan_for = a.plan, a.plan_for
+
+    def lowered(*operands: Any) -> Any:
+        r = run(plan, operands, _OPS, plan_for)
+        return r[()] if r.ndim == 0 else r
+
+    return lowered
+
+
+def plan_einsum_loop(a: EinsumArgs) -> Callable[..., Any] | None:
+    """:func:`numpy_einsum_loop` with its subscripts and loop order fixed."""
+    if not _no_casts(a):
+        return None
+    subscripts = a.subscripts
+    order = loop_order(subscripts, list(a.operands))
+    einsum = np.einsum
+
+    def loop(*operands: Any) -> Any:
+        return einsum(subscripts, *operands, order=order)
+
+    return loop
+
+
 def numpy_einsum(a: EinsumArgs) -> Any:
     """numpy.einsum itself (with its own optimize=True), for comparison."""
     return np.einsum(a.subscripts, *cast(a.operands, a.dtype, _OPS), optimize=True)
@@ -158,9 +195,16 @@ def _native_applies(a: EinsumArgs) -> str | None:
     return None
 
 
-_dispatch.register("einsum", "numpy_matmul", libraries=["numpy"], priority=10)(numpy_matmul)
+_dispatch.register("einsum", "numpy_matmul", libraries=["numpy"], priority=10, planner=plan_matmul)(
+    numpy_matmul
+)
 _dispatch.register(
-    "einsum", "numpy_einsum_loop", libraries=["numpy"], priority=20, applies=loop_wins
+    "einsum",
+    "numpy_einsum_loop",
+    libraries=["numpy"],
+    priority=20,
+    applies=loop_wins,
+    planner=plan_einsum_loop,
 )(numpy_einsum_loop)
 _dispatch.register(
     "einsum", "numpy_einsum", libraries=["numpy"], priority=-10, applies=_native_applies
