@@ -27,7 +27,10 @@ nox.options.sessions = ["tests"]
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-CPU_BACKENDS = "numpy,numpy_readonly,array_api_strict,torch,jax,dask"
+# The test backends are the entries of tests/backends.py (SPECS): "all-cpu" and "all-gpu"
+# name its CPU and CUDA ones, so a backend added there is tested here without an edit.
+CPU_BACKENDS = "all-cpu"
+GPU_BACKENDS = "all-gpu"
 HAS_NVIDIA_GPU = shutil.which("nvidia-smi") is not None
 
 
@@ -66,7 +69,7 @@ def _install(session: nox.Session, extras: str) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite on every CPU backend (and CUDA ones where a GPU is present)."""
     _install(session, "test,torch,jax,dask" + (",cupy" if HAS_NVIDIA_GPU else ""))
-    default = CPU_BACKENDS + (",cupy,torch_cuda" if HAS_NVIDIA_GPU else "")
+    default = CPU_BACKENDS + (f",{GPU_BACKENDS}" if HAS_NVIDIA_GPU else "")
     backends = os.environ.get("PORTOPS_TEST_BACKENDS", default)
     session.env["PORTOPS_TEST_BACKENDS"] = backends
     session.env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # JAX's workers share a GPU

@@ -14,6 +14,7 @@ sys.path.insert(0, str(ROOT))  # document this checkout, installed or not
 
 import portops  # noqa: E402
 import portops.adapters  # noqa: E402
+import portops.extend  # noqa: E402
 
 project = "portops"
 author = "Seed 4d6d0dab maintainers"
@@ -60,7 +61,8 @@ sphinx_gallery_conf = {
 GENERATED = DOCS / "generated"
 
 # Headings of the API page; a public name missing here is listed under "More".
-# Names listed here but not (yet) public are left out.
+# Names listed here but not (yet) public are left out. tests/test_public_api.py checks
+# that these groups and ``portops.__all__`` agree.
 API_GROUPS = {
     "CASSI dispersion": (
         "shift_sum",
@@ -80,6 +82,22 @@ API_GROUPS = {
         "clear_cache",
         "set_cache_limit",
     ),
+}
+
+
+EXTEND_TITLE = "Extending portops (portops.extend)"
+# Headings of the extension API's section, every name of ``portops.extend.__all__``.
+EXTEND_GROUPS = {
+    "Implementations": ("register", "unregister", "registered", "Priority"),
+    "Backends": (
+        "register_backend",
+        "unregister_backend",
+        "registered_backend",
+        "backends",
+        "Backend",
+        "ENTRY_POINT_GROUP",
+    ),
+    "Normalised arguments": ("ShiftSumArgs", "ShearArgs", "VecdotArgs", "EinsumArgs"),
 }
 
 
@@ -112,6 +130,14 @@ def write_api_page() -> None:
     more = sorted(n for n in public if n not in listed)
     if more:
         parts.append(_section("More", "portops", more))
+    parts.append(
+        f"{EXTEND_TITLE}\n{'-' * len(EXTEND_TITLE)}\n\n"
+        ".. automodule:: portops.extend\n   :no-members:\n\n"
+        "See also ``CONTRIBUTING.md`` for the recipes.\n\n"
+    )
+    for title, names in EXTEND_GROUPS.items():
+        text = _section(title, "portops.extend", list(names))
+        parts.append(text.replace("-" * len(title), "~" * len(title), 1))
     parts.append(
         _section(
             "Operator adapters (portops.adapters)",

@@ -6,6 +6,7 @@ pure array-API implementation for every other array type. Importing portops impo
 no optional array library.
 """
 
+from . import extend as extend  # the extension API, a public submodule
 from ._buffers import cache_info, clear_cache, set_cache_limit
 from ._dispatch import explain, implementations, prefer
 from ._generic import einsum as _generic_einsum  # noqa: F401  (registers)

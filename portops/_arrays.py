@@ -1,5 +1,10 @@
 """Array inspection shared by every operation: library, device kind, namespace.
 
+Each array library is described by a :class:`Backend` (how to recognise its arrays,
+their namespace and device kind, which package holds its implementations); the
+built-in ones are registered at the end of this module, others through
+:func:`portops.extend.register_backend` or the ``portops.backends`` entry-point group.
+
 Everything here is cached per array *type*, so the cost on a hot path is a dict
 lookup. Nothing imports an array library that the caller has not imported already.
 """
@@ -7,30 +12,182 @@ lookup. Nothing imports an array library that the caller has not imported alread
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.util import find_spec
 from typing import Any, NamedTuple
 
 import array_api_compat as compat
 
-# Library names used as dispatch keys. Anything else is handled by the generic path
-# under the name of its top-level module (for example "array_api_strict").
+# Names of the built-in backends, used as dispatch keys. An array of a library without a
+# backend is handled by the generic path under the name of its top-level module.
 NUMPY, TORCH, CUPY, JAX, DASK = "numpy", "torch", "cupy", "jax", "dask"
+ARRAY_API_STRICT = "array_api_strict"
 
-_library_by_type: dict[type, str] = {}
+# Entry-point group through which other packages declare backends (see portops.extend).
+ENTRY_POINT_GROUP = "portops.backends"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What portops needs to know about one array library.
+
+    Parameters
+    ----------
+    name : str
+        The dispatch key: implementations are registered for this library name.
+    is_array : callable
+        ``is_array(x) -> bool``: whether `x` is an array of this library. It must not
+        import the library (test ``sys.modules`` or the type); its answer is cached
+        per type.
+    namespace : callable, optional
+        ``namespace(x)``: the array-API namespace of `x` (cached per type). By default
+        ``array_api_compat.array_namespace``.
+    device : callable, optional
+        ``device(x) -> str``: the device kind of `x` (``"cpu"``, ``"cuda"``, ...), a key
+        of the registry like the library name. By default every array is ``"cpu"``.
+    package : str, optional
+        The module that holds this library's implementations; it is imported, and so
+        registers them, the first time an array of the library is dispatched.
+    module : str, optional
+        The library's top-level module, to tell whether it is installed (default:
+        `name`). :func:`portops.implementations` loads the `package` of every
+        backend whose module is installed.
+    multi_device : bool
+        Whether arrays of one device kind can sit on different devices (two GPUs);
+        the inputs of a call are then checked to share one.
+    """
+
+    name: str
+    is_array: Callable[[object], bool]
+    namespace: Callable[[Any], Any] | None = None
+    device: Callable[[Any], str] | None = None
+    package: str | None = None
+    module: str | None = None
+    multi_device: bool = False
+
+    def installed(self) -> bool:
+        """Whether the library's module can be imported here (without importing it)."""
+        name = self.module or self.name
+        if name in sys.modules:
+            return True
+        try:
+            return find_spec(name) is not None
+        except (ImportError, ValueError):
+            return False
+
+
+_backend_lock = threading.RLock()
+_backends: dict[str, Backend] = {}
+_detection_order: tuple[Backend, ...] = ()  # registration order; replaced, never mutated
+# Per library: its device function (None: always "cpu"); read on every call.
+_device_of: dict[str, Callable[[Any], str] | None] = {}
+_multi_device: frozenset[str] = frozenset()
+_entry_points_loaded = [False]
+
+_library_by_type: dict[type, str | None] = {}
 _namespace_by_type: dict[type, Any] = {}
 
 
+def add_backend(backend: Backend, *, replace: bool = False) -> None:
+    """Register `backend` (see :func:`portops.extend.register_backend`)."""
+    global _detection_order
+    if not isinstance(backend, Backend):
+        raise TypeError(f"backend must be a Backend, got {type(backend).__name__}")
+    with _backend_lock:
+        if backend.name in _backends and not replace:
+            raise ValueError(
+                f"a backend named {backend.name!r} is already registered; pass replace=True "
+                "to replace it"
+            )
+        if backend.name in _backends:  # a replacement keeps its place in detection order
+            order = [backend if b.name == backend.name else b for b in _detection_order]
+        else:
+            order = [*_detection_order, backend]
+        _backends[backend.name] = backend
+        _detection_order = tuple(order)
+        _changed()
+
+
+def remove_backend(name: str) -> Backend:
+    """Unregister the backend `name` and return it; ValueError when there is none."""
+    global _detection_order
+    with _backend_lock:
+        if name not in _backends:
+            raise ValueError(f"no backend named {name!r}; registered: {', '.join(_backends)}")
+        backend = _backends.pop(name)
+        _detection_order = tuple(b for b in _detection_order if b.name != name)
+        _changed()
+        return backend
+
+
+def _changed() -> None:
+    """Rebuild the per-library tables and forget what was detected per type."""
+    global _device_of, _multi_device
+    # Rebound, not updated in place: a concurrent call sees the old table or the new one.
+    _device_of = {b.name: b.device for b in _detection_order}
+    _multi_device = frozenset(b.name for b in _detection_order if b.multi_device)
+    _library_by_type.clear()
+    _namespace_by_type.clear()
+
+
+def get_backend(name: str) -> Backend | None:
+    """The backend registered under `name`, or None."""
+    return _backends.get(name)
+
+
+def registered_backends() -> tuple[Backend, ...]:
+    """Every registered backend, in the order their detection is tried."""
+    return _detection_order
+
+
+def load_entry_points() -> None:
+    """Register the backends other packages declare in the ``portops.backends`` group.
+
+    Each entry point names a :class:`Backend`, or a function that returns one (or
+    registers backends itself and returns None). Runs once per process; an entry point
+    that fails to load warns, naming it, and is skipped.
+    """
+    if _entry_points_loaded[0]:
+        return
+    with _backend_lock:
+        if _entry_points_loaded[0]:
+            return
+        _entry_points_loaded[0] = True
+        from importlib import metadata  # only now: it costs milliseconds to import
+
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                found = ep.load()
+                if not isinstance(found, Backend) and callable(found):
+                    found = found()
+                if found is None:
+                    continue
+                if not isinstance(found, Backend):
+                    raise TypeError(f"expected a portops.extend.Backend, got {found!r}")
+                if found.name not in _backends:  # a registration made in code wins
+                    add_backend(found)
+            except Exception as exc:  # one broken plugin must not break dispatch
+                warnings.warn(
+                    f"portops: the {ENTRY_POINT_GROUP} entry point {ep.name!r} ({ep.value}) "
+                    f"failed to load: {exc!r}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+
+
 def _detect_library(x: object) -> str | None:
-    if compat.is_numpy_array(x):
-        return NUMPY
-    if compat.is_torch_array(x):
-        return TORCH
-    if compat.is_cupy_array(x):
-        return CUPY
-    if compat.is_jax_array(x):
-        return JAX
-    if compat.is_dask_array(x):
-        return DASK
+    for backend in _detection_order:
+        if backend.is_array(x):
+            return backend.name
+    if not _entry_points_loaded[0]:  # an unknown type: other packages may declare it
+        load_entry_points()
+        for backend in _detection_order:
+            if backend.is_array(x):
+                return backend.name
     if compat.is_array_api_obj(x):
         return type(x).__module__.partition(".")[0]
     return None
@@ -44,8 +201,7 @@ def library_of(x: object) -> str | None:
     except KeyError:
         pass
     lib = _detect_library(x)
-    if lib is not None:
-        _library_by_type[t] = lib  # a single dict store: atomic, a race only recomputes
+    _library_by_type[t] = lib  # a single dict store: atomic, a race only recomputes
     return lib
 
 
@@ -56,28 +212,17 @@ def namespace_of(x: Any) -> Any:
         return _namespace_by_type[t]
     except KeyError:
         pass
-    xp = compat.array_namespace(x)
+    backend = _backends.get(library_of(x) or "")
+    namespace = backend.namespace if backend is not None else None
+    xp = compat.array_namespace(x) if namespace is None else namespace(x)
     _namespace_by_type[t] = xp
     return xp
 
 
 def device_kind(x: Any, library: str) -> str:
     """ "cpu", "cuda" or another device type name; "cpu" for libraries without devices."""
-    if library == NUMPY:
-        return "cpu"
-    if library == TORCH:
-        return str(x.device.type)
-    if library == CUPY:
-        return "cuda"
-    if library == DASK:
-        return "cuda" if compat.is_cupy_array(getattr(x, "_meta", None)) else "cpu"
-    if library == JAX:
-        try:
-            (dev,) = x.devices()
-        except Exception:  # traced arrays have no concrete device
-            return "cpu"
-        return "cuda" if dev.platform == "gpu" else str(dev.platform)
-    return "cpu"
+    device = _device_of.get(library)
+    return "cpu" if device is None else device(x)
 
 
 class ArrayArgs(NamedTuple):
@@ -124,7 +269,7 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
     if library == DASK or with_dask:
         return _inspect_with_dask(names, arrays)
     device = device_kind(first, library)
-    if library in (TORCH, CUPY, JAX):
+    if library in _multi_device:
         placed = [
             (n, compat.device(a)) for n, a in zip(names, arrays, strict=True) if a is not None
         ]
@@ -215,3 +360,57 @@ def as_flag(value: Any, name: str) -> bool:
 def is_floating(xp: Any, dtype: Any) -> bool:
     """True for real and complex floating dtypes."""
     return bool(xp.isdtype(dtype, ("real floating", "complex floating")))
+
+
+# ------------------------------------------------------------------ built-in backends
+
+
+def _torch_device(x: Any) -> str:
+    return str(x.device.type)
+
+
+def _cupy_device(x: Any) -> str:
+    return "cuda"
+
+
+def _dask_device(x: Any) -> str:
+    return "cuda" if compat.is_cupy_array(getattr(x, "_meta", None)) else "cpu"
+
+
+def _jax_device(x: Any) -> str:
+    try:
+        (dev,) = x.devices()
+    except Exception:  # traced arrays have no concrete device
+        return "cpu"
+    return "cuda" if dev.platform == "gpu" else str(dev.platform)
+
+
+def _is_array_api_strict_array(x: object) -> bool:
+    t = type(x)
+    return t.__module__ == "array_api_strict._array_object" and t.__name__ == "Array"
+
+
+# Every built-in backend, in detection order. JAX and array-api-strict arrays run the
+# generic implementations, so they name no package.
+for _backend in (
+    Backend(NUMPY, compat.is_numpy_array, package="portops._backends.numpy"),
+    Backend(
+        TORCH,
+        compat.is_torch_array,
+        device=_torch_device,
+        package="portops._backends.torch",
+        multi_device=True,
+    ),
+    Backend(
+        CUPY,
+        compat.is_cupy_array,
+        device=_cupy_device,
+        package="portops._backends.cupy",
+        multi_device=True,
+    ),
+    Backend(JAX, compat.is_jax_array, device=_jax_device, multi_device=True),
+    Backend(DASK, compat.is_dask_array, device=_dask_device, package="portops._backends.dask"),
+    Backend(ARRAY_API_STRICT, _is_array_api_strict_array),
+):
+    add_backend(_backend)
+del _backend

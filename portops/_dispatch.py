@@ -8,22 +8,26 @@ array type. Among those registered for the call's (library, device), the one wit
 highest priority whose ``applies`` check passes runs. :func:`prefer` overrides the
 choice within a context.
 
-Backend specialisations live in ``portops._backends.<library>`` packages and are
-imported the first time an array of that library is seen, so ``import portops``
-imports no optional array library.
+Each array library's implementations live in the package its
+:class:`~portops._arrays.Backend` descriptor names (``portops._backends.<library>`` for
+the built-in ones), imported the first time an array of that library is dispatched, so
+``import portops`` imports no optional array library. The public face of registration
+is :mod:`portops.extend`.
 """
 
 from __future__ import annotations
 
+import enum
 import importlib
-import pkgutil
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import _arrays
 
 if TYPE_CHECKING:
     from ._plans import PlanCache
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Call",
     "Implementation",
+    "Priority",
     "define_operation",
     "explain",
     "implementations",
@@ -39,7 +44,28 @@ __all__ = [
     "prefer",
     "register",
     "select",
+    "unregister",
 ]
+
+
+class Priority(enum.IntEnum):
+    """Named priorities: among the implementations that apply, the highest runs.
+
+    Any int is accepted; these name the levels portops uses, so that a new
+    implementation can say where it stands (``Priority.SPECIALIZED + 5`` sits between
+    the default specialisation and an override).
+    """
+
+    #: The generic array-API implementation: correct everywhere, chosen last.
+    REFERENCE = -100
+    #: A library's own function (``numpy.einsum``), beneath portops' specialisations.
+    NATIVE = -10
+    #: An alternative kept for comparison (``numpy_add_at``); reached by ``prefer``.
+    BASELINE = 0
+    #: The default specialisation of an operation for a library and device kind.
+    SPECIALIZED = 10
+    #: A specialisation for a narrower case (see ``applies``) that beats the default.
+    OVERRIDE = 20
 
 
 class Call(NamedTuple):
@@ -95,9 +121,9 @@ _candidates: dict[tuple[str, str, str], tuple[Implementation, ...]] = {}
 _generation = [0]  # bumped by every registration; stale candidate lists are not cached
 _loaded_backends: set[str] = set()
 _preferred: ContextVar[dict[str, str] | None] = ContextVar("portops_preferred", default=None)
-
-# Libraries whose specialisations live in portops._backends.<name>.
-_BACKEND_PACKAGES = ("numpy", "torch", "cupy", "dask")
+# Plan caches that hold plans of registered implementations; emptied when the registry
+# changes, so that a new (or removed) implementation is chosen (or dropped) at once.
+_plan_caches: weakref.WeakSet[PlanCache] = weakref.WeakSet()
 
 
 def define_operation(name: str, prepare: Callable[..., Call]) -> None:
@@ -113,56 +139,114 @@ def register(
     *,
     libraries: Iterable[str] | None = None,
     devices: Iterable[str] | None = None,
-    priority: int = 0,
+    priority: int = Priority.BASELINE,
     applies: Callable[..., str | None] | None = None,
     summary: str = "",
     planner: Callable[..., Any] | None = None,
+    replace: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering an implementation of `op` under `name`.
 
     `applies` receives the normalised arguments and returns ``None`` when the
     implementation can run them, or a short reason why not. `planner` receives them
     too and returns a plan (a function of the call's raw arrays) for later calls with
-    the same signature, or None.
+    the same signature, or None. A second registration of `name` for `op` raises
+    ValueError unless `replace` is true. See :func:`portops.extend.register`.
     """
+    libs = _names("libraries", libraries)
+    devs = _names("devices", devices)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int (see Priority), got {priority!r}")
+    for arg, value in (("applies", applies), ("planner", planner)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{arg} must be callable or None, got {type(value).__name__}")
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(func):
+            raise TypeError(f"the implementation {name!r} must be callable, got {func!r}")
         impl = Implementation(
             op=op,
             name=name,
             func=func,
-            libraries=None if libraries is None else frozenset(libraries),
-            devices=None if devices is None else frozenset(devices),
-            priority=priority,
+            libraries=libs,
+            devices=devs,
+            priority=int(priority),
             applies=applies,
             summary=summary or (func.__doc__ or "").strip().split("\n")[0],
             planner=planner,
         )
         with _lock:
-            impls = [i for i in _registry.setdefault(op, []) if i.name != name]
-            impls.append(impl)
-            _registry[op] = impls
-            _generation[0] += 1
-            _candidates.clear()
+            impls = _registry.setdefault(op, [])
+            if not replace and any(i.name == name for i in impls):
+                raise ValueError(
+                    f"an implementation of {op} named {name!r} is already registered; "
+                    "pass replace=True to replace it"
+                )
+            if any(i.name == name for i in impls):  # a replacement keeps its place
+                _registry[op] = [impl if i.name == name else i for i in impls]
+            else:
+                _registry[op] = [*impls, impl]
+            _changed()
         return func
 
     return decorate
 
 
+def _names(arg: str, values: Iterable[str] | None) -> frozenset[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):  # "numpy" would otherwise become {"n", "u", ...}
+        return frozenset((values,))
+    names = frozenset(values)
+    for v in names:
+        if not isinstance(v, str):
+            raise TypeError(f"{arg} must be names (str), got {v!r}")
+    return names
+
+
+def unregister(op: str, name: str) -> Implementation:
+    """Remove the implementation `name` of `op` and return it; ValueError if absent."""
+    with _lock:
+        impls = _registry.get(op, [])
+        found = [i for i in impls if i.name == name]
+        if not found:
+            raise ValueError(
+                f"no implementation of {op} named {name!r}; registered: "
+                f"{', '.join(sorted(i.name for i in impls)) or 'none'}"
+            )
+        _registry[op] = [i for i in impls if i.name != name]
+        _changed()
+        return found[0]
+
+
+def _changed() -> None:
+    """After a registration: forget candidate lists and the plans built from them."""
+    _generation[0] += 1
+    _candidates.clear()
+    for cache in list(_plan_caches):
+        cache.clear()
+
+
+def forget_backend(library: str) -> None:
+    """After `library`'s backend was (re)registered: load its package again when seen."""
+    with _lock:
+        _loaded_backends.discard(library)
+        _changed()
+
+
 def _load_backend(library: str) -> None:
-    """Import every module of ``portops._backends.<library>`` once (they register).
+    """Import the package of `library`'s backend once (its modules register).
 
     Imports are serialised by Python's import lock, so no lock of our own is needed
     here; keeping this path lock-free also lets ``torch.compile`` trace through it.
     """
     if library in _loaded_backends:
         return
-    name = f"portops._backends.{library}"
-    if library in _BACKEND_PACKAGES and find_spec(name) is not None:
-        package = importlib.import_module(name)
-        for info in pkgutil.iter_modules(package.__path__):
-            if not info.name.startswith("_"):  # private helpers are imported on demand
-                importlib.import_module(f"{package.__name__}.{info.name}")
+    backend = _arrays.get_backend(library)
+    if backend is not None and backend.package is not None:
+        importlib.import_module(backend.package)
     _loaded_backends.add(library)
 
 
@@ -268,18 +352,22 @@ def invoke_planned(
     if key is not None and impl.planner is not None and _preferred.get() is None:
         plan = impl.planner(*call.args)
         if plan is not None:
+            _plan_caches.add(plans)
             plans.put(key, plan)
             return plan(*arrays)
     return impl.func(*call.args)
 
 
 def _load_installed_backends() -> None:
-    for library in _BACKEND_PACKAGES:
-        if library in _loaded_backends:
+    """Load the package of every backend whose library is installed (and the backends
+    other packages declare), for listings and :func:`prefer` by name."""
+    _arrays.load_entry_points()
+    for backend in _arrays.registered_backends():
+        if backend.name in _loaded_backends or backend.package is None:
             continue
-        if library == "numpy" or find_spec(library) is not None:
+        if backend.installed():
             try:
-                _load_backend(library)
+                _load_backend(backend.name)
             except ImportError:  # library present but unusable here
                 continue
 

@@ -1,6 +1,7 @@
 """Test backends: how to make arrays of each library and check results against NumPy.
 
-``PORTOPS_TEST_BACKENDS`` (comma-separated names, or ``all-cpu``) chooses the backends;
+Each backend is one entry of :data:`SPECS`. ``PORTOPS_TEST_BACKENDS`` (comma-separated
+names, or ``all-cpu`` / ``all-gpu``) chooses the backends;
 a backend named there that cannot be used fails the tests instead of skipping. When the
 variable is unset, every backend whose library is installed runs and the others skip.
 """
@@ -9,127 +10,208 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+import array_api_compat as compat
 import numpy as np
 
-ALL_CPU = ("numpy", "numpy_readonly", "array_api_strict", "torch", "jax", "dask")
-GPU = ("cupy", "torch_cuda")
 ENV = "PORTOPS_TEST_BACKENDS"
 
 
 @dataclass(frozen=True)
+class Spec:
+    """How the tests use one array type: a new backend is one entry of :data:`SPECS`.
+
+    ``make`` receives a NumPy array the tests own (a copy) and returns the backend's
+    array of the same values and dtype; ``to_numpy`` reads a result back (computing
+    lazy arrays); ``is_array`` says whether a result is of this type; ``probe`` returns
+    why the backend cannot run on this machine beyond its module being missing (no
+    CUDA device), or None; ``tolerance_scale`` widens the dtype's tolerances.
+    """
+
+    library: str  # the library portops dispatches on
+    module: str  # the module that must be installed
+    make: Callable[[np.ndarray], Any]
+    is_array: Callable[[Any], bool]
+    to_numpy: Callable[[Any], np.ndarray] = np.asarray
+    device: str = "cpu"
+    probe: Callable[[], str | None] = field(default=lambda: None)
+    tolerance_scale: float = 1.0
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False  # catches mutation of inputs
+    return a
+
+
+def _array_api_strict(a: np.ndarray) -> Any:
+    import array_api_strict
+
+    return array_api_strict.asarray(a)
+
+
+def _array_api_strict_to_numpy(a: Any) -> np.ndarray:
+    import array_api_strict
+
+    return np.asarray(array_api_strict.asarray(a, copy=True)._array)
+
+
+def _torch(a: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(a)
+
+
+def _torch_cuda(a: np.ndarray) -> Any:
+    return _torch(a).cuda()
+
+
+def _torch_to_numpy(a: Any) -> np.ndarray:
+    return a.detach().cpu().resolve_conj().numpy()
+
+
+def _torch_cuda_probe() -> str | None:
+    import torch
+
+    return None if torch.cuda.is_available() else "torch has no CUDA device"
+
+
+def _jax(a: np.ndarray) -> Any:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    return jnp.asarray(a)
+
+
+def _dask(a: np.ndarray) -> Any:
+    import dask.array as da
+
+    return da.from_array(a, chunks=tuple(max(1, (n + 1) // 2) for n in a.shape))
+
+
+def _cupy(a: np.ndarray) -> Any:
+    import cupy
+
+    return cupy.asarray(a)
+
+
+def _cupy_probe() -> str | None:
+    try:
+        import cupy
+
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return f"cupy has no CUDA device ({exc})"
+    return None
+
+
+def _torch_on(device: str) -> Callable[[Any], bool]:
+    return lambda a: compat.is_torch_array(a) and a.device.type == device
+
+
+SPECS: dict[str, Spec] = {
+    "numpy": Spec("numpy", "numpy", make=lambda a: a, is_array=compat.is_numpy_array),
+    "numpy_readonly": Spec("numpy", "numpy", make=_readonly, is_array=compat.is_numpy_array),
+    "array_api_strict": Spec(
+        "array_api_strict",
+        "array_api_strict",
+        make=_array_api_strict,
+        is_array=lambda a: type(a).__module__.startswith("array_api_strict"),
+        to_numpy=_array_api_strict_to_numpy,
+    ),
+    "torch": Spec(
+        "torch", "torch", make=_torch, is_array=_torch_on("cpu"), to_numpy=_torch_to_numpy
+    ),
+    "jax": Spec("jax", "jax", make=_jax, is_array=compat.is_jax_array),
+    "dask": Spec(
+        "dask",
+        "dask",
+        make=_dask,
+        is_array=compat.is_dask_array,
+        to_numpy=lambda a: np.asarray(a.compute()),
+    ),
+    "cupy": Spec(
+        "cupy",
+        "cupy",
+        make=_cupy,
+        is_array=compat.is_cupy_array,
+        to_numpy=lambda a: a.get(),
+        device="cuda",
+        probe=_cupy_probe,
+    ),
+    "torch_cuda": Spec(
+        "torch",
+        "torch",
+        make=_torch_cuda,
+        is_array=_torch_on("cuda"),
+        to_numpy=_torch_to_numpy,
+        device="cuda",
+        probe=_torch_cuda_probe,
+    ),
+}
+ALL_CPU = tuple(name for name, spec in SPECS.items() if spec.device == "cpu")
+GPU = tuple(name for name, spec in SPECS.items() if spec.device != "cpu")
+
+
+@dataclass(frozen=True)
 class Backend:
-    """One array type under test."""
+    """One array type under test (see :data:`SPECS`)."""
 
     name: str
 
     @property
+    def spec(self) -> Spec:
+        return SPECS[self.name]
+
+    @property
     def library(self) -> str:
         """The library name portops dispatches on."""
-        return {"numpy_readonly": "numpy", "torch_cuda": "torch"}.get(self.name, self.name)
+        return self.spec.library
 
     @property
     def device(self) -> str:
-        return "cuda" if self.name in GPU else "cpu"
+        return self.spec.device
 
     @property
     def module(self) -> str:
-        return {"numpy_readonly": "numpy", "torch_cuda": "torch"}.get(self.name, self.name)
+        return self.spec.module
 
     def unavailable_reason(self) -> str | None:
         if importlib.util.find_spec(self.module) is None:
             return f"{self.module} is not installed"
-        if self.name == "torch_cuda":
-            import torch
-
-            if not torch.cuda.is_available():
-                return "torch has no CUDA device"
-        if self.name == "cupy":
-            try:
-                import cupy
-
-                cupy.cuda.runtime.getDeviceCount()
-            except Exception as exc:
-                return f"cupy has no CUDA device ({exc})"
-        return None
+        return self.spec.probe()
 
     @property
     def xp(self) -> Any:
         """The namespace user code would write against."""
-        import array_api_compat
-
-        return array_api_compat.array_namespace(self.asarray(np.zeros(1)))
+        return compat.array_namespace(self.asarray(np.zeros(1)))
 
     def asarray(self, a: Any, dtype: Any = None) -> Any:
         """Make an array of this backend from a NumPy array (same values and dtype)."""
         a = np.asarray(a)
         if dtype is not None:
             a = a.astype(dtype)
-        if self.name == "numpy":
-            return a.copy()
-        if self.name == "numpy_readonly":
-            a = a.copy()
-            a.flags.writeable = False  # catches mutation of inputs
-            return a
-        if self.name == "array_api_strict":
-            import array_api_strict
-
-            return array_api_strict.asarray(a.copy())
-        if self.name in ("torch", "torch_cuda"):
-            import torch
-
-            t = torch.from_numpy(a.copy())
-            return t.cuda() if self.name == "torch_cuda" else t
-        if self.name == "jax":
-            import jax
-
-            jax.config.update("jax_enable_x64", True)
-            import jax.numpy as jnp
-
-            return jnp.asarray(a)
-        if self.name == "dask":
-            import dask.array as da
-
-            return da.from_array(a.copy(), chunks=tuple(max(1, (n + 1) // 2) for n in a.shape))
-        if self.name == "cupy":
-            import cupy
-
-            return cupy.asarray(a)
-        raise ValueError(self.name)
+        return self.spec.make(a.copy())
 
     def to_numpy(self, a: Any) -> np.ndarray:
         """Values of a result as a NumPy array (computing lazy arrays)."""
-        if self.name == "array_api_strict":
-            import array_api_strict
-
-            return np.asarray(array_api_strict.asarray(a, copy=True)._array)
-        if self.name in ("torch", "torch_cuda"):
-            return a.detach().cpu().resolve_conj().numpy()
-        if self.name == "dask":
-            return np.asarray(a.compute())
-        if self.name == "cupy":
-            return a.get()
-        return np.asarray(a)
+        return self.spec.to_numpy(a)
 
     def check_type(self, a: Any) -> None:
         """Assert that `a` is an array of this backend on the expected device."""
-        import array_api_compat as compat
+        assert self.spec.is_array(a), (
+            f"expected a {self.library} array on {self.device}, got {type(a)} "
+            f"on {getattr(a, 'device', '?')}"
+        )
 
-        checks = {
-            "numpy": compat.is_numpy_array,
-            "torch": compat.is_torch_array,
-            "jax": compat.is_jax_array,
-            "dask": compat.is_dask_array,
-            "cupy": compat.is_cupy_array,
-            "array_api_strict": lambda a: type(a).__module__.startswith("array_api_strict"),
-        }
-        assert checks[self.library](a), f"expected a {self.library} array, got {type(a)}"
-        if self.name == "torch_cuda":
-            assert a.device.type == "cuda", a.device
-        elif self.library == "torch":
-            assert a.device.type == "cpu", a.device
+    def tolerance(self, dtype: Any) -> dict[str, float]:
+        """rtol/atol for results of `dtype` on this backend."""
+        scale = self.spec.tolerance_scale
+        return {k: v * scale for k, v in tolerance(dtype).items()}
 
 
 def requested_backends() -> tuple[list[str], bool]:
@@ -145,8 +227,8 @@ def requested_backends() -> tuple[list[str], bool]:
         elif item == "all-gpu":
             names.extend(GPU)
         elif item:
-            if item not in ALL_CPU + GPU:
-                raise ValueError(f"{ENV}: unknown backend {item!r}; known: {ALL_CPU + GPU}")
+            if item not in SPECS:
+                raise ValueError(f"{ENV}: unknown backend {item!r}; known: {', '.join(SPECS)}")
             names.append(item)
     return list(dict.fromkeys(names)), True
 
@@ -188,5 +270,5 @@ def assert_matches(backend: Backend, actual: Any, expected: np.ndarray, dtype: A
         np.testing.assert_allclose(
             got.astype(np.complex128 if np.iscomplexobj(got) else np.float64),
             expected,
-            **tolerance(want_dtype),
+            **backend.tolerance(want_dtype),
         )

@@ -11,17 +11,22 @@ import numpy as np
 import pytest
 
 import portops
-from portops import _dispatch
+import portops.extend as pe
+from portops._generic import shift_sum as generic
 
 
 def test_import_loads_no_optional_backend():
     code = (
         "import sys, portops, numpy as np\n"
+        "from portops import _arrays\n"
+        "print(_arrays._entry_points_loaded[0])\n"
         "portops.shift_sum(np.ones((2, 3, 4)), 1)\n"
+        "print(_arrays._entry_points_loaded[0])\n"
         "print(sorted(m for m in ('torch', 'cupy', 'jax', 'dask') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    # neither the import nor a call on a known library reads the entry points
+    assert out.stdout.split() == ["False", "False", "[]"]
 
 
 def test_implementations_lists_every_registration():
@@ -49,24 +54,90 @@ def test_explain_names_the_choice_and_the_alternatives():
 def test_prefer_forces_and_restores():
     x = np.arange(24.0).reshape(2, 3, 4)
     calls = []
-    original = next(i for i in _dispatch._registry["shift_sum"] if i.name == "generic")
 
-    def spy(*args):
+    def spy(args):
         calls.append(1)
-        return original.func(*args)
+        return generic.forward(args)
 
-    _dispatch.register("shift_sum", "spy", priority=-1000, summary="test spy")(spy)
-    try:
+    with pe.registered("shift_sum", "spy", spy, libraries=None, priority=-1000, summary="test spy"):
         with portops.prefer(shift_sum="spy"):
             portops.shift_sum(x, 1, channel_axis=0)
         assert calls == [1]
         portops.shift_sum(x, 1, channel_axis=0)
         assert calls == [1]
-    finally:
-        _dispatch._registry["shift_sum"] = [
-            i for i in _dispatch._registry["shift_sum"] if i.name != "spy"
-        ]
-        _dispatch._candidates.clear()
+    assert "spy" not in [i["name"] for i in portops.implementations("shift_sum")]
+
+
+def test_register_raises_on_a_duplicate_unless_replacing():
+    def first(args):
+        return generic.forward(args)
+
+    def second(args):
+        return generic.forward(args) + 1
+
+    x = np.ones((2, 3, 4))
+    ref = portops.shift_sum(x, 1)
+    with pe.registered("shift_sum", "dup", first, libraries=["numpy"], priority=-1000):
+        with pytest.raises(ValueError, match="'dup' is already registered"):
+            pe.register("shift_sum", "dup", second, libraries=["numpy"], priority=-1000)
+        with pytest.raises(ValueError, match="'numpy_blocked' is already registered"):
+            pe.register("shift_sum", "numpy_blocked", second, libraries=["numpy"], priority=0)
+        with (
+            pe.registered(
+                "shift_sum", "dup", second, libraries=["numpy"], priority=-1000, replace=True
+            ),
+            portops.prefer(shift_sum="dup"),
+        ):
+            np.testing.assert_array_equal(portops.shift_sum(x, 1), ref + 1)
+        # the replaced implementation is back
+        with portops.prefer(shift_sum="dup"):
+            np.testing.assert_array_equal(portops.shift_sum(x, 1), ref)
+    with pytest.raises(ValueError, match="no implementation of shift_sum named 'dup'"):
+        pe.unregister("shift_sum", "dup")
+
+
+def test_register_checks_its_arguments():
+    def f(args):
+        return None
+
+    with pytest.raises(ValueError, match="unknown operation 'nope'"):
+        pe.register("nope", "x", f, libraries=None, priority=0)
+    with pytest.raises(TypeError, match="priority must be an int"):
+        pe.register("shift_sum", "x", f, libraries=None, priority=1.5)
+    with pytest.raises(TypeError, match="libraries must be names"):
+        pe.register("shift_sum", "x", f, libraries=[3], priority=0)
+    with pytest.raises(TypeError, match="applies must be callable"):
+        pe.register("shift_sum", "x", f, libraries=None, priority=0, applies="yes")
+    assert "x" not in [i["name"] for i in portops.implementations("shift_sum")]
+    # one library given as a string is that library, not its letters
+    with pe.registered("shift_sum", "one", f, libraries="numpy", priority=-1000):
+        impl = next(i for i in portops.implementations("shift_sum") if i["name"] == "one")
+        assert impl["libraries"] == ["numpy"]
+
+
+def test_a_new_implementation_is_chosen_at_once_over_kept_plans():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    expected = portops.shift_sum(x, 1)
+    portops.shift_sum(x, 1)  # planned now
+
+    def override(args):
+        return generic.forward(args) * 2
+
+    with pe.registered(
+        "shift_sum", "override", override, libraries=["numpy"], priority=pe.Priority.OVERRIDE
+    ):
+        np.testing.assert_array_equal(portops.shift_sum(x, 1), 2 * expected)
+        np.testing.assert_array_equal(portops.shift_sum(x, 1), 2 * expected)
+    np.testing.assert_array_equal(portops.shift_sum(x, 1), expected)
+
+
+def test_named_priorities_order_the_levels():
+    p = pe.Priority
+    assert p.REFERENCE < p.NATIVE < p.BASELINE < p.SPECIALIZED < p.OVERRIDE
+    impls = {i["name"]: i["priority"] for i in portops.implementations("shift_sum")}
+    assert impls["generic"] == p.REFERENCE
+    assert impls["numpy_blocked"] == p.SPECIALIZED
+    assert impls["numpy_add_at"] == p.BASELINE
 
 
 def test_prefer_rejects_what_does_not_apply():
@@ -121,19 +192,37 @@ def test_prefer_is_local_to_threads_and_tasks():
 
 def test_registry_is_thread_safe_under_concurrent_calls():
     x = np.ones((2, 3, 4))
+    expected = portops.shift_sum(x, 1)
     errors: list[BaseException] = []
+    done = threading.Event()
 
     def hammer() -> None:
         try:
             for _ in range(200):
-                _dispatch._candidates.clear()
-                portops.shift_sum(x, 1)
+                np.testing.assert_array_equal(portops.shift_sum(x, 1), expected)
         except BaseException as exc:  # collected and re-raised below
             errors.append(exc)
 
-    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    def churn() -> None:
+        # each registration empties the candidate lists and plans the callers read
+        try:
+            i = 0
+            while not done.is_set():
+                name = f"churn{i % 3}"
+                pe.register("shift_sum", name, generic.forward, libraries=None, priority=-1000)
+                pe.unregister("shift_sum", name)
+                i += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    churner = threading.Thread(target=churn)
+    churner.start()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    done.set()
+    churner.join()
     assert not errors
+    assert not any(i["name"].startswith("churn") for i in portops.implementations("shift_sum"))

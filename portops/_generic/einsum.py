@@ -6,9 +6,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from .. import _dispatch
+from .. import extend
 from .._einsum.execute import ArrayAPIOps, cast, run
 from .._ops.einsum import EinsumArgs
+from ..extend import Priority
 
 
 @lru_cache(maxsize=32)
@@ -22,9 +23,10 @@ def generic(a: EinsumArgs) -> Any:
     return run(a.plan, cast(a.operands, a.dtype, ops), ops, a.plan_for)
 
 
-_dispatch.register(
+extend.register(
     "einsum",
     "generic",
-    priority=-100,
+    libraries=None,
+    priority=Priority.REFERENCE,
     summary="batched matmul lowering in pure array API (jax.jit/grad, lazy dask, any library)",
 )(generic)

@@ -7,8 +7,9 @@ from typing import Any
 
 import array_api_compat as compat
 
-from .. import _dispatch
+from .. import extend
 from .._ops.shear import ShearArgs, growth
+from ..extend import Priority
 
 
 def result_dtype(a: ShearArgs) -> Any:
@@ -81,5 +82,9 @@ def unshear(a: ShearArgs) -> Any:
 
 
 _GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"
-_dispatch.register("shear", "generic", priority=-100, summary=_GENERIC)(shear)
-_dispatch.register("unshear", "generic", priority=-100, summary=_GENERIC)(unshear)
+extend.register(
+    "shear", "generic", shear, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
+)
+extend.register(
+    "unshear", "generic", unshear, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
+)

@@ -8,8 +8,9 @@ from typing import Any
 
 import array_api_compat as compat
 
-from .. import _dispatch
+from .. import extend
 from .._ops.shift_sum import ShiftSumArgs, accumulation_dtype
+from ..extend import Priority
 
 
 def result_dtype(a: ShiftSumArgs) -> Any:
@@ -128,6 +129,17 @@ def pinv(a: ShiftSumArgs, forward_impl: Kernel = forward, adjoint_impl: Kernel =
 
 
 _GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"
-_dispatch.register("shift_sum", "generic", priority=-100, summary=_GENERIC)(forward)
-_dispatch.register("shift_sum_adjoint", "generic", priority=-100, summary=_GENERIC)(adjoint)
-_dispatch.register("shift_sum_pinv", "generic", priority=-100, summary=_GENERIC)(pinv)
+extend.register(
+    "shift_sum", "generic", forward, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
+)
+extend.register(
+    "shift_sum_adjoint",
+    "generic",
+    adjoint,
+    libraries=None,
+    priority=Priority.REFERENCE,
+    summary=_GENERIC,
+)
+extend.register(
+    "shift_sum_pinv", "generic", pinv, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
+)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _dispatch
+from .. import extend
 from .._ops.shift_sum import accumulation_dtype
 from .._ops.vecdot import VecdotArgs
+from ..extend import Priority
 
 
 def vecdot(a: VecdotArgs) -> Any:
@@ -24,9 +25,10 @@ def vecdot(a: VecdotArgs) -> Any:
     return xp.astype(total, dtype, copy=False)
 
 
-_dispatch.register(
+extend.register(
     "vecdot",
     "generic",
-    priority=-100,
+    libraries=None,
+    priority=Priority.REFERENCE,
     summary="pure array API product and sum (reference; jax.jit/grad, lazy dask, array-api-strict)",
 )(vecdot)

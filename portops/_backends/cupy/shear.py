@@ -6,9 +6,10 @@ from typing import Any
 
 import cupy
 
-from ... import _dispatch
+from ... import extend
 from ..._ops.shear import ShearArgs
 from ..._shear import strided
+from ...extend import Priority
 
 
 def _empty(shape: list[int], dtype: Any) -> Any:
@@ -27,4 +28,6 @@ def unshear(a: ShearArgs) -> Any:
 
 _SUMMARY = "cupy strided views and copies (as_strided), mask fused"
 for _op, _fn in (("shear", shear), ("unshear", unshear)):
-    _dispatch.register(_op, "cupy_strided", libraries=["cupy"], priority=10, summary=_SUMMARY)(_fn)
+    extend.register(
+        _op, "cupy_strided", libraries=["cupy"], priority=Priority.SPECIALIZED, summary=_SUMMARY
+    )(_fn)

@@ -21,7 +21,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from ... import _dispatch
+from ... import extend
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import (
     Geometry,
@@ -35,6 +35,7 @@ from ..._kernels.geometry import (
 )
 from ..._kernels.loader import kernel_name, kernel_source, real_of
 from ..._ops.shift_sum import ShiftSumArgs, result_shape
+from ...extend import Priority
 
 _BLOCK = 256
 # Resident blocks per SM for the grid-stride loops (enough to hide memory latency).
@@ -521,27 +522,27 @@ def pinv(a: ShiftSumArgs) -> Any:
     return _plan("pinv", a, raw=False)(a.array, a.mask)
 
 
-_dispatch.register(
+extend.register(
     "shift_sum",
     "cupy_gather",
     libraries=["cupy"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned",
     planner=_planner("forward"),
 )(forward)
-_dispatch.register(
+extend.register(
     "shift_sum_adjoint",
     "cupy_gather",
     libraries=["cupy"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="CUDA row kernel (RawModule): one launch, mask fused; planned",
     planner=_planner("adjoint"),
 )(adjoint)
-_dispatch.register(
+extend.register(
     "shift_sum_pinv",
     "cupy_gather",
     libraries=["cupy"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned",
     planner=_planner("pinv"),
 )(pinv)

@@ -21,9 +21,10 @@ from typing import Any
 import cupy
 import numpy as np
 
-from ... import _dispatch
+from ... import extend
 from ..._kernels.loader import CTYPES, kernel_source
 from ..._ops.vecdot import VecdotArgs
+from ...extend import Priority
 
 _lock = threading.Lock()
 _kernels: dict[str, Any] = {}
@@ -183,6 +184,11 @@ def _raw_or_reduction(a: VecdotArgs) -> Any:
     return _cupy(a) if run is None else run(a.x1, a.x2)
 
 
-_dispatch.register(
-    "vecdot", "cupy", libraries=("cupy",), devices=("cuda",), priority=10, planner=plan
+extend.register(
+    "vecdot",
+    "cupy",
+    libraries=("cupy",),
+    devices=("cuda",),
+    priority=Priority.SPECIALIZED,
+    planner=plan,
 )(_raw_or_reduction)

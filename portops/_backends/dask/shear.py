@@ -11,8 +11,9 @@ from typing import Any
 
 import dask.array as da
 
-from ... import _dispatch
+from ... import _dispatch, extend
 from ..._ops.shear import ShearArgs, growth, shear, unshear
+from ...extend import Priority
 
 
 def _offsets(a: ShearArgs) -> list[float] | list[int]:
@@ -71,9 +72,9 @@ def unshear_blockwise(a: ShearArgs) -> Any:
 
 
 _SUMMARY = "blockwise over the other axes; each block runs its library's fast path"
-_dispatch.register("shear", "dask_blockwise", libraries=["dask"], priority=10, summary=_SUMMARY)(
-    shear_blockwise
-)
-_dispatch.register("unshear", "dask_blockwise", libraries=["dask"], priority=10, summary=_SUMMARY)(
-    unshear_blockwise
-)
+extend.register(
+    "shear", "dask_blockwise", libraries=["dask"], priority=Priority.SPECIALIZED, summary=_SUMMARY
+)(shear_blockwise)
+extend.register(
+    "unshear", "dask_blockwise", libraries=["dask"], priority=Priority.SPECIALIZED, summary=_SUMMARY
+)(unshear_blockwise)

@@ -12,8 +12,9 @@ from typing import Any
 import dask.array as da
 from dask.array.utils import meta_from_array
 
-from ... import _dispatch
+from ... import _dispatch, extend
 from ..._ops.shift_sum import ShiftSumArgs, shift_sum, shift_sum_adjoint, shift_sum_pinv
+from ...extend import Priority
 
 
 def _aligned(a: ShiftSumArgs, array: Any, whole: tuple[int, ...]) -> tuple[Any, Any]:
@@ -126,12 +127,24 @@ def pinv(a: ShiftSumArgs) -> Any:
 
 
 _SUMMARY = "blockwise over the other axes; each block runs its library's fast path"
-_dispatch.register(
-    "shift_sum", "dask_blockwise", libraries=["dask"], priority=10, summary=_SUMMARY
+extend.register(
+    "shift_sum",
+    "dask_blockwise",
+    libraries=["dask"],
+    priority=Priority.SPECIALIZED,
+    summary=_SUMMARY,
 )(forward)
-_dispatch.register(
-    "shift_sum_adjoint", "dask_blockwise", libraries=["dask"], priority=10, summary=_SUMMARY
+extend.register(
+    "shift_sum_adjoint",
+    "dask_blockwise",
+    libraries=["dask"],
+    priority=Priority.SPECIALIZED,
+    summary=_SUMMARY,
 )(adjoint)
-_dispatch.register(
-    "shift_sum_pinv", "dask_blockwise", libraries=["dask"], priority=10, summary=_SUMMARY
+extend.register(
+    "shift_sum_pinv",
+    "dask_blockwise",
+    libraries=["dask"],
+    priority=Priority.SPECIALIZED,
+    summary=_SUMMARY,
 )(pinv)

@@ -9,9 +9,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ... import _dispatch
+from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ..._ops.einsum import EinsumArgs
+from ...extend import Priority
 from .vecdot import SHORT_BYTES
 
 
@@ -195,17 +196,21 @@ def _native_applies(a: EinsumArgs) -> str | None:
     return None
 
 
-_dispatch.register("einsum", "numpy_matmul", libraries=["numpy"], priority=10, planner=plan_matmul)(
-    numpy_matmul
-)
-_dispatch.register(
+extend.register(
+    "einsum",
+    "numpy_matmul",
+    libraries=["numpy"],
+    priority=Priority.SPECIALIZED,
+    planner=plan_matmul,
+)(numpy_matmul)
+extend.register(
     "einsum",
     "numpy_einsum_loop",
     libraries=["numpy"],
-    priority=20,
+    priority=Priority.OVERRIDE,
     applies=loop_wins,
     planner=plan_einsum_loop,
 )(numpy_einsum_loop)
-_dispatch.register(
-    "einsum", "numpy_einsum", libraries=["numpy"], priority=-10, applies=_native_applies
+extend.register(
+    "einsum", "numpy_einsum", libraries=["numpy"], priority=Priority.NATIVE, applies=_native_applies
 )(numpy_einsum)

@@ -14,9 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ... import _buffers as buffers
-from ... import _dispatch
+from ... import extend
 from ..._ops.shear import ShearArgs
 from ..._shear import strided
+from ...extend import Priority
 
 # Below this many elements of the sheared cube one thread is faster (hand-over costs).
 _THREADED = 1 << 22
@@ -65,17 +66,17 @@ def unshear(a: ShearArgs) -> np.ndarray:
     return strided.unshear(np, buffers.empty, a, _parallel(a))
 
 
-_dispatch.register(
+extend.register(
     "shear",
     "numpy_strided",
     libraries=["numpy"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="zero-fill of the gaps, one strided copy into the windows' view, over threads",
 )(shear)
-_dispatch.register(
+extend.register(
     "unshear",
     "numpy_strided",
     libraries=["numpy"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="one strided copy of the windows' view (as_strided), mask fused, over threads",
 )(unshear)

@@ -32,9 +32,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import _buffers as buffers
-from ... import _dispatch, _threads
+from ... import _threads, extend
 from ..._generic import shift_sum as generic
 from ..._ops.shift_sum import ShiftSumArgs, accumulation_dtype
+from ...extend import Priority
 
 # Elements of output per block of the adjoint: fits a 1-2 MiB L2.
 _BLOCK_ELEMENTS = 1 << 17
@@ -606,34 +607,34 @@ def plan_pinv(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
     return _general_plan(pinv, a, expand=not a.keepdims)
 
 
-_dispatch.register(
+extend.register(
     "shift_sum",
     "numpy_blocked",
     libraries=["numpy"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="cache-blocked contiguous adds over threads, mask fused per block",
     planner=plan_forward,
 )(forward)
-_dispatch.register(
+extend.register(
     "shift_sum",
     "numpy_add_at",
     libraries=["numpy"],
-    priority=0,
+    priority=Priority.BASELINE,
     summary="np.add.at scatter (alternative, for comparison)",
 )(add_at)
-_dispatch.register(
+extend.register(
     "shift_sum_adjoint",
     "numpy_blocked",
     libraries=["numpy"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="windows copied block by block over threads, mask fused",
     planner=plan_adjoint,
 )(adjoint)
-_dispatch.register(
+extend.register(
     "shift_sum_pinv",
     "numpy_blocked",
     libraries=["numpy"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="blocked forward for Phi, then the blocked adjoint of y / Phi",
     planner=plan_pinv,
 )(pinv)

@@ -12,8 +12,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ... import _dispatch
+from ... import extend
 from ..._ops.vecdot import VecdotArgs
+from ..._threads import available_cores
+from ...extend import Priority
+from .shift_sum import _l2_bytes
 
 # Which kernel wins, from a cost model of NumPy's loops (float32, 2-core AMD EPYC:
 # np.vecdot costs about 0.8 us plus 7 ns per vector, einsum about 2 us plus a faster
@@ -24,10 +27,15 @@ from ..._ops.vecdot import VecdotArgs
 # - einsum iterates over the whole broadcast shape; for vectors of at most SHORT_BYTES
 #   in memory order its per-vector loop is the bottleneck, and Fortran order (one pass
 #   per column over all vectors) is 3-5x faster (10^6 x 2: 1.6 ms vs 8.6 ms).
-# - a single vector against many: one matrix-vector product (BLAS, all cores).
+# - a single vector against many: one matrix-vector product (BLAS), while the matrix
+#   fits the cores' L2 caches. Past that the product is memory-bound, the fused loops
+#   read the matrix as fast, and BLAS's threads, which hand work over by spinning,
+#   stall whenever another process holds a core (on a loaded 2-core machine a
+#   256x4096 float32 product took 6 ms instead of 60 us; np.vecdot: 150 us).
 FEW_VECTORS = 128
 SHORT = 32
 SHORT_BYTES = 8
+CACHE_BYTES = _l2_bytes() * available_cores()
 
 
 def _unit(x: np.ndarray, axis: int) -> bool:
@@ -37,9 +45,10 @@ def _unit(x: np.ndarray, axis: int) -> bool:
 def _kernel(x1: np.ndarray, x2: np.ndarray, axis: int) -> str:
     """``"vecdot"``, ``"einsum"`` or ``"einsum_f"`` for equal-shape inputs (see above)."""
     n = x1.shape[axis]
-    if x1.size < FEW_VECTORS * max(n, 1):
+    unit = _unit(x1, axis) and _unit(x2, axis)
+    if x1.size <= n or (unit and x1.size < FEW_VECTORS * max(n, 1)):
         return "vecdot"
-    if not (_unit(x1, axis) and _unit(x2, axis)):
+    if not unit:  # np.vecdot's inner loop on strided vectors is slow at any count
         return "einsum"
     if n >= SHORT:
         return "vecdot"
@@ -63,6 +72,8 @@ def _matvec(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
     elif x1.size == n and x2.size > n:
         many, one, conj_result = x2, np.conj(x1) if x1.dtype.kind == "c" else x1, False
     else:
+        return None
+    if many.nbytes >= CACHE_BYTES:  # memory-bound: the fused loops (see CACHE_BYTES)
         return None
     if axis != -1:
         many = np.moveaxis(many, axis, -1)
@@ -165,22 +176,58 @@ def _numpy(a: VecdotArgs) -> np.ndarray:
     return vecdot_numpy(a.x1, a.x2, a.axis, a.keepdims)
 
 
+def _as_array(f: Any) -> Any:
+    """`f`, its scalar result (inputs of one dimension) wrapped as a 0-d array."""
+
+    def wrapped(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+        return np.asarray(f(x1, x2))
+
+    return wrapped
+
+
+_EQUATION = "...i,...i->..."
+
+
+def _direct(x1: np.ndarray, x2: np.ndarray) -> Any:
+    """A plan that is one NumPy call, for the common calls: same dtype (single or double
+    precision), last axis, no keepdims, and equal shapes or one single vector."""
+    if x1.dtype != x2.dtype or x1.dtype.char not in "fdFD":
+        return None
+    if x1.shape == x2.shape:
+        kernel = _kernel(x1, x2, -1)
+        if kernel == "vecdot":
+            return np.vecdot
+        if x1.dtype.kind == "c":
+            return None  # einsum needs conj(x1)
+        order: Literal["K", "F"] = "F" if kernel == "einsum_f" else "K"
+        return lambda x1, x2: np.einsum(_EQUATION, x1, x2, order=order)
+    # One single vector: a matrix-vector product (real dtypes: conj(x1) = x1).
+    if x1.dtype.kind == "c" or x1.ndim + x2.ndim != 3:
+        return None
+    many, one = (x1, x2) if x1.ndim == 2 else (x2, x1)
+    n = one.shape[0]
+    if n < 2 or many.shape[1] != n or many.nbytes >= CACHE_BYTES:
+        return None
+    return np.matmul if many is x1 else lambda x1, x2: np.matmul(x2, x1)
+
+
 def plan(a: VecdotArgs) -> Any:
     """Plan of a call (see portops._plans): the kernel its signature leads to, fixed."""
     x1, x2, axis, keepdims = a.x1, a.x2, a.axis, a.keepdims
     if type(x1) is not np.ndarray or type(x2) is not np.ndarray:
         return None
-    if x1.shape == x2.shape and axis == -1 and not keepdims:
-        if _kernel(x1, x2, axis) == "vecdot":
-
-            def gufunc(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
-                r = np.vecdot(x1, x2)
-                return r if type(r) is np.ndarray else np.asarray(r)
-
-            return gufunc
+    if axis == -1 and not keepdims:
+        direct = _direct(x1, x2)
+        if direct is not None:
+            return _as_array(direct) if max(x1.ndim, x2.ndim) == 1 else direct
     return lambda x1, x2: vecdot_numpy(x1, x2, axis, keepdims)
 
 
-_dispatch.register(
-    "vecdot", "numpy", libraries=("numpy",), devices=("cpu",), priority=10, planner=plan
+extend.register(
+    "vecdot",
+    "numpy",
+    libraries=("numpy",),
+    devices=("cpu",),
+    priority=Priority.SPECIALIZED,
+    planner=plan,
 )(_numpy)

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import _dispatch
+from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ..._ops.einsum import EinsumArgs
+from ...extend import Priority
 from ..numpy.einsum import loop_order, loop_wins
 
 
@@ -238,39 +239,43 @@ def _native_small_applies(a: EinsumArgs) -> str | None:
     return reason
 
 
-_dispatch.register("einsum", "torch_matmul", libraries=["torch"], priority=10, planner=plan_matmul)(
-    torch_matmul
-)
+extend.register(
+    "einsum",
+    "torch_matmul",
+    libraries=["torch"],
+    priority=Priority.SPECIALIZED,
+    planner=plan_matmul,
+)(torch_matmul)
 # On CUDA torch.einsum beat the lowering (H100: 43.9 vs 49.4 µs, 83.2 vs 90.2 µs, 41.7 vs
 # 63.0 µs on the MXNet-issue patterns), so it is the default there for what it takes.
-_dispatch.register(
+extend.register(
     "einsum",
     "torch_einsum_cuda",
     libraries=["torch"],
     devices=["cuda"],
-    priority=20,
+    priority=Priority.OVERRIDE,
     applies=_cuda_default_applies,
     summary="torch.einsum itself, the CUDA default for floating and complex dtypes",
     planner=plan_einsum,
 )(torch_einsum)
-_dispatch.register(
+extend.register(
     "einsum",
     "torch_einsum_small",
     libraries=["torch"],
     devices=["cpu"],
-    priority=15,
+    priority=Priority.SPECIALIZED + 5,
     applies=_native_small_applies,
     planner=plan_einsum,
 )(torch_einsum)
-_dispatch.register(
+extend.register(
     "einsum",
     "torch_numpy_loop",
     libraries=["torch"],
     devices=["cpu"],
-    priority=20,
+    priority=Priority.OVERRIDE,
     applies=_numpy_loop_applies,
     planner=plan_numpy_loop,
 )(torch_numpy_loop)
-_dispatch.register(
-    "einsum", "torch_einsum", libraries=["torch"], priority=-10, applies=_native_applies
+extend.register(
+    "einsum", "torch_einsum", libraries=["torch"], priority=Priority.NATIVE, applies=_native_applies
 )(torch_einsum)

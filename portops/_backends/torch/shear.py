@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ... import _buffers as buffers
-from ... import _dispatch
+from ... import extend
 from ..._kernels.geometry import linear_step
 from ..._ops.shear import ShearArgs
 from ..._shear.layout import (
@@ -31,6 +31,7 @@ from ..._shear.layout import (
     window_strides,
     windows_view,
 )
+from ...extend import Priority
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
 
@@ -455,17 +456,17 @@ def unshear(a: ShearArgs) -> torch.Tensor:
     return _call(a, _unshear_kernel, _Unshear, unshear_op)
 
 
-_dispatch.register(
+extend.register(
     "shear",
     "torch_strided",
     libraries=["torch"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="strided zero-fill and one copy_ into the windows' view; autograd, custom op",
 )(shear)
-_dispatch.register(
+extend.register(
     "unshear",
     "torch_strided",
     libraries=["torch"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="one copy_ of the windows' strided view, mask fused; autograd, custom op",
 )(unshear)

@@ -24,9 +24,10 @@ from typing import Any
 import torch
 
 from ... import _buffers as buffers
-from ... import _dispatch
+from ... import extend
 from ..._generic import shift_sum as generic
 from ..._ops.shift_sum import ShiftSumArgs
+from ...extend import Priority
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -453,37 +454,37 @@ def scatter_add(a: ShiftSumArgs) -> torch.Tensor:
     return y.to(out_dtype)
 
 
-_dispatch.register(
+extend.register(
     "shift_sum",
     "torch_slice_add",
     libraries=["torch"],
     devices=["cpu"],  # CUDA tensors: shift_sum_cuda.py
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="slice-adds into a cache-resident y, mask fused (addcmul_); autograd; custom op",
     planner=_planned(plan_forward),
 )(forward)
-_dispatch.register(
+extend.register(
     "shift_sum",
     "torch_scatter_add",
     libraries=["torch"],
-    priority=0,
+    priority=Priority.BASELINE,
     summary="scatter_add_ with precomputed indices (alternative, for comparison)",
 )(scatter_add)
-_dispatch.register(
+extend.register(
     "shift_sum_adjoint",
     "torch_window_copy",
     libraries=["torch"],
     devices=["cpu"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="one strided copy of all windows (unfold), mask fused; autograd; custom op",
     planner=_planned(plan_adjoint),
 )(adjoint)
-_dispatch.register(
+extend.register(
     "shift_sum_pinv",
     "torch_window_copy",
     libraries=["torch"],
     devices=["cpu"],
-    priority=10,
+    priority=Priority.SPECIALIZED,
     summary="Phi by the forward, then the adjoint of y / Phi; autograd",
     planner=_planned(plan_pinv),
 )(pinv)

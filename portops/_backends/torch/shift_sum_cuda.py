@@ -24,11 +24,12 @@ from typing import Any
 
 import torch
 
-from ... import _dispatch
+from ... import extend
 from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
 from ..._ops.shift_sum import ShiftSumArgs, result_shape
 from ..._plans import PlanCache
+from ...extend import Priority
 from . import shift_sum as ops
 
 Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
@@ -303,38 +304,38 @@ def slice_add_loop(a: ShiftSumArgs) -> torch.Tensor:
     return y if a.keepdims else y.squeeze(a.channel_axis)
 
 
-_dispatch.register(
+extend.register(
     "shift_sum",
     "torch_cuda_gather",
     libraries=["torch"],
     devices=["cuda"],
-    priority=20,
+    priority=Priority.OVERRIDE,
     summary="Triton row gather kernel: one launch, no atomics, mask fused; planned",
     planner=ops._planned(plan_forward),
 )(forward)
-_dispatch.register(
+extend.register(
     "shift_sum",
     "torch_slice_add_loop",
     libraries=["torch"],
     devices=["cuda"],
-    priority=5,
+    priority=Priority.BASELINE + 5,
     summary="one slice-add per channel, autograd through ATen (alternative)",
 )(slice_add_loop)
-_dispatch.register(
+extend.register(
     "shift_sum_adjoint",
     "torch_cuda_gather",
     libraries=["torch"],
     devices=["cuda"],
-    priority=20,
+    priority=Priority.OVERRIDE,
     summary="Triton row kernel: each program writes a block of every channel; planned",
     planner=ops._planned(plan_adjoint),
 )(adjoint)
-_dispatch.register(
+extend.register(
     "shift_sum_pinv",
     "torch_cuda_gather",
     libraries=["torch"],
     devices=["cuda"],
-    priority=20,
+    priority=Priority.OVERRIDE,
     summary="Triton: 1 / Phi over the mask's extent, then the adjoint scaled by it",
     planner=ops._planned(plan_pinv),
 )(pinv)

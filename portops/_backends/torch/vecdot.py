@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import _dispatch
+from ... import extend
 from ..._ops.vecdot import VecdotArgs
-from ..numpy.vecdot import vecdot_numpy
+from ...extend import Priority
+from ..numpy.vecdot import CACHE_BYTES, _kernel, vecdot_numpy
 
 # Dtypes NumPy shares with torch; uint16/32/64 also lack torch CPU sum kernels.
 _VIA_NUMPY = frozenset(
@@ -209,31 +210,81 @@ def _torch_cpu(a: VecdotArgs) -> torch.Tensor:
 # vecdot keeps) torch.linalg.vecdot is the cheapest call.
 NATIVE_SMALL = 1 << 10
 _NATIVE_SMALL = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
+_REAL = frozenset({torch.float32, torch.float64})
+# A single vector against a matrix: torch.matmul (a multithreaded GEMV) wins, but for
+# vectors this short its GEMV loop is slower than NumPy's, once the matrix leaves the
+# caches.
+MATVEC_SHORT = 8
+
+
+def _native(axis: int, keepdims: bool) -> Any:
+    """``torch.linalg.vecdot`` as a plan (no keyword for the last axis: cheaper)."""
+    if axis == -1 and not keepdims:
+        return torch.linalg.vecdot
+
+    def native(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        r = torch.linalg.vecdot(x1, x2, dim=axis)
+        return r.unsqueeze(axis) if keepdims else r
+
+    return native
+
+
+def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
+    """``torch.matmul`` as a plan when one input is a single vector along the last axis
+    (real dtypes: conj(x1) = x1) and the other a matrix or stack of them; else None."""
+    if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
+        return None
+    many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
+    n = one.shape[0]
+    if n < 2 or many.shape[-1] != n:
+        return None
+    if n < MATVEC_SHORT and many.numel() * many.element_size() >= CACHE_BYTES:
+        return None
+    return torch.matmul if many is x1 else lambda x1, x2: torch.matmul(x2, x1)
+
+
+def _numpy_wins(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> bool:
+    """Whether NumPy's fused loops (on zero-copy views) beat torch's product and sum for
+    equal shapes: short contiguous vectors, which NumPy sums column by column
+    (``einsum`` in Fortran order), and long contiguous ones past the caches, where
+    reading the inputs once beats writing and rereading a product (see the module
+    docstring). Elsewhere torch's own call costs less per call and uses every core.
+    """
+    if _mul_sum_wins(x1, x2, axis):
+        return False
+    a, b = _numpy_view(x1), _numpy_view(x2)
+    kernel = _kernel(a, b, axis)
+    if kernel == "einsum_f":
+        return True
+    return kernel == "vecdot" and a.nbytes + b.nbytes >= CACHE_BYTES and a.shape[axis] >= SHORT
 
 
 def _plan_cpu(a: VecdotArgs) -> Any:
-    """Plan of a call without gradients (see portops._plans); None otherwise."""
+    """Plan of a call without gradients (see portops._plans): one torch call where it is
+    the fastest, else NumPy's kernels on zero-copy views; None with gradients."""
     x1, x2 = a.x1, a.x2
     if torch.compiler.is_compiling():
         return None
     if (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled():
         return None
     axis, keepdims = a.axis, a.keepdims
-    if (
-        x1.dtype is x2.dtype
-        and x1.dtype in _NATIVE_SMALL
-        and x1.numel() < NATIVE_SMALL
-        and x2.numel() < NATIVE_SMALL
-    ):
-        # Tiny inputs: torch's own vecdot costs less than the trip through NumPy views.
-        def native(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-            r = torch.linalg.vecdot(x1, x2, dim=axis)
-            return r.unsqueeze(axis) if keepdims else r
-
-        return native
+    if x1.dtype is x2.dtype and x1.dtype in _NATIVE_SMALL:
+        if x1.shape != x2.shape and x1.dtype in _REAL and axis == -1 and not keepdims:
+            matvec = _matvec(x1, x2)
+            if matvec is not None:
+                return matvec
+        if x1.numel() < NATIVE_SMALL and x2.numel() < NATIVE_SMALL:
+            return _native(axis, keepdims)  # tiny: the trip through NumPy costs more
+        if x1.shape == x2.shape and not _numpy_wins(x1, x2, axis):
+            return _native(axis, keepdims)
     return lambda x1, x2: forward_cpu(x1, x2, axis, keepdims)
 
 
-_dispatch.register(
-    "vecdot", "torch_cpu", libraries=("torch",), devices=("cpu",), priority=10, planner=_plan_cpu
+extend.register(
+    "vecdot",
+    "torch_cpu",
+    libraries=("torch",),
+    devices=("cpu",),
+    priority=Priority.SPECIALIZED,
+    planner=_plan_cpu,
 )(_torch_cpu)

@@ -18,8 +18,9 @@ from typing import Any
 
 import torch
 
-from ... import _dispatch
+from ... import extend
 from ..._ops.vecdot import VecdotArgs
+from ...extend import Priority
 from .vecdot import _mul_sum
 
 _UNSIGNED = {torch.uint16, torch.uint32, torch.uint64}
@@ -113,6 +114,11 @@ def _torch_cuda(a: VecdotArgs) -> torch.Tensor:
     return native(a) if run is None else run(a.x1, a.x2)
 
 
-_dispatch.register(
-    "vecdot", "torch_cuda", libraries=("torch",), devices=("cuda",), priority=10, planner=plan
+extend.register(
+    "vecdot",
+    "torch_cuda",
+    libraries=("torch",),
+    devices=("cuda",),
+    priority=Priority.SPECIALIZED,
+    planner=plan,
 )(_torch_cuda)

@@ -1,0 +1,407 @@
+"""Extending portops: new implementations of its operations, new array libraries.
+
+An *implementation* of an operation is a function of one argument, the operation's
+normalised-arguments record (validated once by the public function), that returns the
+result. It is registered for a set of array libraries and device kinds at a priority;
+among the implementations registered for a call's (library, device) whose ``applies``
+check passes, the one of highest priority runs, and :func:`portops.prefer` forces one
+by name. The records the operations' implementations receive:
+
+- ``shift_sum``, ``shift_sum_adjoint``, ``shift_sum_pinv``: :class:`ShiftSumArgs`
+- ``shear``, ``unshear``: :class:`ShearArgs`
+- ``vecdot``: :class:`VecdotArgs`
+- ``einsum``: :class:`EinsumArgs`
+
+A *backend* tells portops about an array library: how to recognise its arrays, their
+namespace and device kind, and which package holds its implementations (imported on the
+first call with its arrays). A library without one still runs every operation through
+the generic array-API implementations. Another package can declare its backend in the
+``portops.backends`` entry-point group (in ``pyproject.toml``:
+``[project.entry-points."portops.backends"] mylib = "mylib_portops:BACKEND"``, naming a
+:class:`Backend` or a function that returns one); portops loads that group the first
+time it meets an array type it does not know, never at import.
+
+Examples
+--------
+A library whose arrays are ``MyArray``, with a faster ``shift_sum``:
+
+>>> import portops.extend as pe
+>>> class MyArray: ...
+>>> backend = pe.register_backend("mylib", is_array=lambda x: isinstance(x, MyArray))
+>>> @pe.register("shift_sum", "mylib_fast", libraries=["mylib"],
+...              priority=pe.Priority.SPECIALIZED)
+... def shift_sum(args: pe.ShiftSumArgs):
+...     '''One pass over args.array.'''
+...     ...
+>>> pe.unregister("shift_sum", "mylib_fast")
+>>> pe.unregister_backend("mylib")
+
+Tests use the scoped forms, which undo the registration on exit:
+
+>>> with pe.registered_backend("mylib", is_array=lambda x: isinstance(x, MyArray)):
+...     pass
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar, overload
+
+from . import _arrays, _dispatch
+from ._arrays import ENTRY_POINT_GROUP, Backend
+from ._dispatch import Priority
+from ._ops.einsum import EinsumArgs
+from ._ops.shear import ShearArgs
+from ._ops.shift_sum import ShiftSumArgs
+from ._ops.vecdot import VecdotArgs
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Backend",
+    "EinsumArgs",
+    "Priority",
+    "ShearArgs",
+    "ShiftSumArgs",
+    "VecdotArgs",
+    "backends",
+    "register",
+    "register_backend",
+    "registered",
+    "registered_backend",
+    "unregister",
+    "unregister_backend",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_operation(op: str) -> None:
+    if op not in _dispatch._operations:
+        known = ", ".join(sorted(_dispatch._operations))
+        raise ValueError(f"op: unknown operation {op!r}; known: {known}")
+
+
+@overload
+def register(
+    op: str,
+    name: str,
+    func: None = None,
+    *,
+    libraries: Iterable[str] | None,
+    devices: Iterable[str] | None = None,
+    priority: int,
+    applies: Callable[[Any], str | None] | None = None,
+    planner: Callable[[Any], Callable[..., Any] | None] | None = None,
+    summary: str = "",
+    replace: bool = False,
+) -> Callable[[F], F]: ...
+
+
+@overload
+def register(
+    op: str,
+    name: str,
+    func: F,
+    *,
+    libraries: Iterable[str] | None,
+    devices: Iterable[str] | None = None,
+    priority: int,
+    applies: Callable[[Any], str | None] | None = None,
+    planner: Callable[[Any], Callable[..., Any] | None] | None = None,
+    summary: str = "",
+    replace: bool = False,
+) -> F: ...
+
+
+def register(
+    op: str,
+    name: str,
+    func: Callable[..., Any] | None = None,
+    *,
+    libraries: Iterable[str] | None,
+    devices: Iterable[str] | None = None,
+    priority: int,
+    applies: Callable[[Any], str | None] | None = None,
+    planner: Callable[[Any], Callable[..., Any] | None] | None = None,
+    summary: str = "",
+    replace: bool = False,
+) -> Any:
+    """Register `func` as the implementation `name` of operation `op`.
+
+    Called with `func`, registers it and returns it; without, returns a decorator.
+
+    Parameters
+    ----------
+    op : str
+        The operation, for example ``"shift_sum"`` (the module's description lists the
+        record each operation's implementations receive).
+    name : str
+        The implementation's name, unique per operation: what :func:`portops.explain`
+        and :func:`portops.implementations` show and :func:`portops.prefer` takes.
+    func : callable, optional
+        ``func(args) -> result``, `args` being the operation's record. It must not
+        modify its inputs and must return an array of the inputs' library and device.
+    libraries : iterable of str or None
+        The array libraries (backend names, ``"numpy"``, ``"torch"``, ...) whose arrays
+        it handles; None for every library (the generic implementations).
+    devices : iterable of str, optional
+        The device kinds it handles (``"cpu"``, ``"cuda"``, ...); default every kind.
+    priority : int
+        Where it stands among the implementations for the same library and device;
+        one of :class:`Priority` or an int between them.
+    applies : callable, optional
+        ``applies(args) -> str | None``: None when `func` can run these arguments,
+        else a short reason why not (shown by :func:`portops.explain`).
+    planner : callable, optional
+        ``planner(args) -> plan | None``: a function of the call's raw arrays that
+        repeats the call for later calls with the same signature (shapes, dtypes,
+        strides, device, every other argument), skipping validation and dispatch.
+        Used for NumPy, torch and CuPy arrays by the shift_sum family and vecdot.
+    summary : str, optional
+        One line on how it works; by default the first line of `func`'s docstring.
+    replace : bool, optional
+        Replace an implementation of `op` already registered under `name` instead of
+        raising ValueError.
+
+    Returns
+    -------
+    callable
+        `func`, or a decorator that registers the function it receives and returns it.
+
+    Raises
+    ------
+    ValueError
+        Unknown `op`, or `name` already registered for `op` and `replace` is false.
+    TypeError
+        An argument of the wrong type (names that are not strings, a non-int priority).
+    """
+    _check_operation(op)
+    libs = _load_packages(libraries)
+    decorate = _dispatch.register(
+        op,
+        name,
+        libraries=libs,
+        devices=devices,
+        priority=priority,
+        applies=applies,
+        summary=summary,
+        planner=planner,
+        replace=replace,
+    )
+    return decorate if func is None else decorate(func)
+
+
+def _load_packages(libraries: Iterable[str] | None) -> frozenset[str] | None:
+    """Load the packages of the named libraries' backends, so that a clash with one of
+    their implementations' names is caught now, and ``replace=True`` replaces it for good."""
+    libs = None if libraries is None else _dispatch._names("libraries", libraries)
+    for library in sorted(libs or ()):
+        backend = _arrays.get_backend(library)
+        if backend is not None and backend.package is not None and backend.installed():
+            _dispatch._load_backend(library)
+    return libs
+
+
+def unregister(op: str, name: str) -> None:
+    """Remove the implementation `name` of operation `op`.
+
+    Plans of repeated calls are dropped, so the next call chooses again.
+
+    Raises
+    ------
+    ValueError
+        Unknown `op`, or no implementation of `op` named `name`.
+    """
+    _check_operation(op)
+    _dispatch.unregister(op, name)
+
+
+@contextmanager
+def registered(
+    op: str,
+    name: str,
+    func: Callable[..., Any],
+    *,
+    libraries: Iterable[str] | None,
+    devices: Iterable[str] | None = None,
+    priority: int,
+    applies: Callable[[Any], str | None] | None = None,
+    planner: Callable[[Any], Callable[..., Any] | None] | None = None,
+    summary: str = "",
+    replace: bool = False,
+) -> Iterator[Callable[..., Any]]:
+    """:func:`register` for the duration of a ``with`` block (for tests).
+
+    On exit the implementation is removed, and the one it replaced (``replace=True``)
+    comes back. Yields `func`. The registry is shared by every thread.
+
+    Examples
+    --------
+    >>> import numpy as np, portops, portops.extend as pe
+    >>> def spy(args):
+    ...     return np.zeros(1)
+    >>> with pe.registered("vecdot", "spy", spy, libraries=["numpy"],
+    ...                    priority=pe.Priority.OVERRIDE):
+    ...     portops.vecdot(np.ones(3), np.ones(3))
+    array([0.])
+    >>> float(portops.vecdot(np.ones(3), np.ones(3)))
+    3.0
+    """
+    _check_operation(op)
+    _load_packages(libraries)
+    previous = {i.name: i for i in _dispatch._registry[op]}.get(name) if replace else None
+    register(
+        op,
+        name,
+        func,
+        libraries=libraries,
+        devices=devices,
+        priority=priority,
+        applies=applies,
+        planner=planner,
+        summary=summary,
+        replace=replace,
+    )
+    try:
+        yield func
+    finally:
+        if previous is None:
+            _dispatch.unregister(op, name)
+        else:
+            _dispatch.register(
+                op,
+                name,
+                libraries=previous.libraries,
+                devices=previous.devices,
+                priority=previous.priority,
+                applies=previous.applies,
+                summary=previous.summary,
+                planner=previous.planner,
+                replace=True,
+            )(previous.func)
+
+
+def register_backend(
+    name: str | Backend,
+    /,
+    *,
+    is_array: Callable[[object], bool] | None = None,
+    namespace: Callable[[Any], Any] | None = None,
+    device: Callable[[Any], str] | None = None,
+    package: str | None = None,
+    module: str | None = None,
+    multi_device: bool = False,
+    replace: bool = False,
+) -> Backend:
+    """Teach portops an array library: one call, then register its implementations.
+
+    Parameters
+    ----------
+    name : str or Backend
+        The library's name, the key its implementations are registered under (or a
+        complete :class:`Backend`, with no other field given).
+    is_array : callable
+        ``is_array(x) -> bool``: whether `x` is one of its arrays, without importing
+        the library. Tried after the backends registered before it; cached per type.
+    namespace : callable, optional
+        ``namespace(x)``: the array-API namespace of its arrays (default
+        ``array_api_compat.array_namespace``, which calls ``x.__array_namespace__()``).
+    device : callable, optional
+        ``device(x) -> str``: the device kind of `x` (default ``"cpu"`` for every array).
+    package : str, optional
+        A module that registers the library's implementations when imported; portops
+        imports it on the first call with one of its arrays.
+    module : str, optional
+        The library's top-level module (default `name`), to tell whether it is
+        installed without importing it.
+    multi_device : bool, optional
+        Whether its arrays of one device kind can sit on different devices; the
+        arrays of a call are then checked to share one.
+    replace : bool, optional
+        Replace a backend already registered under `name` instead of raising.
+
+    Returns
+    -------
+    Backend
+        The registered descriptor.
+
+    Raises
+    ------
+    ValueError
+        A backend named `name` is registered already and `replace` is false.
+    TypeError
+        `is_array` missing or not callable, or fields given beside a Backend.
+    """
+    if isinstance(name, Backend):
+        given = (is_array, namespace, device, package, module)
+        if any(v is not None for v in given) or multi_device:
+            raise TypeError("register_backend(Backend(...)) takes no other fields")
+        backend = name
+    else:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty str or a Backend, got {name!r}")
+        if not callable(is_array):
+            raise TypeError(f"is_array must be callable, got {is_array!r}")
+        for arg, value in (("namespace", namespace), ("device", device)):
+            if value is not None and not callable(value):
+                raise TypeError(f"{arg} must be callable or None, got {value!r}")
+        backend = Backend(name, is_array, namespace, device, package, module, multi_device)
+    _arrays.add_backend(backend, replace=replace)
+    _dispatch.forget_backend(backend.name)
+    return backend
+
+
+def unregister_backend(name: str) -> None:
+    """Forget the backend `name`: its arrays are then handled as an unknown library's.
+
+    The implementations registered for it stay registered (its package has been
+    imported); :func:`unregister` removes them.
+
+    Raises
+    ------
+    ValueError
+        No backend named `name`.
+    """
+    _arrays.remove_backend(name)
+    _dispatch.forget_backend(name)
+
+
+@contextmanager
+def registered_backend(
+    name: str | Backend,
+    /,
+    *,
+    is_array: Callable[[object], bool] | None = None,
+    namespace: Callable[[Any], Any] | None = None,
+    device: Callable[[Any], str] | None = None,
+    package: str | None = None,
+    module: str | None = None,
+    multi_device: bool = False,
+) -> Iterator[Backend]:
+    """:func:`register_backend` for the duration of a ``with`` block (for tests).
+
+    Yields the descriptor; on exit the backend is unregistered.
+    """
+    backend = register_backend(
+        name,
+        is_array=is_array,
+        namespace=namespace,
+        device=device,
+        package=package,
+        module=module,
+        multi_device=multi_device,
+    )
+    try:
+        yield backend
+    finally:
+        unregister_backend(backend.name)
+
+
+def backends() -> tuple[Backend, ...]:
+    """Every registered backend, in the order their ``is_array`` checks are tried.
+
+    Backends declared through the ``portops.backends`` entry points are loaded first.
+    """
+    _arrays.load_entry_points()
+    return _arrays.registered_backends()

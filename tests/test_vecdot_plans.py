@@ -1,0 +1,116 @@
+"""vecdot's call plans on NumPy and torch CPU: every kind of plan (one native call, a
+matrix-vector product, NumPy's kernels on views) gives the reference result, on the
+first call (which plans) and on later ones with new values (which reuse the plan)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import portops
+from portops._backends.numpy import vecdot as numpy_vecdot
+from portops._ops import vecdot as vecdot_module
+
+torch = pytest.importorskip("torch")
+torch_vecdot = pytest.importorskip("portops._backends.torch.vecdot")
+
+
+def _layout(gen, rows: int, n: int, layout: str, dtype) -> tuple[np.ndarray, np.ndarray]:
+    if layout == "transposed":
+        a, b = (gen.standard_normal((n, rows)).astype(dtype).T for _ in range(2))
+    elif layout == "contiguous":
+        a, b = (gen.standard_normal((rows, n)).astype(dtype) for _ in range(2))
+    elif layout == "broadcast":
+        a, b = gen.standard_normal((rows, n)).astype(dtype), gen.standard_normal(n).astype(dtype)
+    else:  # the single vector first
+        a, b = gen.standard_normal(n).astype(dtype), gen.standard_normal((rows, n)).astype(dtype)
+    if np.dtype(dtype).kind == "c":  # complex, with the same strides
+        a = a + (1j * gen.standard_normal(a.shape)).astype(dtype)
+        a = a.T.copy().T if layout == "transposed" else a
+    return a.astype(dtype, copy=False), b
+
+
+def _expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (np.conj(a.astype(np.complex128)) * b).sum(-1)
+
+
+# Sizes that reach each plan: tiny (torch's own call), a single vector (matmul; NumPy's
+# kernels past the caches for short vectors), short contiguous vectors (einsum in
+# Fortran order), long ones past the caches (np.vecdot), strided ones (einsum).
+SHAPES = [(1, 3), (16, 16), (7, 300), (300, 2), (4096, 2), (600, 1024), (1, 4096), (3, 1)]
+LAYOUTS = ["contiguous", "transposed", "broadcast", "vector-first"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans():
+    vecdot_module.PLANS.clear()
+    yield
+    vecdot_module.PLANS.clear()
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("rows", "n"), SHAPES)
+def test_plans_match_the_reference(library, dtype, layout, rows, n) -> None:
+    gen = np.random.default_rng(rows * n)
+    for call in range(3):  # the first call plans, the others reuse the plan
+        a, b = _layout(gen, rows, n, layout, dtype)
+        want = _expected(a, b)
+        x1, x2 = (a, b) if library == "numpy" else (torch.from_numpy(a), torch.from_numpy(b))
+        got = portops.vecdot(x1, x2)
+        assert type(got) is type(x1)
+        assert tuple(got.shape) == want.shape
+        got_np = np.asarray(got) if library == "numpy" else got.numpy()
+        assert got_np.dtype == np.dtype(dtype)
+        tol = 1e-4 if np.dtype(dtype).itemsize <= 8 and dtype is not np.float64 else 1e-10
+        np.testing.assert_allclose(got_np, want, rtol=tol, atol=tol * np.sqrt(n))
+        assert len(vecdot_module.PLANS) == 1, f"call {call} planned again"
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+@pytest.mark.parametrize(("axis", "keepdims"), [(-2, False), (-1, True), (0, True)])
+def test_plans_with_other_axes_and_keepdims(library, axis, keepdims) -> None:
+    gen = np.random.default_rng(1)
+    for _ in range(2):
+        a, b = (gen.standard_normal((5, 40, 3)).astype(np.float32) for _ in range(2))
+        want = np.sum(a.astype(np.float64) * b, axis=axis, keepdims=keepdims)
+        x1, x2 = (a, b) if library == "numpy" else (torch.from_numpy(a), torch.from_numpy(b))
+        got = portops.vecdot(x1, x2, axis=axis, keepdims=keepdims)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+
+
+def test_which_plan(monkeypatch) -> None:
+    """The selection on fixed cache and thread figures: torch's own call for tiny and
+    strided inputs, matmul for a single vector, NumPy's kernels where they read less."""
+    monkeypatch.setattr(torch_vecdot, "CACHE_BYTES", 1 << 20)
+    monkeypatch.setattr(torch_vecdot, "_mul_sum_wins", lambda *args: False)
+    cases = {
+        ((4, 8), (4, 8)): torch.linalg.vecdot,
+        ((4, 8), (8,)): torch.matmul,
+        ((4096, 64), (64,)): torch.matmul,
+        ((1 << 17, 2), (2,)): None,  # short vectors past the caches: NumPy
+        ((1 << 17, 2), (1 << 17, 2)): None,  # einsum in Fortran order
+        ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
+        ((64, 64), (64, 64)): torch.linalg.vecdot,  # in the caches: torch's own call
+    }
+    for (s1, s2), want in cases.items():
+        args = vecdot_module.VecdotArgs(torch.ones(s1), torch.ones(s2), -1, False, torch)
+        plan = torch_vecdot._plan_cpu(args)
+        if want is None:
+            assert plan not in (torch.linalg.vecdot, torch.matmul), (s1, s2)
+        else:
+            assert plan is want, (s1, s2)
+    strided = torch.ones(64, 4096).T
+    args = vecdot_module.VecdotArgs(strided, strided, -1, False, torch)
+    assert torch_vecdot._plan_cpu(args) is torch.linalg.vecdot
+
+
+def test_numpy_direct_plans(monkeypatch) -> None:
+    monkeypatch.setattr(numpy_vecdot, "CACHE_BYTES", 1 << 20)
+    a = np.ones((64, 64), np.float32)
+    assert numpy_vecdot._direct(a, a) is np.vecdot
+    assert numpy_vecdot._direct(a, a[0]) is np.matmul
+    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB: past the (patched) caches
+    assert numpy_vecdot._direct(big, big[0]) is None
+    assert numpy_vecdot._direct(a.astype(np.float16), a.astype(np.float16)) is None
