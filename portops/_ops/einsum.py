@@ -7,7 +7,12 @@ operands), chooses a contraction order, and lowers every pairwise step to one ba
 ``permute_dims`` do, keeps gradients, and is as fast as the backend's GEMM. Plans are
 cached per (library, subscripts, shapes, dtypes, strides, optimize, memory_limit, dtype);
 a repeated call with NumPy or torch operands and default keywords goes through a
-per-signature cache that also remembers the chosen implementation.
+per-signature cache that also remembers the chosen implementation and its plan.
+
+A first call pays only for what its implementation uses: the contraction order and the
+lowering are built when an implementation first asks for them
+(:class:`portops._einsum.lowering.Lowering`), so a small contraction that NumPy's own
+loop runs best never builds them.
 """
 
 from __future__ import annotations
