@@ -218,7 +218,9 @@ def _numpy_loop_applies(a: EinsumArgs) -> str | None:
         return "under torch.compile the lowering traces"
     if torch.is_grad_enabled() and any(x.requires_grad for x in a.operands):
         return "gradients needed: the lowering has them"
-    return loop_wins(a)
+    # Not for outer products: torch's broadcast multiply holds its own on large ones
+    # (2048^2 float32: 1.7 ms against 2.3 ms in NumPy's loop on the views).
+    return loop_wins(a, outer_products=False)
 
 
 # torch.einsum's C++ path runs a small one- or two-operand contraction (the same single
