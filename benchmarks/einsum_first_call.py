@@ -10,7 +10,9 @@ Run ``python -m benchmarks.einsum_first_call``. For every equation (operands fro
 
 Each figure is the median of ``--rounds`` rounds; the report gives per-equation times
 and the geometric means of portops' first call over NumPy's and of its cached call
-over the best of NumPy and opt_einsum.
+over the best of NumPy and opt_einsum. ``--runs N`` repeats the whole measurement and
+adds the median of the runs' geometric means (on a shared machine one run can fall on
+a burst of load).
 
 ``--tiny`` instead times a repeated call on tiny operands (``bchw,bchw->bc``, (1, 4, 8,
 8)) against ``np.einsum`` and ``torch.einsum``: the per-call overhead.
@@ -81,6 +83,13 @@ def _gmean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
+def ratios(rows: list[dict[str, Any]]) -> tuple[float, float]:
+    """Geometric means: first call / numpy, cached call / best of numpy and opt_einsum."""
+    first = _gmean([r["first"] / r["numpy"] for r in rows])
+    cached = _gmean([r["cached"] / min(r["numpy"], r["oe"]) for r in rows])
+    return first, cached
+
+
 def report(rows: list[dict[str, Any]]) -> str:
     lines = [
         f"{'equation':<40} {'first':>9} {'cached':>9} {'numpy':>9} {'opt_einsum':>10}"
@@ -92,8 +101,7 @@ def report(rows: list[dict[str, Any]]) -> str:
             f"{r['equation']:<40} {r['first']:>9.1f} {r['cached']:>9.1f} {r['numpy']:>9.1f} "
             f"{r['oe']:>10.1f}  {r['first'] / r['numpy']:>8.2f}  {r['cached'] / best:>11.2f}"
         )
-    first = _gmean([r["first"] / r["numpy"] for r in rows])
-    cached = _gmean([r["cached"] / min(r["numpy"], r["oe"]) for r in rows])
+    first, cached = ratios(rows)
     med = {k: statistics.median(r[k] for r in rows) for k in ("first", "cached", "numpy", "oe")}
     lines += [
         "",
@@ -148,6 +156,7 @@ def tiny(rounds: int, calls: int = 2000) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=1, help="whole measurements to repeat")
     parser.add_argument(
         "--tiny", action="store_true", help="per-call cost on tiny operands instead"
     )
@@ -155,7 +164,18 @@ def main() -> None:
     if args.tiny:
         print(tiny(max(args.rounds, 15)))
         return
-    print(report(measure(args.rounds)))
+    results = []
+    for _ in range(max(1, args.runs)):
+        rows = measure(args.rounds)
+        print(report(rows), end="\n\n")
+        results.append(ratios(rows))
+    if len(results) > 1:
+        first = statistics.median(r[0] for r in results)
+        cached = statistics.median(r[1] for r in results)
+        runs = ", ".join(f"{f:.3f}/{c:.3f}" for f, c in results)
+        print(f"median of {len(results)} runs (first/numpy, cached/best per run: {runs}):")
+        print(f"  first call / np.einsum(optimize=True): {first:.3f}")
+        print(f"  cached call / best of numpy and opt_einsum: {cached:.3f}")
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ def test_sublist_labels_follow_numpy() -> None:
     with pytest.raises(ValueError, match="labels of the interleaved format are 0-51"):
         portops.einsum(a, [0, 52])
     _, report = portops.einsum_path(np.ones((1,) * 27), range(27))
-    assert "ABCDEFGHIJKLMNOPQRSTUVWXYZa->ABCDEFGHIJKLMNOPQRSTUVWXYZa" in report
+    assert report.equation == "ABCDEFGHIJKLMNOPQRSTUVWXYZa->ABCDEFGHIJKLMNOPQRSTUVWXYZa"
 
 
 # -- gradients ---------------------------------------------------------------------------
@@ -254,15 +254,17 @@ def test_memory_limit_is_honoured(backend: Backend, eq: str, shapes: tuple, limi
     arrays = make_operands(shapes, "float64", rng)
     inputs = [backend.asarray(a) for a in arrays]
     _, report = portops.einsum_path(eq, *inputs, memory_limit=limit)
-    peak = int(float(report.split("Largest intermediate:")[1].split()[0]))
-    assert peak <= limit, report
+    assert report.largest_intermediate <= limit, str(report)
     _check(backend, eq, arrays, memory_limit=limit)
 
 
 def test_memory_limit_reports_chunking() -> None:
     a, b, c = (np.ones(s) for s in ((6, 40), (40, 30), (30, 5)))
     _, report = portops.einsum_path("ij,jk,kl->il", a, b, c, memory_limit=20)
-    assert "Chunked over label" in report
+    assert report.chunks and report.memory_limit == 20
+    assert report.largest_intermediate <= 20
+    assert all(1 <= c.chunk < c.size for c in report.chunks)
+    assert "Chunked over label" in str(report)  # the table names it too
 
 
 # -- einsum_path -----------------------------------------------------------------------------
@@ -274,24 +276,32 @@ def test_einsum_path_report_and_reuse(backend: Backend) -> None:
     inputs = [backend.asarray(a) for a in arrays]
     path, report = portops.einsum_path("bind,bjnd,jk->bnik", *inputs)
     assert path[0] == "einsum_path" and len(path) == 3
+    assert report.equation == "bind,bjnd,jk->bnik"
+    assert report.kinds == ("batched matmul", "batched matmul")
+    assert report.flops == sum(s.flops for s in report.steps) < report.naive_flops
+    assert report.speedup == report.naive_flops / report.flops
+    assert report.steps[-1].result == 0 and report.steps[0].result > 0  # the last is the output
+    assert report.largest_intermediate >= report.steps[0].result
     for word in ("batched matmul", "FLOPs", "Largest intermediate", "bind,bjnd,jk->bnik"):
-        assert word in report
+        assert word in str(report)  # the table shows the same facts
     _check(backend, "bind,bjnd,jk->bnik", arrays, optimize=path)
 
 
 def test_einsum_path_reports_kinds() -> None:
     _, report = portops.einsum_path("ii,i,j->ji", np.ones((3, 3)), np.ones(3), np.ones(2))
-    assert "diagonal" in report and "multiply" in report
+    assert report.kinds[0] == "diagonal" and "multiply" in report.kinds
+    assert report.steps[0].equation == "ii->i"
     _, report = portops.einsum_path("ij->ji", np.ones((3, 2)))
-    assert "transpose" in report
+    assert report.kinds == ("transpose",)
 
 
 def test_transposed_operands_are_not_copied() -> None:
     """The issue-18043 layout needs no copy: BLAS reads the transposed views."""
     a, b = np.ones((4, 5, 2, 6), np.float32), np.ones((4, 7, 2, 6), np.float32)
     _, report = portops.einsum_path("bind,bjnd->bnij", a, b, optimize=False)
-    row = [line for line in report.splitlines() if "batched matmul" in line]
-    assert row and row[0].split()[-1] == "0", report
+    (step,) = (s for s in report.steps if s.kind == "batched matmul")
+    assert step.copies == 0, str(report)
+    assert (step.batch, step.m, step.n, step.k) == (4 * 2, 5, 7, 6)
 
 
 def test_plan_is_cached() -> None:
@@ -308,6 +318,88 @@ def test_plan_is_cached() -> None:
     after = einsum_module._cached_plan.cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 1
     assert len(einsum_module._signatures) == signatures
+
+
+def _first_call(eq: str, *operands: Any, **kwargs: Any) -> Any:
+    """The plan entry a first call (every einsum cache emptied) leaves behind."""
+    einsum_module = importlib.import_module("portops._ops.einsum")
+    portops.einsum("i->", operands[0].ravel())  # the operands' type is known from now on
+    einsum_module.clear_caches()
+    result = portops.einsum(eq, *operands, **kwargs)
+    (sig,) = einsum_module._signatures.values()
+    return sig, result
+
+
+def test_small_first_call_builds_no_plan() -> None:
+    """numpy.einsum's loop wins on small operands, decided from the label sizes: the
+    contraction order and lowering are never built for it."""
+    rng = np.random.default_rng(21)
+    a, b, c = rng.uniform(size=(3, 4)), rng.uniform(size=(4, 5)), rng.uniform(size=(5, 2))
+    sig, result = _first_call("ij,jk,kl->il", a, b, c)
+    assert sig.func.__name__ == "numpy_einsum_loop"
+    assert not sig.entry.lowering.planned
+    np.testing.assert_allclose(result, np.einsum("ij,jk,kl->il", a, b, c))
+    # Asking for the path builds the plan, on the same entry.
+    path, report = portops.einsum_path("ij,jk,kl->il", a, b, c)
+    assert len(path) == 3 and report.kinds == ("batched matmul", "batched matmul")
+
+
+def test_large_first_call_builds_its_plan() -> None:
+    rng = np.random.default_rng(22)
+    a, b = rng.uniform(size=(64, 48)), rng.uniform(size=(48, 40))
+    sig, result = _first_call("ij,jk->ik", a, b)
+    assert sig.func.__name__ == "numpy_matmul"
+    assert sig.entry.lowering.planned
+    np.testing.assert_allclose(result, a @ b)
+
+
+@pytest.mark.parametrize("optimize", ["greedy", ("greedy", 10), ["einsum_path", (0, 1), (0, 1)]])
+def test_non_default_optimize_is_planned_at_once(optimize: Any) -> None:
+    """Errors in an explicit path or a finder are raised by the call that gave them,
+    even where the loop runs; so these forms are planned at once."""
+    einsum_module = importlib.import_module("portops._ops.einsum")
+    einsum_module.clear_caches()
+    a, b, c = np.ones((2, 3)), np.ones((3, 2)), np.ones((2, 2))
+    _, entry = einsum_module._lookup(("ij,jk,kl->il", a, b, c), optimize, None)
+    assert entry.lowering.planned
+    np.testing.assert_allclose(
+        portops.einsum("ij,jk,kl->il", a, b, c, optimize=optimize), a @ b @ c
+    )
+    with pytest.raises(RuntimeError, match="leaves 2 operands"):
+        portops.einsum("ij,jk,kl->il", a, b, c, optimize=["einsum_path", (0, 1)])
+
+
+def test_gradient_after_a_call_without_one() -> None:
+    """A tensor that needs gradients gets them even after a same-shape call without
+    (the first chose numpy.einsum's loop, which has none)."""
+    torch = pytest.importorskip("torch")
+    a, b, c = torch.rand(3, 4, dtype=torch.float64), torch.rand(4, 5), torch.rand(5, 2)
+    b, c = b.double(), c.double()
+    for _ in range(2):
+        portops.einsum("ij,jk,kl->il", a, b, c)
+    a.requires_grad_()
+    portops.einsum("ij,jk,kl->il", a, b, c).sum().backward()
+    assert a.grad is not None
+    torch.testing.assert_close(a.grad, (b @ c).sum(1).expand(3, 4))
+
+
+def test_repeated_calls_use_the_signature_plan() -> None:
+    """Later calls with one signature run the implementation's plan (no arguments
+    record), with the same values as the first call."""
+    einsum_module = importlib.import_module("portops._ops.einsum")
+    rng = np.random.default_rng(23)
+    for shapes in (((3, 4), (4, 5)), ((64, 48), (48, 40))):
+        a, b = (rng.uniform(size=s) for s in shapes)
+        portops.einsum("i->", a[0])  # the operands' type is known from now on
+        einsum_module.clear_caches()
+        first = portops.einsum("ij,jk->ik", a, b)
+        (sig,) = einsum_module._signatures.values()
+        assert sig.run is not None
+        np.testing.assert_allclose(portops.einsum("ij,jk->ik", a + 1, b), (a + 1) @ b)
+        np.testing.assert_allclose(first, a @ b)
+    scalar = portops.einsum("ii", np.eye(3))
+    assert portops.einsum("ii", np.eye(3)) == scalar == 3.0
+    assert isinstance(portops.einsum("ii", np.eye(3)), np.float64)
 
 
 def test_threads_share_the_cache() -> None:

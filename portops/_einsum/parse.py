@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-__all__ = ["Equation", "parse", "split_interleaved"]
+__all__ = ["Equation", "is_plain", "parse", "split_interleaved"]
 
 # Sublist labels are shifted past every letter so the two formats never collide.
 _SUBLIST_BASE = 1 << 16
@@ -132,6 +132,15 @@ def _raw_terms(subscripts: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] 
     return shift[:-1], (None if out_sub is None else shift[-1])
 
 
+def is_plain(subscripts: Any) -> bool:
+    """Whether `subscripts` is a string of ASCII letters, commas and at most one '->'
+    (what ``_PLAIN`` matches, without the regular expression's cost)."""
+    if type(subscripts) is not str or not subscripts.isascii():
+        return False
+    lhs, _, rhs = subscripts.partition("->")
+    return f"a{lhs.replace(',', '')}{rhs}".isalpha()
+
+
 def parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
     """Parse `subscripts` (a string or an interleaved key) for operands of `ndims`."""
     try:
@@ -148,6 +157,10 @@ def _parse_cached(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
 
 
 def _parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
+    if is_plain(subscripts):
+        found = _parse_plain(subscripts, ndims)
+        if found is not None:
+            return found
     terms, out_term = _raw_terms(subscripts)
     if len(terms) != len(ndims):
         raise ValueError(
@@ -213,6 +226,27 @@ def _parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
             )
         output = tuple(out_list)
     return Equation(tuple(inputs), output)
+
+
+def _parse_plain(subscripts: str, ndims: tuple[int, ...]) -> Equation | None:
+    """Letters, commas and one '->' (the common case) when they describe the operands
+    and a valid output; None otherwise, for :func:`_parse` to say what is wrong.
+    (ASCII letters: their bytes are their code points, the labels.)"""
+    lhs, arrow, rhs = subscripts.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ndims):
+        return None
+    for term, ndim in zip(terms, ndims, strict=True):
+        if len(term) != ndim:
+            return None
+    inputs = tuple(tuple(t.encode()) for t in terms)
+    letters = lhs.replace(",", "").encode()
+    if arrow:
+        out = rhs.encode()
+        if len(set(out)) != len(out) or not set(out).issubset(letters):
+            return None
+        return Equation(inputs, tuple(out))
+    return Equation(inputs, tuple(sorted(c for c in set(letters) if letters.count(c) == 1)))
 
 
 def _label_name(v: int) -> str:

@@ -378,14 +378,18 @@ def choose(
     memory_limit: int | None,
     names: dict[int, str],
     merge_reshapes: bool = True,
+    sizes: dict[int, int] | None = None,
 ) -> Plan:
-    """The cheapest lowering among the candidate orders, chunked under `memory_limit`."""
+    """The cheapest lowering among the candidate orders, chunked under `memory_limit`
+    (`sizes`: the label sizes, when the caller has them)."""
+    if sizes is None:
+        sizes = sizes_of(eq, shapes)
     best: Plan | None = None
     best_fit: Plan | None = None
     n = len(eq.inputs)
     paths: list[list[tuple[int, ...]]] | None = None
     if optimize == "auto" and memory_limit is None and 3 <= n <= _SUBSETS_MAX:
-        estimate = _Estimator(effective_labels(eq, shapes), set(eq.output), sizes_of(eq, shapes))
+        estimate = _Estimator(effective_labels(eq, shapes), set(eq.output), sizes)
         tree, cost = _best_tree(estimate, n)
         if cost <= SEARCH_COST:  # cheap: the estimate's best order is the one lowered
             paths = [tree]
@@ -394,7 +398,7 @@ def choose(
         if len(paths) > 1 and memory_limit is None:
             paths = _shortlist(eq, shapes, paths)
     for path in paths:
-        plan = build(eq, shapes, orders, boolean, path, names, merge_reshapes)
+        plan = build(eq, shapes, orders, boolean, path, names, merge_reshapes, sizes)
         if best is None or plan.cost < best.cost:
             best = plan
         if memory_limit is not None and plan.peak <= memory_limit:

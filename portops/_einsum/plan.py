@@ -39,21 +39,26 @@ SMALL_MN = 2
 MANY_BATCH = 16
 
 
-class Step(NamedTuple):
-    """One step of a plan, as shown by :func:`portops.einsum_path`."""
+@dataclass(slots=True, kw_only=True)
+class Step:
+    """One step of a plan, as :func:`portops.einsum_path` reports it.
 
-    kind: str
-    operands: tuple[int, ...]
+    Built by keyword; the fields a kind of step has no use for keep their defaults
+    (a diagonal or a transpose has no batch/M/N/K and no FLOPs).
+    """
+
+    kind: str  # batched matmul, multiply, multiply-and-sum, diagonal, sum, transpose
+    operands: tuple[int, ...]  # slots (positions) the step reads
     terms: tuple[tuple[int, ...], ...]  # the step's input labels, then its output's
-    batch: int
-    m: int
-    n: int
-    k: int
-    flops: int
-    result: int  # elements of the step's result (0 when it is the einsum's output)
-    copies: int  # elements copied to make operands matmul-ready
-    temporary: int  # largest temporary (elements) made inside the step
-    peak_labels: tuple[int, ...]  # labels of the largest array the step makes
+    batch: int = 1
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    flops: int = 0
+    result: int = 0  # elements of the step's result (0 when it is the einsum's output)
+    copies: int = 0  # elements copied to make operands matmul-ready
+    temporary: int = 0  # largest temporary (elements) made inside the step
+    peak_labels: tuple[int, ...] = ()  # labels of the largest array the step makes
 
 
 class SliceSpec(NamedTuple):
@@ -97,6 +102,27 @@ class _Value:
 
 def sizes_of(eq: Equation, shapes: Sequence[Sequence[int]]) -> dict[int, int]:
     """Size of each label; raise ValueError where operands disagree."""
+    sizes: dict[int, int] = {}
+    # The common case first: no label repeated within an operand, sizes that agree.
+    for labels, shape in zip(eq.inputs, shapes, strict=True):
+        if len(set(labels)) != len(labels):
+            break
+        for lab, d in zip(labels, shape, strict=True):
+            old = sizes.get(lab, 1)
+            if old == 1:
+                sizes[lab] = d
+            elif d != old and d != 1:
+                break
+        else:
+            continue
+        break
+    else:
+        return sizes
+    return _checked_sizes(eq, shapes)
+
+
+def _checked_sizes(eq: Equation, shapes: Sequence[Sequence[int]]) -> dict[int, int]:
+    """:func:`sizes_of` with every check, and the error that names the disagreement."""
     sizes: dict[int, int] = {}
     where: dict[int, int] = {}
     for k, (labels, shape) in enumerate(zip(eq.inputs, shapes, strict=True)):
@@ -144,11 +170,12 @@ class _Builder:
         boolean: bool,
         names: dict[int, str],
         merge_reshapes: bool = True,
+        sizes: dict[int, int] | None = None,
     ) -> None:
         self.merge_reshapes = merge_reshapes
         self.eq = eq
         self.shapes = shapes
-        self.sizes = sizes_of(eq, shapes)
+        self.sizes = sizes_of(eq, shapes) if sizes is None else sizes
         self.boolean = boolean
         self.names = names
         self.instr: list[tuple[Any, ...]] = []
@@ -183,7 +210,7 @@ class _Builder:
         return (*(tuple(t) for t in terms), tuple(out))
 
     def size(self, labels: Sequence[int]) -> int:
-        return _prod([self.sizes[x] for x in labels])
+        return math.prod(map(self.sizes.__getitem__, labels))
 
     def note(self, step: Step, final: bool) -> None:
         self.steps.append(step)
@@ -207,9 +234,7 @@ class _Builder:
                 self.instr.append(("diag", k, axes))
                 after = [x for i, x in enumerate(labels) if i not in axes] + [lab]
                 self.cost += WRITE_COST * shape[v.labels.index(lab)]
-                step = Step(
-                    "diagonal", (k,), self.eqstr(labels, out=after), 1, 0, 0, 0, 0, 0, 0, 0, ()
-                )
+                step = Step(kind="diagonal", operands=(k,), terms=self.eqstr(labels, out=after))
                 self.note(step, final=False)
                 labels = after
         local_size = {x: shape[v.labels.index(x)] for x in labels}
@@ -229,7 +254,14 @@ class _Builder:
             alone = len(self.eq.inputs) == 1  # then the sum is the einsum's output
             result = 0 if alone else self.size(after)
             eqs = self.eqstr(labels, out=after)
-            step = Step("sum", (k,), eqs, 1, 0, 0, 0, total, result, 0, 0, tuple(after))
+            step = Step(
+                kind="sum",
+                operands=(k,),
+                terms=eqs,
+                flops=total,
+                result=result,
+                peak_labels=tuple(after),
+            )
             self.note(step, final=alone)
             labels = after
             mem = labels
@@ -251,20 +283,29 @@ class _Builder:
                 pos = (pos[1], pos[0])
         in_b = set(b.labels)
         in_a = set(a.labels)
-        batch = [x for x in a.mem if x in in_b and x in keep]
-        ks = [x for x in a.mem if x in in_b and x not in keep]
-        ms = [x for x in a.mem if x not in in_b]
+        batch: list[int] = []
+        ks: list[int] = []
+        ms: list[int] = []
+        for x in a.mem:  # one pass: a's labels in its memory order, by group
+            if x not in in_b:
+                ms.append(x)
+            elif x in keep:
+                batch.append(x)
+            else:
+                ks.append(x)
         ns = [x for x in b.mem if x not in in_a]
-        if ks and self.size(b.labels) > self.size(a.labels):
+        size = self.sizes.__getitem__
+        prod = math.prod
+        if ks and prod(map(size, b.labels)) > prod(map(size, a.labels)):
             ks = [x for x in b.mem if x in ks]
         out_labels = batch + ms + ns
         out = len(self.values)
-        bp, mp, np_, kp = self.size(batch), self.size(ms), self.size(ns), self.size(ks)
+        bsh = tuple(map(size, batch))
+        msh = tuple(map(size, ms))
+        nsh = tuple(map(size, ns))
+        bp, mp, np_, kp = prod(bsh), prod(msh), prod(nsh), prod(map(size, ks))
         result = bp * mp * np_
-        eq = self.eqstr(a.labels, b.labels, out=out_labels)
-        bsh = tuple(self.sizes[x] for x in batch)
-        msh = tuple(self.sizes[x] for x in ms)
-        nsh = tuple(self.sizes[x] for x in ns)
+        eq = (a.labels, b.labels, tuple(out_labels))
         if not ks or (mp * np_ <= SMALL_MN and bp >= MANY_BATCH):
             # Broadcast multiply (and sum over a tiny K): (batch, M, N, K).
             a_order = batch + ms + ks
@@ -284,18 +325,17 @@ class _Builder:
             kind = "multiply-and-sum" if ks else "multiply"
             self.note(
                 Step(
-                    kind,
-                    pos,
-                    eq,
-                    bp,
-                    mp,
-                    np_,
-                    kp,
-                    (2 if ks else 1) * temp,
-                    0 if final else result,
-                    0,
-                    temp if ks else 0,
-                    tuple(batch + ms + ns + ks) if ks else tuple(out_labels),
+                    kind=kind,
+                    operands=pos,
+                    terms=eq,
+                    batch=bp,
+                    m=mp,
+                    n=np_,
+                    k=kp,
+                    flops=(2 if ks else 1) * temp,
+                    result=0 if final else result,
+                    temporary=temp if ks else 0,
+                    peak_labels=tuple(batch + ms + ns + ks) if ks else tuple(out_labels),
                 ),
                 final,
             )
@@ -318,18 +358,18 @@ class _Builder:
         peak_labels = tuple(out_labels) if result >= copies else copy_labels
         self.note(
             Step(
-                "batched matmul",
-                pos,
-                eq,
-                bp,
-                mp,
-                np_,
-                kp,
-                flops,
-                0 if final else result,
-                copies,
-                copies,
-                peak_labels,
+                kind="batched matmul",
+                operands=pos,
+                terms=eq,
+                batch=bp,
+                m=mp,
+                n=np_,
+                k=kp,
+                flops=flops,
+                result=0 if final else result,
+                copies=copies,
+                temporary=copies,
+                peak_labels=peak_labels,
             ),
             final,
         )
@@ -366,8 +406,9 @@ class _Builder:
             return idx == list(range(idx[0], idx[0] + len(group)))
 
         views = runs(rows) and runs(cols)
-        rs = _prod([self.sizes[x] for x in rows])
-        cs = _prod([self.sizes[x] for x in cols])
+        size = self.sizes.__getitem__
+        rs = math.prod(map(size, rows))
+        cs = math.prod(map(size, cols))
         if views and inner in rows:
             # Unit stride in the first group: a transposed view, read by BLAS as is.
             self._permute(k, batch + cols + rows)
@@ -387,17 +428,16 @@ class _Builder:
     def run(self, path: Sequence[tuple[int, ...]]) -> tuple[int, tuple[tuple[int, ...], ...]]:
         eq = self.eq
         n = len(eq.inputs)
-        eff = [
-            {x for x, d in zip(lab, sh, strict=True) if d != 1}
-            for lab, sh in zip(eq.inputs, self.shapes, strict=True)
-        ]
+        eff = effective_labels(eq, self.shapes)
         out_set = set(eq.output)
+        uses: dict[int, int] = {}  # in how many operands each label (size > 1) appears
+        for labs in eff:
+            for x in labs:
+                uses[x] = uses.get(x, 0) + 1
         for k in range(n):
-            others = set(out_set)
-            for o in range(n):
-                if o != k:
-                    others |= eff[o]
-            self.prepare(k, others)
+            mine = eff[k]
+            others = {x for x, c in uses.items() if c > (x in mine)}
+            self.prepare(k, others | out_set)
         slots = list(range(n))
         used_path: list[tuple[int, ...]] = []
         for step_no, contraction in enumerate(path):
@@ -407,9 +447,7 @@ class _Builder:
             last = step_no == len(path) - 1
             while len(taken) > 1:
                 x, y = taken.pop(), taken.pop()
-                keep = set(out_set)
-                for s in slots + taken:
-                    keep |= set(self.values[s].labels)
+                keep = out_set.union(*[self.values[s].labels for s in slots + taken])
                 final = last and not taken
                 taken.append(self.contract(x, y, keep, final, (x, y)))
             slots.append(taken[0])
@@ -420,7 +458,7 @@ class _Builder:
         if perm != tuple(range(len(perm))):
             self.instr.append(("permute", res, perm))
             eqs = self.eqstr(final_labels, out=out_big)
-            self.steps.append(Step("transpose", (res,), eqs, 1, 0, 0, 0, 0, 0, 0, 0, ()))
+            self.steps.append(Step(kind="transpose", operands=(res,), terms=eqs))
         if len(out_big) != len(eq.output):
             self.emit(("reshape", res, tuple(self.sizes[x] for x in eq.output)))
         return res, tuple(used_path)
@@ -439,12 +477,14 @@ def build(
     path: Sequence[tuple[int, ...]],
     names: dict[int, str],
     merge_reshapes: bool = True,
+    sizes: dict[int, int] | None = None,
 ) -> Plan:
     """Lower `eq` along `path` (numpy's format: positions in the shrinking list).
 
     `merge_reshapes` lets a reshape of a reshape become one call (Dask cannot always
-    do in one reshape what it does in two)."""
-    b = _Builder(eq, shapes, orders, boolean, names, merge_reshapes)
+    do in one reshape what it does in two); `sizes` are the label sizes of `shapes`
+    when the caller has them already."""
+    b = _Builder(eq, shapes, orders, boolean, names, merge_reshapes, sizes)
     res, used = b.run(path)
     return Plan(
         equation=eq,

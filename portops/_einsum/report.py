@@ -1,40 +1,140 @@
-"""The readable report of :func:`portops.einsum_path`."""
+"""The report :func:`portops.einsum_path` returns: attributes, and a table as its ``str``."""
 
 from __future__ import annotations
 
-from .plan import Plan
+from dataclasses import dataclass
 
-__all__ = ["describe"]
+from .plan import Plan, Step
+
+__all__ = ["Chunking", "EinsumReport", "ReportStep", "describe"]
 
 
-def describe(plan: Plan, equation: str, names: dict[int, str], memory_limit: int | None) -> str:
-    """A table of the plan's steps: kind, batch/M/N/K, FLOPs, sizes and copies."""
-    speedup = plan.naive_flops / max(plan.flops, 1)
+@dataclass(frozen=True, slots=True)
+class ReportStep:
+    """One step of the plan, with its equation spelled in letters."""
+
+    kind: str  # batched matmul, multiply, multiply-and-sum, diagonal, sum, transpose
+    equation: str  # e.g. "bnid,bnjd->bnij"
+    operands: tuple[int, ...]
+    batch: int
+    m: int
+    n: int
+    k: int
+    flops: int
+    result: int  # elements of the result (0 when it is the einsum's output)
+    copies: int  # elements copied to lay operands out for the GEMM
+
+
+@dataclass(frozen=True, slots=True)
+class Chunking:
+    """One label cut into chunks to honour ``memory_limit``."""
+
+    label: str
+    size: int
+    chunk: int
+    summed: bool  # True: chunks are added; False: concatenated along the output
+
+
+@dataclass(frozen=True, slots=True)
+class EinsumReport:
+    """What :func:`portops.einsum_path` found: ``str(report)`` gives the table.
+
+    Attributes
+    ----------
+    equation : str
+        The whole contraction, with its output spelled out.
+    steps : tuple of ReportStep
+        Each step in order: kind, equation, batch/M/N/K, FLOPs, result and copies.
+    naive_flops, flops : int
+        FLOPs of one loop over every label, and of the plan.
+    largest_intermediate : int
+        Elements of the largest array the plan makes (a result, copy or temporary).
+    memory_limit : int or None
+        The limit asked for.
+    chunks : tuple of Chunking
+        Labels cut into chunks to fit `memory_limit` (empty when none was needed).
+    """
+
+    equation: str
+    steps: tuple[ReportStep, ...]
+    naive_flops: int
+    flops: int
+    largest_intermediate: int
+    memory_limit: int | None
+    chunks: tuple[Chunking, ...]
+
+    @property
+    def speedup(self) -> float:
+        """Naive FLOPs over the plan's FLOPs."""
+        return self.naive_flops / max(self.flops, 1)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kind of every step, in order."""
+        return tuple(s.kind for s in self.steps)
+
+    def __str__(self) -> str:
+        return _table(self)
+
+
+def describe(
+    plan: Plan, equation: str, names: dict[int, str], memory_limit: int | None
+) -> EinsumReport:
+    """The report of `plan` (its labels spelled with `names`)."""
+
+    def spell(terms: tuple[tuple[int, ...], ...]) -> str:
+        lhs = ",".join("".join(names[x] for x in t) for t in terms[:-1])
+        return f"{lhs}->{''.join(names[x] for x in terms[-1])}"
+
+    def entry(s: Step) -> ReportStep:
+        return ReportStep(
+            kind=s.kind,
+            equation=spell(s.terms),
+            operands=s.operands,
+            batch=s.batch,
+            m=s.m,
+            n=s.n,
+            k=s.k,
+            flops=s.flops,
+            result=s.result,
+            copies=s.copies,
+        )
+
+    chunks = tuple(
+        Chunking(names[sl.label], sl.size, sl.chunk, sl.output_axis is None) for sl in plan.slices
+    )
+    return EinsumReport(
+        equation=equation,
+        steps=tuple(entry(s) for s in plan.steps),
+        naive_flops=plan.naive_flops,
+        flops=plan.flops,
+        largest_intermediate=plan.peak,
+        memory_limit=memory_limit,
+        chunks=chunks,
+    )
+
+
+def _table(r: EinsumReport) -> str:
+    """A table of the steps: kind, batch/M/N/K, FLOPs, sizes and copies."""
     lines = [
-        f"  Complete contraction:  {equation}",
-        f"         Naive FLOP count:  {plan.naive_flops:.4g}",
-        f"     Optimized FLOP count:  {plan.flops:.4g}",
-        f"      Theoretical speedup:  {speedup:.4g}",
-        f"  Largest intermediate:  {plan.peak:.4g} elements"
-        + ("" if memory_limit is None else f" (memory_limit={memory_limit})"),
+        f"  Complete contraction:  {r.equation}",
+        f"         Naive FLOP count:  {r.naive_flops:.4g}",
+        f"     Optimized FLOP count:  {r.flops:.4g}",
+        f"      Theoretical speedup:  {r.speedup:.4g}",
+        f"  Largest intermediate:  {r.largest_intermediate:.4g} elements"
+        + ("" if r.memory_limit is None else f" (memory_limit={r.memory_limit})"),
     ]
-    for sl in plan.slices:
-        what = "kept, chunks concatenated" if sl.output_axis is not None else "summed, chunks added"
+    for c in r.chunks:
+        what = "summed, chunks added" if c.summed else "kept, chunks concatenated"
         lines.append(
-            f"  Chunked over label {names[sl.label]!r}: size {sl.size} in chunks of {sl.chunk} "
-            f"({what})"
+            f"  Chunked over label {c.label!r}: size {c.size} in chunks of {c.chunk} ({what})"
         )
     header = (
         f"{'step':>4}  {'kind':<17} {'equation':<24} {'batch':>6} {'M':>6} {'N':>6} {'K':>6} "
         f"{'FLOPs':>10} {'result':>10} {'copied':>9}"
     )
     lines += ["-" * len(header), header, "-" * len(header)]
-
-    def spell(terms: tuple[tuple[int, ...], ...]) -> str:
-        lhs = ",".join("".join(names[x] for x in t) for t in terms[:-1])
-        return f"{lhs}->{''.join(names[x] for x in terms[-1])}"
-
-    for k, s in enumerate(plan.steps):
+    for k, s in enumerate(r.steps):
         if s.kind in ("diagonal", "sum", "transpose"):
             dims = f"{'':>6} {'':>6} {'':>6} {'':>6}"
         else:
@@ -45,9 +145,9 @@ def describe(plan: Plan, equation: str, names: dict[int, str], memory_limit: int
         elif s.result == 0 and s.kind not in ("diagonal", "sum"):
             result = "output"
         lines.append(
-            f"{k:>4}  {s.kind:<17} {spell(s.terms):<24} {dims} {s.flops:>10.4g} {result!s:>10} "
+            f"{k:>4}  {s.kind:<17} {s.equation:<24} {dims} {s.flops:>10.4g} {result!s:>10} "
             f"{s.copies:>9}"
         )
-    if not plan.steps:
+    if not r.steps:
         lines.append("     (no arithmetic: a transpose or view of the operand)")
     return "\n".join(lines)

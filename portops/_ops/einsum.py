@@ -7,7 +7,12 @@ operands), chooses a contraction order, and lowers every pairwise step to one ba
 ``permute_dims`` do, keeps gradients, and is as fast as the backend's GEMM. Plans are
 cached per (library, subscripts, shapes, dtypes, strides, optimize, memory_limit, dtype);
 a repeated call with NumPy or torch operands and default keywords goes through a
-per-signature cache that also remembers the chosen implementation.
+per-signature cache that also remembers the chosen implementation and its plan.
+
+A first call pays only for what its implementation uses: the contraction order and the
+lowering are built when an implementation first asks for them
+(:class:`portops._einsum.lowering.Lowering`), so a small contraction that NumPy's own
+loop runs best never builds them.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from .._arrays import (
     inspect_arrays,
     library_of,
 )
+from .._einsum.lowering import Lowering
 from .._einsum.options import (
     as_arrays,
     check_casting,
@@ -39,10 +45,17 @@ from .._einsum.options import (
     with_order,
     write_out,
 )
-from .._einsum.parse import Equation, _parse_cached, label_names, parse, split_interleaved
-from .._einsum.path import choose, chunk_shapes, normalize_optimize
-from .._einsum.plan import Plan, build
-from .._einsum.report import describe
+from .._einsum.parse import (
+    Equation,
+    _parse_cached,
+    is_plain,
+    label_names,
+    parse,
+    split_interleaved,
+)
+from .._einsum.path import normalize_optimize
+from .._einsum.plan import Plan
+from .._einsum.report import EinsumReport, describe
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 
@@ -50,20 +63,31 @@ __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 class EinsumArgs(NamedTuple):
     """Normalised arguments every einsum implementation receives."""
 
-    plan: Plan
+    lowering: Lowering  # the signature's facts; its plan is built when first asked for
     operands: tuple[Any, ...]
     dtype: Any  # the result dtype, an object of the arrays' namespace
     xp: Any
-    plan_for: Callable[[dict[int, int]], Plan]  # plans for chunks (memory_limit)
     subscripts: str  # the equation as a string of letters (for native einsum calls)
+
+    @property
+    def plan(self) -> Plan:
+        """The lowered plan (built on first use: implementations that call a native
+        einsum never need it)."""
+        return self.lowering.plan
+
+    def plan_for(self, chunks: dict[int, int]) -> Plan:
+        """The plan of one chunk under ``memory_limit``."""
+        return self.lowering.plan_for(chunks)
 
 
 class _Entry(NamedTuple):
-    plan: Plan
+    lowering: Lowering
     dtype: Any
-    plan_for: Callable[[dict[int, int]], Plan]
     subscripts: str
-    names: dict[int, str]
+
+    @property
+    def plan(self) -> Plan:
+        return self.lowering.plan
 
 
 _fast_types: dict[type, tuple[str, Any]] = {}
@@ -97,9 +121,15 @@ def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
 
 def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...]:
     """Axes from outermost to innermost in memory (C order when strides are unknown)."""
-    if strides is None:
-        return tuple(range(len(shape)))
-    return tuple(sorted(range(len(shape)), key=lambda a: (-abs(strides[a]), a)))
+    n = len(shape)
+    if strides is not None:
+        previous = None
+        for st in strides:  # C order (the common case) needs no sort
+            st = abs(st)
+            if previous is not None and st >= previous:
+                return tuple(sorted(range(n), key=lambda a: (-abs(strides[a]), a)))
+            previous = st
+    return tuple(range(n))
 
 
 def _check_memory_limit(memory_limit: Any) -> int | None:
@@ -185,11 +215,14 @@ def _lookup(
         eq = parse(key_subs, tuple(len(s) for s in shapes))
         ops = as_dask_operands(ops, eq.inputs)
     else:
-        shapes = tuple(tuple(a.shape) for a in ops)
-    dtypes = tuple(a.dtype for a in ops)
+        shapes = tuple([tuple(a.shape) for a in ops])
+    dtypes = tuple([a.dtype for a in ops])
     if dtype is not None:
         check_operand_casts(dtypes, dtype, casting)
-    layouts = tuple(_layout(library, a) for a in ops)
+    if library == NUMPY:
+        layouts: tuple[Any, ...] = tuple([a.strides for a in ops])
+    else:
+        layouts = tuple([_layout(library, a) for a in ops])
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)
     limit = _check_memory_limit(memory_limit)
     plan_args = (lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit, dtype)
@@ -197,7 +230,7 @@ def _lookup(
         entry = _cached_plan(*plan_args)
     except TypeError:  # an unhashable sublist element: plan without caching
         entry = _plan(*plan_args)
-    args = EinsumArgs(entry.plan, ops, entry.dtype, lib.xp, entry.plan_for, entry.subscripts)
+    args = EinsumArgs(entry.lowering, ops, entry.dtype, lib.xp, entry.subscripts)
     return _dispatch.Call(library, lib.device, (args,)), entry
 
 
@@ -214,7 +247,7 @@ def _plan(
     eq = parse(subscripts, tuple(len(s) for s in shapes))
     labels = [x for t in eq.inputs for x in t]
     names = label_names(labels)
-    orders = tuple(_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True))
+    orders = tuple([_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True)])
     if dtype is None:
         result_dtype = _result_dtype(xp, dtypes)
     else:
@@ -222,21 +255,18 @@ def _plan(
             result_dtype = dtype if isinstance(dtypes[0], np.dtype) else getattr(xp, dtype.name)
         except AttributeError:
             raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}") from None
-    boolean = bool(xp.isdtype(result_dtype, "bool"))
+    if isinstance(result_dtype, np.dtype):
+        boolean = result_dtype.kind == "b"
+    else:
+        boolean = bool(xp.isdtype(result_dtype, "bool"))
     merge = "dask" not in getattr(xp, "__name__", "")  # see plan.build
-    plan = choose(eq, shapes, orders, boolean, optimize, memory_limit, names, merge)
-
-    def _chunk_plan(chunks: tuple[tuple[int, int], ...]) -> Plan:
-        cs = chunk_shapes(eq, shapes, dict(chunks))
-        return build(eq, cs, orders, boolean, plan.path, names, merge)
-
-    if plan.slices:  # chunks of one shape share their plan
-        _chunk_plan = lru_cache(maxsize=64)(_chunk_plan)
-
-    def plan_for(chunks: dict[int, int]) -> Plan:
-        return _chunk_plan(tuple(sorted(chunks.items())))
-
-    return _Entry(plan, result_dtype, plan_for, _equation_string(eq, names), names)
+    lowering = Lowering(eq, shapes, orders, boolean, optimize, memory_limit, names, merge)
+    if is_plain(subscripts):  # letters name themselves
+        lhs, _, _ = subscripts.partition("->")
+        equation = f"{lhs}->{''.join(map(chr, eq.output))}"
+    else:
+        equation = _equation_string(eq, names)
+    return _Entry(lowering, result_dtype, equation)
 
 
 # An lru_cache rather than a dict: torch.compile traces through the wrapper without
@@ -281,6 +311,9 @@ class _Signature(NamedTuple):
     entry: _Entry
     xp: Any
     generation: int  # the registry's generation when chosen (a registration resets)
+    # The implementation's plan for this signature (its planner's answer): a function
+    # of the operands alone, or None to call `func` with the arguments record.
+    run: Callable[..., Any] | None = None
 
 
 _signatures: dict[tuple[Any, ...], _Signature] = {}
@@ -308,7 +341,9 @@ def _signature_key(subscripts: str, ops: tuple[Any, ...], optimize: Any) -> tupl
         if fast[0] == NUMPY:
             key += (a.shape, a.strides, a.dtype)
         else:
-            key += (a.shape, a.stride(), a.dtype, None if a.is_cpu else a.device)
+            # requires_grad: a tensor that needs gradients must not reuse a choice
+            # (numpy.einsum's loop) made for one that does not.
+            key += (a.shape, a.stride(), a.dtype, None if a.is_cpu else a.device, a.requires_grad)
             torch_seen = True
     if torch_seen:
         extra = _torch_extra()
@@ -324,20 +359,27 @@ def _fast_call(operands: tuple[Any, ...], optimize: Any) -> Any:
     if not isinstance(optimize, (str, bool)) or _dispatch._preferred_name("einsum") is not None:
         return NotImplemented
     ops = operands[1:]
+    if not ops:
+        return NotImplemented  # the full path raises numpy's error
     key = _signature_key(operands[0], ops, optimize)
     if key is None:
         return NotImplemented
     hit = _signatures.get(key)
     if hit is None or hit.generation != _dispatch._generation[0]:
-        call, entry = _lookup(operands, optimize, None)
+        # The key shows every operand is a NumPy array or a torch tensor: no conversion.
+        call, entry = _lookup(operands, optimize, None, split=(operands[0], ops))
         (args,) = call.args
         impl = _dispatch.select("einsum", call)
+        run = None if impl.planner is None else impl.planner(args)
         if len(_signatures) >= _SIGNATURES_MAX:
             _signatures.clear()
-        _signatures[key] = _Signature(impl.func, entry, args.xp, _dispatch._generation[0])
-        return impl.func(args)
+        generation = _dispatch._generation[0]
+        _signatures[key] = _Signature(impl.func, entry, args.xp, generation, run)
+        return impl.func(args) if run is None else run(*ops)
+    if hit.run is not None:
+        return hit.run(*ops)
     e = hit.entry
-    return hit.func(_make_args((e.plan, ops, e.dtype, hit.xp, e.plan_for, e.subscripts)))
+    return hit.func(_make_args((e.lowering, ops, e.dtype, hit.xp, e.subscripts)))
 
 
 def einsum(
@@ -479,8 +521,8 @@ def _numpy_objects(
 
 def einsum_path(
     *operands: Any, optimize: Any = "auto", memory_limit: Any = None
-) -> tuple[list[Any], str]:
-    """The contraction order :func:`einsum` uses, and a readable report of its steps.
+) -> tuple[list[Any], EinsumReport]:
+    """The contraction order :func:`einsum` uses, and a report of its steps.
 
     Parameters
     ----------
@@ -495,11 +537,14 @@ def einsum_path(
         ``optimize=path``. ``optimize=False`` gives one step over every operand, and
         ``("greedy", memory_limit)`` NumPy's path under that limit, as from
         ``numpy.einsum_path``.
-    report : str
-        For each step: its kind (batched matmul, multiply, multiply-and-sum,
-        diagonal, sum, transpose), equation, batch, M, N, K, FLOPs, the elements of
-        its result and of the copies it makes; the FLOP counts and the largest
-        intermediate; the chunking that `memory_limit` forced, if any.
+    report : EinsumReport
+        ``str(report)`` is a table, as NumPy's report string; its attributes hold the
+        same facts: ``equation``, ``steps`` (each with ``kind`` -- batched matmul,
+        multiply, multiply-and-sum, diagonal, sum, transpose -- ``equation``,
+        ``batch``, ``m``, ``n``, ``k``, ``flops``, ``result`` and ``copies``, the
+        elements of its result and of the copies it makes), ``naive_flops``,
+        ``flops``, ``speedup``, ``largest_intermediate``, ``memory_limit`` and
+        ``chunks`` (the labels `memory_limit` forced into chunks, if any).
 
     Raises
     ------
@@ -508,5 +553,5 @@ def einsum_path(
     """
     _, entry = _lookup(operands, optimize, memory_limit)
     limit = _check_memory_limit(memory_limit)
-    report = describe(entry.plan, entry.subscripts, entry.names, limit)
+    report = describe(entry.plan, entry.subscripts, entry.lowering.names, limit)
     return ["einsum_path", *entry.plan.path], report

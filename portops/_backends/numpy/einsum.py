@@ -4,12 +4,14 @@ possible), making sure every matrix handed to ``matmul`` is one BLAS can read; a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 
 from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
+from ..._einsum.plan import Step
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
 from .vecdot import SHORT_BYTES
@@ -61,6 +63,13 @@ class NumpyOps(ArrayAPIOps):
         return np.logical_and(a, b)
 
     def matmul(self, a: Any, b: Any) -> Any:
+        if a.ndim == 2 and b.ndim == 2 and a.dtype.kind in "fc":
+            # A matrix-vector product: numpy.dot's BLAS gemv, where NumPy's matmul runs it
+            # 2-3x slower (4096 x 1024 float32: 2.7 ms against 7.2 ms, 2-core AMD EPYC).
+            if b.shape[1] == 1:
+                return np.dot(a, b[:, 0])[:, None]
+            if a.shape[0] == 1:
+                return np.dot(a[0], b)[None, :]
         if a.dtype.kind in "fc":
             if not _blas_ready(a):
                 a = np.ascontiguousarray(a)
@@ -89,33 +98,97 @@ def numpy_matmul(a: EinsumArgs) -> Any:
     return r[()] if r.ndim == 0 else r  # a NumPy scalar, as numpy.einsum returns
 
 
+def _no_casts(a: EinsumArgs) -> bool:
+    return all(x.dtype == a.dtype for x in a.operands)
+
+
+# Planners: for later calls with the same signature (library, subscripts, shapes,
+# strides, dtypes), a function of the operands alone, with what depends only on the
+# signature (the plan, the loop order) fixed once. None where operands need casting.
+
+
+def plan_matmul(a: EinsumArgs) -> Callable[..., Any] | None:
+    """:func:`numpy_matmul` with its plan fixed."""
+    if not _no_casts(a) or a.dtype.kind == "O" or a.lowering.slices:
+        return None
+    plan, plan_for = a.plan, a.plan_for
+
+    def lowered(*operands: Any) -> Any:
+        r = run(plan, operands, _OPS, plan_for)
+        return r[()] if r.ndim == 0 else r
+
+    return lowered
+
+
+def plan_einsum_loop(a: EinsumArgs) -> Callable[..., Any] | None:
+    """:func:`numpy_einsum_loop` with its subscripts and loop order fixed."""
+    if not _no_casts(a):
+        return None
+    subscripts = a.subscripts
+    order = loop_order(subscripts, list(a.operands))
+    einsum = np.einsum
+    if order == "K":  # the default: a keyword costs numpy.einsum's wrapper about 1 us
+
+        def loop_k(*operands: Any) -> Any:
+            return einsum(subscripts, *operands)
+
+        return loop_k
+
+    def loop(*operands: Any) -> Any:
+        return einsum(subscripts, *operands, order=order)
+
+    return loop
+
+
 def numpy_einsum(a: EinsumArgs) -> Any:
     """numpy.einsum itself (with its own optimize=True), for comparison."""
     return np.einsum(a.subscripts, *cast(a.operands, a.dtype, _OPS), optimize=True)
 
 
-# When numpy.einsum's single C loop (no optimize) beats the lowering: for one or two
-# operands whose plan has no GEMM, only reductions of products (multiply-and-sum,
-# diagonals, sums), the loop reads each operand once and makes no temporary, where the
-# lowering writes the product and reads it back (tall-skinny ``nc,nc->n``, 10^6 x 2:
-# 4.6 ms against 22 ms on a 2-core AMD EPYC). And on inputs so small that the loop's
-# multiply-adds cost less than the lowering's Python calls: about a microsecond per
-# instruction against a nanosecond per multiply-add.
+# When numpy.einsum's single C loop (no optimize) beats the lowering:
+# - for one or two operands whose plan has no GEMM, only reductions of products
+#   (multiply-and-sum, diagonals, sums): the loop reads each operand once and makes no
+#   temporary, where the lowering writes the product and reads it back (tall-skinny
+#   ``nc,nc->n``, 10^6 x 2: 4.6 ms against 22 ms on a 2-core AMD EPYC);
+# - for any number of operands, on inputs so small that the loop's products cost less
+#   than the lowering's Python: about a microsecond per instruction, against about a
+#   nanosecond per counted product with two operands and several with more (the loop
+#   steps one iterator per operand at every point: 2-9 ns with four operands on a 2-core
+#   AMD EPYC), so the products are weighted by the n - 1 pairwise steps. The lowering
+#   runs about INSTRUCTIONS_PER_STEP instructions per pairwise step (lay out each
+#   operand, multiply, shape the result), one to finish and about LOWERING_SETUP
+#   instructions' worth to set the program up and cast the operands. The estimate needs
+#   only the label sizes, so the loop is chosen without building the plan.
+# - for an outer product of two operands (a multiply whose M and N both exceed 1): NumPy's
+#   loop writes it in one pass, faster than the ufunc's broadcast multiply (``i,j->ij``
+#   float32, 256^2: 20-28 us against 29-47 us; 2048^2: 1.8 ms against 2.1 ms, on a 2-core
+#   AMD EPYC). A multiply of equal shapes (Hadamard) is the ufunc's own best case.
 LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
 LOOP_FLOPS_PER_INSTRUCTION = 1000
+INSTRUCTIONS_PER_STEP = 4
+LOWERING_SETUP = 2
 
 
-def loop_wins(a: EinsumArgs) -> str | None:
-    """None when numpy.einsum's loop is cheaper than the lowering, else why not."""
+def _loop_step(step: Step, outer_products: bool) -> bool:
+    if step.kind in LOOP_KINDS:
+        return True
+    return outer_products and step.kind == "multiply" and step.m > 1 and step.n > 1
+
+
+def loop_wins(a: EinsumArgs, *, outer_products: bool = True) -> str | None:
+    """None when numpy.einsum's loop is cheaper than the lowering, else why not
+    (`outer_products`: whether it wins on those too, as against NumPy's multiply)."""
     reason = _native_applies(a)
     if reason is not None:
         return reason
-    plan = a.plan
-    if len(plan.shapes) > 2:
-        return "three or more operands: the lowering's contraction order wins"
-    if plan.naive_flops <= LOOP_FLOPS_PER_INSTRUCTION * len(plan.instructions):
+    low = a.lowering
+    steps = max(low.n_operands - 1, 1)
+    instructions = INSTRUCTIONS_PER_STEP * steps + 1 + LOWERING_SETUP
+    if low.naive_flops * steps <= LOOP_FLOPS_PER_INSTRUCTION * instructions:
         return None
-    if all(step.kind in LOOP_KINDS for step in plan.steps):
+    if low.n_operands > 2:
+        return "three or more operands and many products: the contraction order wins"
+    if all(_loop_step(step, outer_products) for step in low.plan.steps):
         return None
     return "the plan has a GEMM or a broadcast product: the lowering wins"
 
@@ -141,22 +214,27 @@ def numpy_einsum_loop(a: EinsumArgs) -> Any:
 
 
 def _native_applies(a: EinsumArgs) -> str | None:
-    if a.plan.slices:
+    if a.lowering.slices:
         return "memory_limit needs chunking, which numpy.einsum does not do"
     if not a.subscripts.isascii():
         return "more labels than numpy.einsum's 52 letters"
     return None
 
 
-extend.register("einsum", "numpy_matmul", libraries=["numpy"], priority=Priority.SPECIALIZED)(
-    numpy_matmul
-)
+extend.register(
+    "einsum",
+    "numpy_matmul",
+    libraries=["numpy"],
+    priority=Priority.SPECIALIZED,
+    planner=plan_matmul,
+)(numpy_matmul)
 extend.register(
     "einsum",
     "numpy_einsum_loop",
     libraries=["numpy"],
     priority=Priority.OVERRIDE,
     applies=loop_wins,
+    planner=plan_einsum_loop,
 )(numpy_einsum_loop)
 extend.register(
     "einsum", "numpy_einsum", libraries=["numpy"], priority=Priority.NATIVE, applies=_native_applies
