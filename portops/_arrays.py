@@ -11,6 +11,7 @@ lookup. Nothing imports an array library that the caller has not imported alread
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 import warnings
@@ -328,9 +329,14 @@ def as_dask_operands(
     the end, as broadcasting aligns axes), so that no rechunking follows; others get
     Dask's automatic chunks. ``None`` entries and Dask arrays are returned as they are.
     """
-    from ._backends.dask.operands import wrap  # dask is imported: a Dask array was passed
-
-    return wrap(arrays, labels)
+    backend = get_backend(DASK)
+    if backend is None or backend.package is None:
+        raise RuntimeError("no Dask backend is registered")
+    # Through the descriptor, as dispatch loads a backend: only the backend's own
+    # package names its modules. Dask is imported: a Dask array was passed.
+    package = importlib.import_module(backend.package)
+    wrapped: tuple[Any, ...] = package.operands.wrap(arrays, labels)
+    return wrapped
 
 
 # ------------------------------------------------------------------ built-in backends

@@ -206,7 +206,8 @@ def plan_numpy_loop(a: EinsumArgs) -> Any:
 
 
 def _numpy_view(x: Any) -> np.ndarray:
-    return x.resolve_conj().resolve_neg().numpy()
+    view: np.ndarray = x.resolve_conj().resolve_neg().numpy()
+    return view
 
 
 def _numpy_loop_applies(a: EinsumArgs) -> str | None:
