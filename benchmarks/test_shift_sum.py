@@ -218,7 +218,7 @@ def test_small_call_overhead(bench, name):
     impl = _dispatch.select("shift_sum", call)
     fn: Callable[[], Any] = {
         "portops.shift_sum": lambda: portops.shift_sum(x, 1),
-        "implementation called directly": lambda: impl.func(*call.args),
+        "implementation called directly": lambda: impl.func(call.args),
         "select": lambda: _dispatch.select("shift_sum", call),
     }[name]
     kind = "default" if name == "portops.shift_sum" else "baseline"

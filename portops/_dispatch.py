@@ -74,7 +74,7 @@ class Call(NamedTuple):
 
     library: str
     device: str
-    args: tuple[Any, ...]
+    args: Any  # the operation's Args record (ShiftSumArgs, VecdotArgs, ...)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class Implementation:
         if self.devices is not None and call.device not in self.devices:
             return f"registered for {self.where()}, not device {call.device!r}"
         if self.applies is not None:
-            return self.applies(*call.args)
+            return self.applies(call.args)
         return None
 
 
@@ -297,7 +297,7 @@ def select(op: str, call: Call) -> Implementation:
     if preferred is not None:
         return _preferred_implementation(op, preferred, call)
     for impl in candidates:
-        if impl.applies is None or impl.applies(*call.args) is None:
+        if impl.applies is None or impl.applies(call.args) is None:
             return impl
     raise LookupError(f"no implementation of {op} applies to {call.library} arrays")
 
@@ -333,7 +333,7 @@ def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
 def invoke(op: str, *args: Any, **kwargs: Any) -> Any:
     """Validate public arguments of `op`, select an implementation and run it."""
     call = _operations[op].prepare(*args, **kwargs)
-    return select(op, call).func(*call.args)
+    return select(op, call).func(call.args)
 
 
 def invoke_planned(
@@ -351,12 +351,12 @@ def invoke_planned(
     call = _operations[op].prepare(*args, **kwargs)
     impl = select(op, call)
     if key is not None and impl.planner is not None and _preferred.get() is None:
-        plan = impl.planner(*call.args)
+        plan = impl.planner(call.args)
         if plan is not None:
             _plan_caches.add(plans)
             plans.put(key, plan)
             return plan(*arrays)
-    return impl.func(*call.args)
+    return impl.func(call.args)
 
 
 def _load_installed_backends() -> None:

@@ -338,7 +338,7 @@ def test_cupy_strided_kernels_on_numpy(shape, step, axis, cax, mask_shape):
     def empty(shape: list[int], dtype: Any) -> np.ndarray:
         return np.full(shape, np.nan, dtype=dtype)  # every element must be written
 
-    (args,) = _prepare_shear(x, step, **kw).args
+    args = _prepare_shear(x, step, **kw).args
     np.testing.assert_allclose(strided.shear(np, empty, args), ref.shear(x, step, **kw))
-    (args,) = _prepare_unshear(y, step, **kw).args
+    args = _prepare_unshear(y, step, **kw).args
     np.testing.assert_allclose(strided.unshear(np, empty, args), ref.unshear(y, step, **kw))

@@ -170,7 +170,7 @@ def _cases():
 def test_args_record_carries_the_result_dtype_and_shape(op, args, kwargs):
     from portops import _dispatch
 
-    record = _dispatch._operations[op].prepare(*args, **kwargs).args[0]
+    record = _dispatch._operations[op].prepare(*args, **kwargs).args
     result = getattr(portops, op)(*args, **kwargs)
     assert record.dtype == result.dtype
     assert record.shape == result.shape

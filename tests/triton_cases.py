@@ -69,7 +69,7 @@ def test_forward_adjoint_pinv(
     kw = {"axis": axis, "channel_axis": cax}
     x = _rand(shape, dtype, 0)
     mask = None if mask_shape is None else _rand(mask_shape, mask_dtype, 1)
-    a = _prepare_forward(_t(x), step, **kw, mask=_t(mask)).args[0]
+    a = _prepare_forward(_t(x), step, **kw, mask=_t(mask)).args
     got = kernels.forward(
         a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general_kernel=general
     )
@@ -79,7 +79,7 @@ def test_forward_adjoint_pinv(
     y = _rand(want.shape, dtype, 2)
     a = _prepare_transposed(
         _t(y), step, channels=shape[cax], **kw, mask=_t(mask), keepdims=True
-    ).args[0]
+    ).args
     got = kernels.adjoint(
         a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general_kernel=general
     )
@@ -115,7 +115,7 @@ def test_dtypes(kernels, dtype, mask_dtype, general):
     x = torch.from_numpy(_rand(shape, "float64" if dtype == "bfloat16" else dtype, 0))
     x = x.to(torch.bfloat16) if dtype == "bfloat16" else x
     mask = None if mask_dtype is None else torch.from_numpy(_rand((4, 6), mask_dtype, 1))
-    a = _prepare_forward(x, step, mask=mask).args[0]
+    a = _prepare_forward(x, step, mask=mask).args
     got = kernels.forward(
         a.array, list(a.offsets), a.axis, a.channel_axis, a.mask, general_kernel=general
     )
@@ -151,13 +151,13 @@ def test_strided_inputs(kernels, layout):
         x = base.flip(-1)[..., :5]
     assert not x.is_contiguous()
     offsets = [0, 1, 3, 4, 6, 9]
-    a = _prepare_forward(x, offsets, mask=mask).args[0]
+    a = _prepare_forward(x, offsets, mask=mask).args
     got = kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
     want = ref.forward(x.numpy(), offsets, mask=mask.numpy(), keepdims=True)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
     y = torch.from_numpy(_rand(want.shape, "float64", 3)).transpose(-1, -2)
     y = y.contiguous().transpose(-1, -2)  # strided y
-    a = _prepare_transposed(y, offsets, mask=mask, keepdims=True).args[0]
+    a = _prepare_transposed(y, offsets, mask=mask, keepdims=True).args
     got = kernels.adjoint(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
     want = ref.adjoint(y.numpy(), offsets, mask=mask.numpy(), keepdims=True)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
@@ -167,7 +167,7 @@ def test_layout_beyond_the_kernels_is_reported(kernels):
     # A mask broadcast along alternate outer dims leaves 4 outer dims unmerged.
     x = torch.zeros(2, 3, 2, 3, 2, 5)
     mask = torch.ones(2, 1, 2, 1, 2, 5)
-    a = _prepare_forward(x, 1, channel_axis=-2, mask=mask).args[0]
+    a = _prepare_forward(x, 1, channel_axis=-2, mask=mask).args
     with pytest.raises(NotImplementedError):
         kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
 

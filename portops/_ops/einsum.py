@@ -231,7 +231,7 @@ def _lookup(
     except TypeError:  # an unhashable sublist element: plan without caching
         entry = _plan(*plan_args)
     args = EinsumArgs(entry.lowering, ops, entry.dtype, lib.xp, entry.subscripts)
-    return _dispatch.Call(library, lib.device, (args,)), entry
+    return _dispatch.Call(library, lib.device, args), entry
 
 
 def _plan(
@@ -368,7 +368,7 @@ def _fast_call(operands: tuple[Any, ...], optimize: Any) -> Any:
     if hit is None or hit.generation != _dispatch._generation[0]:
         # The key shows every operand is a NumPy array or a torch tensor: no conversion.
         call, entry = _lookup(operands, optimize, None, split=(operands[0], ops))
-        (args,) = call.args
+        args = call.args
         impl = _dispatch.select("einsum", call)
         run = None if impl.planner is None else impl.planner(args)
         if len(_signatures) >= _SIGNATURES_MAX:
@@ -496,12 +496,12 @@ def einsum(
     if library_of(arrays[0]) == NUMPY and _has_objects(arrays, wanted):
         return _numpy_objects(operands, out, dtype, order, casting, optimize)
     call, _ = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
-    result = _dispatch.select("einsum", call).func(*call.args)
+    result = _dispatch.select("einsum", call).func(call.args)
     if out is not None:
         # NumPy applies `casting` to out only without optimize; its optimized einsum
         # assigns the result to out whatever the dtypes.
         return write_out(result, out, call.library, casting if optimize is False else "unsafe")
-    return with_order(result, order, call.library, call.args[0].operands)
+    return with_order(result, order, call.library, call.args.operands)
 
 
 def _has_objects(arrays: tuple[Any, ...], dtype: np.dtype[Any] | None) -> bool:

@@ -140,7 +140,7 @@ def _prepare_shear(
         _check_fractional_dtype(xp, x, "x")
     m = _normalize_mask(xp, mask, shape, x.dtype)
     args = ShearArgs.make("shear", x, offsets, fractions, ax, cax, m, xp)
-    return _dispatch.Call(lib.library, lib.device, (args,))
+    return _dispatch.Call(lib.library, lib.device, args)
 
 
 def _check_fractional_dtype(xp: Any, a: Any, name: str) -> None:
@@ -174,7 +174,7 @@ def _prepare_unshear(
     x_shape[ax] -= grow
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype)
     args = ShearArgs.make("unshear", y, offsets, fractions, ax, cax, m, xp)
-    return _dispatch.Call(lib.library, lib.device, (args,))
+    return _dispatch.Call(lib.library, lib.device, args)
 
 
 _dispatch.define_operation("shear", _prepare_shear)

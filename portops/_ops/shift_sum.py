@@ -236,7 +236,7 @@ def _prepare_forward(
     m = _normalize_mask(xp, mask, shape, x.dtype, "x", lib.library)
     flag = check.flag(keepdims, "keepdims")
     args = ShiftSumArgs.make("forward", x, offsets, ax, cax, m, flag, xp)
-    return _dispatch.Call(lib.library, lib.device, (args,))
+    return _dispatch.Call(lib.library, lib.device, args)
 
 
 def _prepare_transposed(
@@ -289,7 +289,7 @@ def _prepare_transposed(
     x_shape[ax] = y_width - grow
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y", lib.library)
     args = ShiftSumArgs.make("adjoint", y, offsets, ax, cax, m, keepdims, xp)
-    return _dispatch.Call(lib.library, lib.device, (args,))
+    return _dispatch.Call(lib.library, lib.device, args)
 
 
 def _check_width(

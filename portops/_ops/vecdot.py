@@ -126,7 +126,7 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
     if s1 != s2:
         _check_shapes(s1, s2, ax, axis)
     args = VecdotArgs.make(x1, x2, ax, check.flag(keepdims, "keepdims"), xp)
-    return _dispatch.Call(library, device, (args,))
+    return _dispatch.Call(library, device, args)
 
 
 def _broadcast(s1: tuple[Any, ...], s2: tuple[Any, ...]) -> tuple[Any, ...]:
