@@ -542,27 +542,51 @@ def test_torch_integer_matmul_fallback() -> None:
     assert torch.equal(got, torch.matmul(a, b))
 
 
-def test_torch_loop_over_unmergeable_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``bind,bjnd->bnij`` on torch CPU loops over b instead of copying both operands."""
+def test_torch_unmergeable_batch_copied_for_bmm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bind,bjnd->bnij`` on torch: batch axes that do not merge are copied into one
+    ``[batch, rows, cols]`` array per operand (unit stride kept innermost), then bmm."""
     torch = pytest.importorskip("torch")
     from portops._backends.torch import einsum as torch_einsum
 
-    monkeypatch.setattr(torch_einsum, "LOOP_MIN_FLOPS", 1)
     monkeypatch.setattr(torch_einsum, "NATIVE_MAX_FLOPS", 0)  # not torch.einsum
-    calls = []
-    real = torch_einsum._loop_first_batch_axis
-    monkeypatch.setattr(
-        torch_einsum, "_loop_first_batch_axis", lambda a, b: calls.append(1) or real(a, b)
-    )
+    laid_out = []
+    real = torch_einsum._as_batch_of_matrices
+
+    def spy(x: Any) -> Any:
+        r = real(x)
+        laid_out.append((x, r))
+        return r
+
+    monkeypatch.setattr(torch_einsum, "_as_batch_of_matrices", spy)
     rng = np.random.default_rng(18)
     a, b = make_operands(((3, 4, 2, 5), (3, 6, 2, 5)), "float64", rng)
     ta = torch.from_numpy(a).requires_grad_(True)
     tb = torch.from_numpy(b).requires_grad_(True)
-    assert real(ta.permute(0, 2, 1, 3), tb.permute(0, 2, 3, 1))
     got = portops.einsum("bind,bjnd->bnij", ta, tb)
-    assert calls
+    assert len(laid_out) == 2
+    for x, r in laid_out:
+        assert r.shape == (6, *x.shape[-2:])
+        assert 1 in r.stride()[-2:]  # BLAS-readable, straight or through its transpose flag
+        np.testing.assert_array_equal(r.detach().numpy(), x.detach().reshape(6, *x.shape[-2:]))
     np.testing.assert_allclose(got.detach().numpy(), np.einsum("bind,bjnd->bnij", a, b))
+    assert ta.grad is None and np.array_equal(ta.detach().numpy(), a)  # inputs untouched
     assert torch.autograd.gradcheck(lambda x, y: portops.einsum("bind,bjnd->bnij", x, y), (ta, tb))
+
+
+def test_matrix_vector_takes_the_loop() -> None:
+    """A large matrix-vector product runs numpy.einsum's loop (NumPy and torch CPU)."""
+    rng = np.random.default_rng(19)
+    m, v = rng.standard_normal((1024, 1024)), rng.standard_normal(1024)
+    assert portops.explain("einsum", "ij,j->i", m, v).chosen == "numpy_einsum_loop"
+    np.testing.assert_allclose(portops.einsum("ij,j->i", m, v), m @ v)
+    np.testing.assert_allclose(portops.einsum("j,ij->i", v, m), m @ v)
+    np.testing.assert_allclose(portops.einsum("ji,j->i", m, v), m.T @ v)
+    torch = pytest.importorskip("torch")
+    tm, tv = torch.from_numpy(m), torch.from_numpy(v)
+    assert portops.explain("einsum", "ij,j->i", tm, tv).chosen == "torch_numpy_loop"
+    np.testing.assert_allclose(portops.einsum("ij,j->i", tm, tv).numpy(), m @ v)
+    grad = tm.clone().requires_grad_(True)  # gradients keep the lowering
+    assert portops.explain("einsum", "ij,j->i", grad, tv).chosen == "torch_matmul"
 
 
 def test_torch_cuda_default_is_torch_einsum_where_it_applies() -> None:
