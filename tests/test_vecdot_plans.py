@@ -95,6 +95,7 @@ def test_which_plan(monkeypatch) -> None:
         ((64, 64), (64, 64)): torch.linalg.vecdot,  # in the caches: torch's own call
     }
     from array_api_compat import torch as xp  # the records' namespace
+
     for (s1, s2), want in cases.items():
         args = vecdot_module.VecdotArgs.make(torch.ones(s1), torch.ones(s2), -1, False, xp)
         plan = torch_vecdot._plan_cpu(args)
