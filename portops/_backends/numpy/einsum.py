@@ -163,41 +163,24 @@ def numpy_einsum(a: EinsumArgs) -> Any:
 #   loop writes it in one pass, faster than the ufunc's broadcast multiply (``i,j->ij``
 #   float32, 256^2: 20-28 us against 29-47 us; 2048^2: 1.8 ms against 2.1 ms, on a 2-core
 #   AMD EPYC). A multiply of equal shapes (Hadamard) is the ufunc's own best case.
-# - for a matrix-vector product (a matmul step whose M or N is 1): two products per
-#   matrix element read, so it runs at memory speed in any implementation, and the
-#   loop's SIMD dot reads the matrix once just as BLAS's gemv does. BLAS adds only
-#   threads, which a bandwidth-bound product gains little from and which, when another
-#   process holds a core, wait a scheduler tick at every hand-off (``ij,j->i``, 4096 x
-#   1024 float32, loaded 2-core Xeon: 0.7-1.0 ms in the loop against 7.8 ms in
-#   numpy.dot and torch.mv; 512 x 128: 11 us against 5-9 us in NumPy, 8 ms in torch).
-#   NumPy's short gemv calls rarely meet a preempted thread and cost less to start than
-#   the loop, so for NumPy operands the loop takes matrix-vector products from
-#   MATRIX_VECTOR_MIN_PRODUCTS (a 4 MiB float32 matrix, about 0.3 ms of reading);
-#   torch's mv waits on its thread pool at every size, so for torch it takes them all.
-MATRIX_VECTOR_MIN_PRODUCTS = 1 << 20
+# - a matrix-vector product (a matmul step whose M or N is 1) stays with BLAS's gemv:
+#   on an idle machine its threads read the matrix faster than the loop's single one
+#   (``ij,j->i``, 4096 x 1024 float32, 2-core Xeon: 338 us against 739 us).
 LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
 LOOP_FLOPS_PER_INSTRUCTION = 1000
 INSTRUCTIONS_PER_STEP = 4
 LOWERING_SETUP = 2
 
 
-def _loop_step(step: Step, outer_products: bool, matrix_vector_min: int) -> bool:
+def _loop_step(step: Step, outer_products: bool) -> bool:
     if step.kind in LOOP_KINDS:
         return True
-    if step.kind == "batched matmul" and min(step.m, step.n) == 1:
-        return step.batch * step.m * step.n * step.k >= matrix_vector_min
     return outer_products and step.kind == "multiply" and step.m > 1 and step.n > 1
 
 
-def loop_wins(
-    a: EinsumArgs,
-    *,
-    outer_products: bool = True,
-    matrix_vector_min: int = MATRIX_VECTOR_MIN_PRODUCTS,
-) -> str | None:
+def loop_wins(a: EinsumArgs, *, outer_products: bool = True) -> str | None:
     """None when numpy.einsum's loop is cheaper than the lowering, else why not
-    (`outer_products`: whether it wins on those too, as against NumPy's multiply;
-    `matrix_vector_min`: the products from which it takes matrix-vector products)."""
+    (`outer_products`: whether it wins on those too, as against NumPy's multiply)."""
     reason = _native_applies(a)
     if reason is not None:
         return reason
@@ -208,9 +191,9 @@ def loop_wins(
         return None
     if low.n_operands > 2:
         return "three or more operands and many products: the contraction order wins"
-    if all(_loop_step(step, outer_products, matrix_vector_min) for step in low.plan.steps):
+    if all(_loop_step(step, outer_products) for step in low.plan.steps):
         return None
-    return "the plan has a matrix-matrix GEMM or a broadcast product: the lowering wins"
+    return "the plan has a GEMM or a broadcast product: the lowering wins"
 
 
 def loop_order(subscripts: str, operands: list[np.ndarray]) -> Literal["K", "F"]:

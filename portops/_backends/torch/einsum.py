@@ -212,7 +212,7 @@ def _numpy_loop_applies(a: EinsumArgs) -> str | None:
     # Not for outer products: torch's broadcast multiply holds its own on large ones
     # (2048^2 float32: 1.7 ms against 2.3 ms in NumPy's loop on the views). For every
     # matrix-vector product: torch.mv waits on its thread pool (see loop_wins).
-    return loop_wins(a, outer_products=False, matrix_vector_min=0)
+    return loop_wins(a, outer_products=False)
 
 
 # torch.einsum's C++ path runs a small one- or two-operand contraction (the same single
