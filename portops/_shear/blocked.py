@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from .._kernels.geometry import contiguous_strides, linear_step
 from .._ops.shear import ShearArgs
-from .layout import ChannelGroup, channel_groups
+from .layout import ChannelGroup, channel_groups, write_masked
 
 __all__ = [
     "BLOCK_BYTES",
@@ -334,10 +334,9 @@ def _staged_work(
             channels_here = (*lead, slice(0, unit[cax].stop - unit[cax].start))
             if x_rows is not None and w_rows is not None:
                 lib.copyto(w_rows[channels_here], x_rows[unit[:ax]])
-            elif mask is None:
-                lib.copyto(windows[channels_here], x[unit])
             else:
-                lib.multiply(x[unit], _sub(mask, unit), out=windows[channels_here])
+                m = None if mask is None else _sub(mask, unit)
+                write_masked(lib, windows[channels_here], x[unit], m)
             if head >= 0:
                 plan.flat[head : head + plan.head] = 0
             lib.copyto(plan.flat[begin : begin + length], flat[:length])
@@ -381,10 +380,7 @@ def shear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
                 mg = None if g.mask is None else _sub(g.mask, part)
                 f = g.group.fraction
                 if f == 0:
-                    if mg is None:
-                        lib.copyto(dst, xg)
-                    else:
-                        lib.multiply(xg, mg, out=dst)
+                    write_masked(lib, dst, xg, mg)
                     continue
                 z = xg if mg is None else lib.multiply(xg, mg, dtype=out.dtype)
                 lib.multiply(z, 1 - f, out=dst)
@@ -427,10 +423,7 @@ def unshear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
                 mg = None if g.mask is None else _sub(g.mask, part)
                 f = g.group.fraction
                 if f == 0:
-                    if mg is None:
-                        lib.copyto(dst, now)
-                    else:
-                        lib.multiply(now, mg, out=dst)
+                    write_masked(lib, dst, now, mg)
                     continue
                 lib.multiply(now, 1 - f, out=dst)
                 lib.add(dst, g.later[part] * f, out=dst)

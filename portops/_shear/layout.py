@@ -18,7 +18,7 @@ Pure Python on shapes and element strides: no array library is imported.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .._kernels.geometry import contiguous_strides, linear_step
 
@@ -202,3 +202,11 @@ def group_view(
     view_strides[channel_axis] = group.every * strides[channel_axis] + group.step * strides[axis]
     offset = group.start * strides[channel_axis] + (group.first + shift) * strides[axis]
     return View(tuple(view_shape), tuple(view_strides), offset)
+
+
+def write_masked(lib: Any, dst: Any, src: Any, mask: Any) -> None:
+    """``dst[...] = src`` (times `mask` unless it is None), written in place."""
+    if mask is None:
+        lib.copyto(dst, src)
+    else:
+        lib.multiply(src, mask, out=dst)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._kernels.geometry import linear_step
 from .._ops.shear import ShearArgs
-from .layout import View, gap_views, window_strides, windows_view
+from .layout import View, gap_views, window_strides, windows_view, write_masked
 
 Empty = Callable[[list[int], Any], Any]
 
@@ -46,13 +46,6 @@ def _channel(a: Any, axis: int, c: int) -> Any:
     return a if a.shape[axis] == 1 else _take(a, axis, c, c + 1)
 
 
-def _write(lib: Any, dst: Any, src: Any, mask: Any) -> None:
-    if mask is None:
-        lib.copyto(dst, src)
-    else:
-        lib.multiply(src, mask, out=dst)
-
-
 def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
     """Zero the gaps, then one strided copy of ``x`` (times the mask) into the windows."""
     x, offsets, fractions, ax, cax, mask = a[:6]
@@ -68,7 +61,7 @@ def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
             mc = None if mask is None else _channel(mask, cax, c)
             oc = _take(out, cax, c, c + 1)
             f = fractions[c]
-            _write(lib, _take(oc, ax, n, n + width), xc if f == 0 else xc * (1 - f), mc)
+            write_masked(lib, _take(oc, ax, n, n + width), xc if f == 0 else xc * (1 - f), mc)
             if f != 0:
                 zc = xc * f if mc is None else xc * (mc * f)
                 window = _take(oc, ax, n + 1, n + 1 + width)
@@ -82,11 +75,13 @@ def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
         for v in gaps:
             _view(lib, out, v).fill(0)
     if view is not None:
-        _write(lib, _view(lib, out, view), x, mask)
+        write_masked(lib, _view(lib, out, view), x, mask)
         return out
     for c, n in enumerate(offsets):
         dst = _take(_take(out, cax, c, c + 1), ax, n, n + width)
-        _write(lib, dst, _channel(x, cax, c), None if mask is None else _channel(mask, cax, c))
+        write_masked(
+            lib, dst, _channel(x, cax, c), None if mask is None else _channel(mask, cax, c)
+        )
     return out
 
 
@@ -105,7 +100,7 @@ def unshear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
         step, base = lin
         start = _take(y, ax, base, y.shape[ax])
         strides = window_strides(tuple(start.strides), ax, cax, step)
-        _write(lib, out, _as_strided(lib, start, tuple(shape), strides), mask)
+        write_masked(lib, out, _as_strided(lib, start, tuple(shape), strides), mask)
         return out
     for c, n in enumerate(offsets):
         yc = _take(y, cax, c, c + 1)
@@ -113,7 +108,7 @@ def unshear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
         mc = None if mask is None else _channel(mask, cax, c)
         f = 0.0 if fractions is None else fractions[c]
         if f == 0:
-            _write(lib, dst, _take(yc, ax, n, n + width), mc)
+            write_masked(lib, dst, _take(yc, ax, n, n + width), mc)
             continue
         lib.multiply(_take(yc, ax, n, n + width), 1 - f, out=dst)
         lib.add(dst, _take(yc, ax, n + 1, n + 1 + width) * f, out=dst)
