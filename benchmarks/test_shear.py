@@ -167,18 +167,16 @@ def _pinv_entries(lib: Any, y: Any, mask: Any) -> dict[str, Callable[[], Any]]:
 # ------------------------------------------------------------------ NumPy
 
 
-@pytest.mark.parametrize(
-    "name", ["portops", "portops mask2d", "portops step0.5", *ROOFLINES, "MST shift loop"]
-)
-def test_numpy_shear(bench, np_data, name):
-    x, mask = np_data["x"], np_data["mask"]
-    common = {"op": "shear", "backend": "numpy", "group": "forward", "name": name}
-    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": np_data["roofs"]}
+def _shear_case(bench: Any, lib: Any, backend: str, data: dict[str, Any], name: str) -> None:
+    """One entry of the shear group of `backend` (NumPy or torch: the same cases)."""
+    x, mask = data["x"], data["mask"]
+    common = {"op": "shear", "backend": backend, "group": "forward", "name": name}
+    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": data["roofs"]}
     fns: dict[str, Callable[[], Any]] = {
         "portops": lambda: portops.shear(x, S),
         "portops mask2d": lambda: portops.shear(x, S, mask=mask),
         "portops step0.5": lambda: portops.shear(x, S / 4),
-        "MST shift loop": lambda: mst_shift(np, x),
+        "MST shift loop": lambda: mst_shift(lib, x),
     }
     if name in ROOFLINES:
         _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
@@ -188,17 +186,29 @@ def test_numpy_shear(bench, np_data, name):
         _run(bench, fns[name], kind="baseline" if "MST" in name else "default", **common)
 
 
-@pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift_back loop"])
-def test_numpy_unshear(bench, np_data, name):
-    cube = np_data["cube"]
-    common = {"op": "unshear", "backend": "numpy", "group": "adjoint", "name": name}
-    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": np_data["roofs"]}
+def _unshear_case(bench: Any, backend: str, data: dict[str, Any], name: str) -> None:
+    """One entry of the unshear group of `backend`."""
+    cube = data["cube"]
+    common = {"op": "unshear", "backend": backend, "group": "adjoint", "name": name}
+    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": data["roofs"]}
     if name in ROOFLINES:
         _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
     elif name == "portops":
         _run(bench, lambda: portops.unshear(cube, S), kind="default", **common)
     else:
         _run(bench, lambda: mst_shift_back(cube), kind="baseline", **common)
+
+
+@pytest.mark.parametrize(
+    "name", ["portops", "portops mask2d", "portops step0.5", *ROOFLINES, "MST shift loop"]
+)
+def test_numpy_shear(bench, np_data, name):
+    _shear_case(bench, np, "numpy", np_data, name)
+
+
+@pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift_back loop"])
+def test_numpy_unshear(bench, np_data, name):
+    _unshear_case(bench, "numpy", np_data, name)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "DAUHST y_shift loop"])
@@ -255,35 +265,12 @@ def torch_data(np_data: dict[str, Any]) -> dict[str, Any]:
     "name", ["portops", "portops mask2d", "portops step0.5", *ROOFLINES, "MST shift loop"]
 )
 def test_torch_shear(bench, torch_data, name):
-    t = torch_data
-    torch, x, mask = t["torch"], t["x"], t["mask"]
-    common = {"op": "shear", "backend": "torch", "group": "forward", "name": name}
-    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": t["roofs"]}
-    fns: dict[str, Callable[[], Any]] = {
-        "portops": lambda: portops.shear(x, S),
-        "portops mask2d": lambda: portops.shear(x, S, mask=mask),
-        "portops step0.5": lambda: portops.shear(x, S / 4),
-        "MST shift loop": lambda: mst_shift(torch, x),
-    }
-    if name in ROOFLINES:
-        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
-    elif name.startswith("portops "):  # another case, in a group of its own
-        _run(bench, fns[name], kind="default", **common | {"group": "forward " + name[8:]})
-    else:
-        _run(bench, fns[name], kind="baseline" if "MST" in name else "default", **common)
+    _shear_case(bench, torch_data["torch"], "torch", torch_data, name)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "MST shift_back loop"])
 def test_torch_unshear(bench, torch_data, name):
-    cube = torch_data["cube"]
-    common = {"op": "unshear", "backend": "torch", "group": "adjoint", "name": name}
-    common |= {"nbytes": X_BYTES + CUBE_BYTES, "roofs": torch_data["roofs"]}
-    if name in ROOFLINES:
-        _run(bench, common["roofs"][name], kind="copy", **_as_copy(common))
-    elif name == "portops":
-        _run(bench, lambda: portops.unshear(cube, S), kind="default", **common)
-    else:
-        _run(bench, lambda: mst_shift_back(cube), kind="baseline", **common)
+    _unshear_case(bench, "torch", torch_data, name)
 
 
 @pytest.mark.parametrize("name", ["portops", *ROOFLINES, "DAUHST y_shift loop"])
