@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import mmap
-import operator
 import os
 import sys
 import threading
@@ -31,6 +30,8 @@ import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from ._validate import integer
 
 __all__ = ["CacheInfo", "cache_info", "clear_cache", "empty", "set_cache_limit"]
 
@@ -214,14 +215,7 @@ def set_cache_limit(max_bytes: int) -> int:
     ValueError
         If `max_bytes` is negative.
     """
-    if isinstance(max_bytes, bool):
-        raise TypeError("max_bytes must be a non-negative integer, got bool")
-    try:
-        value = operator.index(max_bytes)
-    except TypeError:
-        raise TypeError(
-            f"max_bytes must be a non-negative integer, got {type(max_bytes).__name__}"
-        ) from None
+    value = integer(max_bytes, "max_bytes", "a non-negative integer")
     if value < 0:
         raise ValueError(f"max_bytes must be a non-negative integer, got {value}")
     global _limit

@@ -17,7 +17,6 @@ helper thread starts work only while fewer threads than the limit are at work.
 
 from __future__ import annotations
 
-import operator
 import os
 import threading
 import warnings
@@ -25,7 +24,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+
+from ._validate import positive_int
 
 __all__ = ["get_num_threads", "set_num_threads", "threads"]
 
@@ -38,18 +38,6 @@ def available_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
-
-
-def _check_count(n: Any, name: str) -> int:
-    if isinstance(n, bool):
-        raise TypeError(f"{name} must be a positive integer, got bool")
-    try:
-        value = operator.index(n)
-    except TypeError:
-        raise TypeError(f"{name} must be a positive integer, got {type(n).__name__}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value}")
-    return value
 
 
 def _from_environment() -> int | None:
@@ -121,7 +109,7 @@ def set_num_threads(n: int | None) -> int | None:
         If `n` is less than 1.
     """
     global _setting
-    value = None if n is None else _check_count(n, "n")
+    value = None if n is None else positive_int(n, "n")
     previous = _setting
     _setting = value if value is not None else _from_environment()
     return previous
@@ -152,7 +140,7 @@ def threads(n: int) -> Iterator[None]:
     >>> with portops.threads(1):
     ...     y = portops.shift_sum(np.ones((2, 3, 4)), 1)
     """
-    token = _scoped.set(_check_count(n, "n"))
+    token = _scoped.set(positive_int(n, "n"))
     try:
         yield
     finally:
