@@ -5,29 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import array_api_compat as compat
-
 from .. import extend
 from .._ops.shear import ShearArgs, growth
 from ..extend import Priority
+from .shift_sum import pad_axis
 
 
 def _take(a: Any, axis: int, start: int, stop: int) -> Any:
     idx = [slice(None)] * a.ndim
     idx[axis] = slice(start, stop)
     return a[tuple(idx)]
-
-
-def _pad(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
-    parts = []
-    for n in (before, None, after):
-        if n is None:
-            parts.append(z)
-        elif n > 0:
-            shape = list(z.shape)
-            shape[axis] = n
-            parts.append(xp.zeros(tuple(shape), dtype=z.dtype, device=compat.device(z)))
-    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=axis)
 
 
 def conj_mask(xp: Any, mask: Any) -> Any:
@@ -48,10 +35,11 @@ def shear(a: ShearArgs) -> Any:
         zc = _take(z, cax, c, c + 1)
         f = 0.0 if fractions is None else fractions[c]
         if f == 0:
-            parts.append(_pad(xp, zc, ax, n, grow - n))
+            parts.append(pad_axis(xp, zc, ax, n, grow - n))
         else:  # linear interpolation between the two pixels it falls between
             parts.append(
-                _pad(xp, zc * (1 - f), ax, n, grow - n) + _pad(xp, zc * f, ax, n + 1, grow - n - 1)
+                pad_axis(xp, zc * (1 - f), ax, n, grow - n)
+                + pad_axis(xp, zc * f, ax, n + 1, grow - n - 1)
             )
     return xp.concat(parts, axis=cax)
 

@@ -26,7 +26,8 @@ def channel(a: Any, axis: int, c: int) -> Any:
     return a[_index(a.ndim, axis, slice(c, c + 1))]
 
 
-def _pad(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
+def pad_axis(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
+    """`z` with `before` and `after` zeros along `axis` (by concatenation: no mutation)."""
     parts = []
     for n in (before, None, after):
         if n is None:
@@ -48,7 +49,7 @@ def forward(a: ShiftSumArgs) -> Any:
         z = channel(x, cax, c)
         if mask is not None:
             z = z * channel(mask, cax, c)
-        z = _pad(xp, xp.astype(z, acc, copy=False), ax, o, grow - o)
+        z = pad_axis(xp, xp.astype(z, acc, copy=False), ax, o, grow - o)
         total = z if total is None else total + z
     assert total is not None
     if not keepdims:
