@@ -20,14 +20,13 @@ IMPLEMENTATIONS = {
         "torch_matmul",
         "torch_einsum",
         "torch_einsum_cuda",
-        "torch_einsum_small",
         "torch_numpy_loop",
         "generic",
     ),
 }
 # Chosen by a cost rule: their `applies` refuses the arguments where another one wins
 # (three operands, large GEMMs, ...); `prefer` then raises and the case is left out.
-COST_RULED = ("numpy_einsum_loop", "torch_einsum_small", "torch_numpy_loop")
+COST_RULED = ("numpy_einsum_loop", "torch_numpy_loop")
 
 
 def _implementations(backend: Backend) -> tuple[str, ...]:
@@ -548,7 +547,6 @@ def test_torch_unmergeable_batch_copied_for_bmm(monkeypatch: pytest.MonkeyPatch)
     torch = pytest.importorskip("torch")
     from portops._backends.torch import einsum as torch_einsum
 
-    monkeypatch.setattr(torch_einsum, "NATIVE_MAX_FLOPS", 0)  # not torch.einsum
     laid_out = []
     real = torch_einsum._as_batch_of_matrices
 

@@ -321,14 +321,22 @@ _make_args = EinsumArgs._make
 _SIGNATURES_MAX = 1024
 
 
+# torch's (is_compiling, is_grad_enabled), bound once torch is imported: the cheapest
+# way to read them on every call.
+_torch_state: list[Any] = []
+
+
 def _torch_extra() -> tuple[Any, ...] | None:
     """What a torch call's choice may depend on beyond its arrays, or None when tracing
     (torch.compile must see the whole dispatch, not a cached shortcut)."""
-    import torch
+    if not _torch_state:
+        import torch
 
-    if torch.compiler.is_compiling():
+        _torch_state[:] = (torch.compiler.is_compiling, torch.is_grad_enabled)
+    is_compiling, grad_enabled = _torch_state
+    if is_compiling():
         return None
-    return (torch.is_grad_enabled(),)
+    return (grad_enabled(),)
 
 
 def _signature_key(subscripts: str, ops: tuple[Any, ...], optimize: Any) -> tuple[Any, ...] | None:

@@ -178,17 +178,23 @@ def _loop_step(step: Step, outer_products: bool) -> bool:
     return outer_products and step.kind == "multiply" and step.m > 1 and step.n > 1
 
 
+def tiny(a: EinsumArgs) -> bool:
+    """True when the loop's products cost less than the lowering's Python (see above)."""
+    low = a.lowering
+    steps = max(low.n_operands - 1, 1)
+    instructions = INSTRUCTIONS_PER_STEP * steps + 1 + LOWERING_SETUP
+    return low.naive_flops * steps <= LOOP_FLOPS_PER_INSTRUCTION * instructions
+
+
 def loop_wins(a: EinsumArgs, *, outer_products: bool = True) -> str | None:
     """None when numpy.einsum's loop is cheaper than the lowering, else why not
     (`outer_products`: whether it wins on those too, as against NumPy's multiply)."""
     reason = _native_applies(a)
     if reason is not None:
         return reason
-    low = a.lowering
-    steps = max(low.n_operands - 1, 1)
-    instructions = INSTRUCTIONS_PER_STEP * steps + 1 + LOWERING_SETUP
-    if low.naive_flops * steps <= LOOP_FLOPS_PER_INSTRUCTION * instructions:
+    if tiny(a):
         return None
+    low = a.lowering
     if low.n_operands > 2:
         return "three or more operands and many products: the contraction order wins"
     if all(_loop_step(step, outer_products) for step in low.plan.steps):

@@ -18,7 +18,8 @@ from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
-from ..numpy.einsum import loop_order, loop_wins
+from ..numpy.einsum import loop_order, loop_wins, tiny
+from .einsum_program import compile_plan
 
 
 def integer_matmul(a: Any, b: Any) -> Any:
@@ -130,11 +131,30 @@ def _no_casts(a: EinsumArgs) -> bool:
 
 
 def plan_matmul(a: EinsumArgs) -> Any:
-    """:func:`torch_matmul` with its plan fixed."""
+    """:func:`torch_matmul` with its plan written out as straight-line code."""
     if not _no_casts(a) or a.lowering.slices:
         return None
-    plan, plan_for, ops = a.plan, a.plan_for, _ops(a.xp)
-    return lambda *operands: run(plan, operands, ops, plan_for)
+    return _program(a)
+
+
+# Programs by signature: the numpy-loop rule below compiles one to count its calls, and
+# the planner then takes the same one. Keyed by the plan object (kept alive here, so its
+# id stays unique), the dtype and the device type: all a program depends on.
+_PROGRAMS: dict[tuple[int, Any, str], tuple[Any, Any]] = {}
+_PROGRAMS_MAX = 256
+
+
+def _program(a: EinsumArgs) -> Any:
+    plan = a.plan
+    key = (id(plan), a.dtype, a.operands[0].device.type)
+    hit = _PROGRAMS.get(key)
+    if hit is not None:
+        return hit[1]
+    program = compile_plan(plan, a.operands, _ops(a.xp))
+    if len(_PROGRAMS) >= _PROGRAMS_MAX:
+        _PROGRAMS.clear()
+    _PROGRAMS[key] = (plan, program)
+    return program
 
 
 def plan_einsum(a: EinsumArgs) -> Any:
@@ -212,25 +232,18 @@ def _numpy_loop_applies(a: EinsumArgs) -> str | None:
     # Not for outer products: torch's broadcast multiply holds its own on large ones
     # (2048^2 float32: 1.7 ms against 2.3 ms in NumPy's loop on the views). For every
     # matrix-vector product: torch.mv waits on its thread pool (see loop_wins).
-    return loop_wins(a, outer_products=False)
-
-
-# torch.einsum's C++ path runs a small one- or two-operand contraction (the same single
-# GEMM or product the lowering makes) with about 10 us less Python per call: it wins
-# below this many multiply-adds, at which the GEMM takes about that long on one core.
-# With three or more operands its path search (opt_einsum) costs more than it saves.
-NATIVE_MAX_FLOPS = 1 << 17
-
-
-def _native_small_applies(a: EinsumArgs) -> str | None:
-    reason = _native_applies(a)
-    if reason is None and a.lowering.n_operands > 2:
-        reason = "three or more operands: torch.einsum's path search costs more"
-    # With one or two operands the lowering multiplies as many products as the naive
-    # count (one GEMM or one broadcast product), so the plan need not be built to tell.
-    if reason is None and a.lowering.naive_flops > NATIVE_MAX_FLOPS:
-        reason = "a large contraction: the lowering's views save copies"
+    reason = loop_wins(a, outer_products=False)
+    if reason is None and tiny(a) and _no_casts(a):
+        calls = LOOP_CALLS_PER_OPERAND * max(a.lowering.n_operands - 1, 1)
+        if _program(a).calls <= calls:
+            return "tiny, and the lowering is as few torch calls as the loop's own overhead"
     return reason
+
+
+# On tiny operands, where the products cost nothing, the number of calls decides: the
+# loop on views costs about as much Python as this many torch calls per operand past the
+# first (views, the result's wrapper, numpy.einsum's dispatch, its iterator set-up).
+LOOP_CALLS_PER_OPERAND = 3
 
 
 extend.register(
@@ -250,15 +263,6 @@ extend.register(
     priority=Priority.OVERRIDE,
     applies=_cuda_default_applies,
     summary="torch.einsum itself, the CUDA default for floating and complex dtypes",
-    planner=plan_einsum,
-)(torch_einsum)
-extend.register(
-    "einsum",
-    "torch_einsum_small",
-    libraries=["torch"],
-    devices=["cpu"],
-    priority=Priority.SPECIALIZED + 5,
-    applies=_native_small_applies,
     planner=plan_einsum,
 )(torch_einsum)
 extend.register(

@@ -1,0 +1,122 @@
+"""The straight-line torch programs einsum runs for a repeated signature
+(portops._backends.torch.einsum_program), against numpy.einsum on every case."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+import pytest
+from backends import Backend, assert_matches, requested_backends, require
+from einsum_cases import CASES, case_id, make_operands, random_cases
+
+import portops
+
+torch = pytest.importorskip("torch")
+
+from portops._backends.torch import einsum as torch_einsum  # noqa: E402
+from portops._backends.torch.einsum_program import compile_plan  # noqa: E402
+from portops._ops.einsum import _lookup  # noqa: E402
+
+einsum_module = importlib.import_module("portops._ops.einsum")
+
+
+def _program(eq: str, operands: list[Any]) -> Any:
+    args = _lookup((eq, *operands), "auto", None)[0].args
+    program = compile_plan(
+        args.plan, [x.to(args.dtype) for x in operands], torch_einsum._ops(args.xp)
+    )
+    assert program is not None
+    return program, args.dtype
+
+
+def _check(backend: Backend, eq: str, arrays: list[np.ndarray]) -> None:
+    operands = [backend.asarray(a) for a in arrays]
+    program, dtype = _program(eq, operands)
+    got = program(*[x.to(dtype) for x in operands])
+    assert_matches(backend, got, np.asarray(np.einsum(eq, *arrays)))
+
+
+TORCH_BACKENDS = [n for n in requested_backends()[0] if Backend(n).library == "torch"]
+
+
+@pytest.fixture(params=TORCH_BACKENDS)
+def torch_backend(request: pytest.FixtureRequest) -> Backend:
+    return require(request.param)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("dtype", ["float64", "float32", "complex128", "int64", "bool"])
+def test_program_matches_numpy(torch_backend: Backend, case: tuple, dtype: str) -> None:
+    eq, shapes = case
+    _check(torch_backend, eq, make_operands(shapes, dtype, np.random.default_rng(31)))
+
+
+def test_random_equations(torch_backend: Backend) -> None:
+    rng = np.random.default_rng(32)
+    for k, (eq, shapes) in enumerate(random_cases(seed=2025, count=150)):
+        dtype = ("float64", "int64", "complex128", "bool")[k % 4]
+        arrays = make_operands(shapes, dtype, rng)
+        try:
+            _check(torch_backend, eq, arrays)
+        except Exception as exc:
+            raise AssertionError(f"{eq!r} {shapes} {dtype}: {exc}") from exc
+
+
+@pytest.mark.parametrize(
+    "eq, shapes",
+    [
+        ("i,i->", ((5,), (5,))),
+        ("ij,j->i", ((4, 5), (5,))),
+        ("i,ij->j", ((4,), (4, 5))),
+        ("i,j->ij", ((4,), (3,))),
+        ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
+        ("bhid,bhjd->bhij", ((2, 3, 4, 5), (2, 3, 6, 5))),
+        ("ij,jk,kl->il", ((3, 4), (4, 5), (5, 2))),
+        ("ii->i", ((4, 4),)),
+    ],
+)
+def test_program_gradients(eq: str, shapes: tuple) -> None:
+    arrays = make_operands(shapes, "float64", np.random.default_rng(33))
+    tensors = [torch.from_numpy(a).requires_grad_(True) for a in arrays]
+    program, _ = _program(eq, tensors)
+    assert torch.autograd.gradcheck(program, tuple(tensors))
+
+
+@pytest.mark.parametrize(
+    "eq, shapes, calls, call",
+    [
+        ("i,i->", ((7,), (7,)), 1, "torch.dot"),
+        ("ij,j->i", ((6, 7), (7,)), 1, "torch.mv"),
+        ("i,ij->j", ((6,), (6, 7)), 2, "torch.mv"),  # and a transposed view
+        ("i,j->ij", ((6,), (7,)), 1, "torch.outer"),
+        ("ij,jk->ik", ((6, 7), (7, 8)), 1, "torch.mm"),
+        ("bij,bjk->bik", ((2, 6, 7), (2, 7, 8)), 1, "torch.bmm"),
+        ("ij,ij->ij", ((6, 7), (6, 7)), 1, "*"),
+    ],
+)
+def test_narrowest_calls(eq: str, shapes: tuple, calls: int, call: str) -> None:
+    """A single GEMM or product is one torch call, on the operands as they are."""
+    arrays = make_operands(shapes, "float32", np.random.default_rng(34))
+    program, _ = _program(eq, [torch.from_numpy(a) for a in arrays])
+    assert program.calls == calls
+    source = program.__code__.co_names
+    assert call == "*" or call.split(".")[1] in source
+
+
+def test_repeated_call_runs_the_program() -> None:
+    """The second call of a signature runs its program; tiny ones choose it over
+    numpy.einsum's loop on views when it is one torch call."""
+    a, b = torch.rand(6, 7), torch.rand(6, 7)
+    portops.einsum("i->", a[0])
+    einsum_module.clear_caches()
+    first = portops.einsum("ij,ij->ij", a, b)
+    (sig,) = einsum_module._signatures.values()
+    assert sig.func.__name__ == "torch_matmul" and sig.run.calls == 1
+    torch.testing.assert_close(portops.einsum("ij,ij->ij", a + 1, b), (a + 1) * b)
+    torch.testing.assert_close(first, a * b)
+    # Longer programs on tiny operands stay with the loop.
+    x = torch.rand(2, 3, 2, 4)
+    y = torch.rand(2, 5, 2, 4)
+    assert portops.explain("einsum", "bind,bjnd->bnij", x, y).chosen == "torch_numpy_loop"
