@@ -16,10 +16,10 @@ import torch
 
 from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
+from ..._einsum.program import Program, Programs, Spelling
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
 from ..numpy.einsum import loop_order, loop_wins, tiny
-from .einsum_program import compile_plan
 
 
 def integer_matmul(a: Any, b: Any) -> Any:
@@ -137,24 +137,28 @@ def plan_matmul(a: EinsumArgs) -> Any:
     return _program(a)
 
 
-# Programs by signature: the numpy-loop rule below compiles one to count its calls, and
-# the planner then takes the same one. Keyed by the plan object (kept alive here, so its
-# id stays unique), the dtype and the device type: all a program depends on.
-_PROGRAMS: dict[tuple[int, Any, str], tuple[Any, Any]] = {}
-_PROGRAMS_MAX = 256
+SPELLING = Spelling(
+    module=torch,
+    permute="{a}.permute({perm!r})",
+    swap="{a}.transpose(-1, -2)",
+    sum="{a}.sum({axes!r}, dtype=_dtype)",
+    dot="xp.dot({a}, {b})",
+    mv="xp.mv({a}, {b})",
+    vm="xp.mv({b}.t(), {a})",
+    mm="xp.mm({a}, {b})",
+    bmm="xp.bmm({a}, {b})",
+    outer="xp.outer({a}, {b})",
+    ops_calls=3,  # TorchOps primitives: permutes, views, then the call
+)
+
+_PROGRAMS = Programs(SPELLING)
 
 
-def _program(a: EinsumArgs) -> Any:
-    plan = a.plan
-    key = (id(plan), a.dtype, a.operands[0].device.type)
-    hit = _PROGRAMS.get(key)
-    if hit is not None:
-        return hit[1]
-    program = compile_plan(plan, a.operands, _ops(a.xp))
-    if len(_PROGRAMS) >= _PROGRAMS_MAX:
-        _PROGRAMS.clear()
-    _PROGRAMS[key] = (plan, program)
-    return program
+def _program(a: EinsumArgs) -> Program:
+    device = a.operands[0].device.type
+    # CUDA's dot/mv/mm refuse integers: those GEMMs stay with TorchOps.matmul.
+    native = device == "cpu" or a.dtype.is_floating_point or a.dtype.is_complex
+    return _PROGRAMS.get(a.plan, a.operands, _ops(a.xp), (a.dtype, device), native)
 
 
 def plan_einsum(a: EinsumArgs) -> Any:

@@ -1,5 +1,5 @@
-"""The straight-line torch programs einsum runs for a repeated signature
-(portops._backends.torch.einsum_program), against numpy.einsum on every case."""
+"""The straight-line programs einsum runs for a repeated signature on NumPy and torch
+(portops._einsum.program), against numpy.einsum on every case."""
 
 from __future__ import annotations
 
@@ -12,54 +12,64 @@ from backends import Backend, assert_matches, requested_backends, require
 from einsum_cases import CASES, case_id, make_operands, random_cases
 
 import portops
-
-torch = pytest.importorskip("torch")
-
-from portops._backends.torch import einsum as torch_einsum  # noqa: E402
-from portops._backends.torch.einsum_program import compile_plan  # noqa: E402
-from portops._ops.einsum import _lookup  # noqa: E402
+from portops._einsum.program import compile_plan
+from portops._ops.einsum import _lookup
 
 einsum_module = importlib.import_module("portops._ops.einsum")
 
 
-def _program(eq: str, operands: list[Any]) -> Any:
+def _backend_module(library: str) -> Any:
+    return importlib.import_module(f"portops._backends.{library}.einsum")
+
+
+def _program(eq: str, operands: list[Any], library: str = "torch") -> Any:
+    """The program of `eq` on these operands (cast to the result dtype), and them."""
     args = _lookup((eq, *operands), "auto", None)[0].args
-    program = compile_plan(
-        args.plan, [x.to(args.dtype) for x in operands], torch_einsum._ops(args.xp)
-    )
+    module = _backend_module(library)
+    if library == "torch":
+        operands = [x.to(args.dtype) for x in operands]
+        ops = module._ops(args.xp)
+    else:
+        operands = [x.astype(args.dtype) for x in operands]
+        ops = module._OPS
+    native = library == "torch" or args.dtype.kind in "fc"
+    program = compile_plan(args.plan, operands, ops, module.SPELLING, native_gemm=native)
     assert program is not None
-    return program, args.dtype
+    return program, operands
 
 
 def _check(backend: Backend, eq: str, arrays: list[np.ndarray]) -> None:
     operands = [backend.asarray(a) for a in arrays]
-    program, dtype = _program(eq, operands)
-    got = program(*[x.to(dtype) for x in operands])
-    assert_matches(backend, got, np.asarray(np.einsum(eq, *arrays)))
+    program, cast = _program(eq, operands, backend.library)
+    got = program(*cast)
+    expected = np.einsum(eq, *arrays)
+    if backend.library == "numpy" and np.ndim(expected) == 0:
+        assert np.isscalar(got), type(got)  # a NumPy scalar, as numpy.einsum gives
+    assert_matches(backend, got, np.asarray(expected))
 
 
-TORCH_BACKENDS = [n for n in requested_backends()[0] if Backend(n).library == "torch"]
+PROGRAM_BACKENDS = [n for n in requested_backends()[0] if Backend(n).library in ("numpy", "torch")]
 
 
-@pytest.fixture(params=TORCH_BACKENDS)
-def torch_backend(request: pytest.FixtureRequest) -> Backend:
+@pytest.fixture(params=PROGRAM_BACKENDS)
+def program_backend(request: pytest.FixtureRequest) -> Backend:
     return require(request.param)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 @pytest.mark.parametrize("dtype", ["float64", "float32", "complex128", "int64", "bool"])
-def test_program_matches_numpy(torch_backend: Backend, case: tuple, dtype: str) -> None:
+def test_program_matches_numpy(program_backend: Backend, case: tuple, dtype: str) -> None:
     eq, shapes = case
-    _check(torch_backend, eq, make_operands(shapes, dtype, np.random.default_rng(31)))
+    _check(program_backend, eq, make_operands(shapes, dtype, np.random.default_rng(31)))
 
 
-def test_random_equations(torch_backend: Backend) -> None:
+def test_random_equations(program_backend: Backend) -> None:
     rng = np.random.default_rng(32)
     for k, (eq, shapes) in enumerate(random_cases(seed=2025, count=150)):
         dtype = ("float64", "int64", "complex128", "bool")[k % 4]
         arrays = make_operands(shapes, dtype, rng)
         try:
-            _check(torch_backend, eq, arrays)
+            _check(program_backend, eq, arrays)
         except Exception as exc:
             raise AssertionError(f"{eq!r} {shapes} {dtype}: {exc}") from exc
 
@@ -78,6 +88,7 @@ def test_random_equations(torch_backend: Backend) -> None:
     ],
 )
 def test_program_gradients(eq: str, shapes: tuple) -> None:
+    torch = pytest.importorskip("torch")
     arrays = make_operands(shapes, "float64", np.random.default_rng(33))
     tensors = [torch.from_numpy(a).requires_grad_(True) for a in arrays]
     program, _ = _program(eq, tensors)
@@ -98,6 +109,7 @@ def test_program_gradients(eq: str, shapes: tuple) -> None:
 )
 def test_narrowest_calls(eq: str, shapes: tuple, calls: int, call: str) -> None:
     """A single GEMM or product is one torch call, on the operands as they are."""
+    torch = pytest.importorskip("torch")
     arrays = make_operands(shapes, "float32", np.random.default_rng(34))
     program, _ = _program(eq, [torch.from_numpy(a) for a in arrays])
     assert program.calls == calls
@@ -108,6 +120,7 @@ def test_narrowest_calls(eq: str, shapes: tuple, calls: int, call: str) -> None:
 def test_repeated_call_runs_the_program() -> None:
     """The second call of a signature runs its program; tiny ones choose it over
     numpy.einsum's loop on views when it is one torch call."""
+    torch = pytest.importorskip("torch")
     a, b = torch.rand(6, 7), torch.rand(6, 7)
     portops.einsum("i->", a[0])
     einsum_module.clear_caches()
@@ -120,3 +133,21 @@ def test_repeated_call_runs_the_program() -> None:
     x = torch.rand(2, 3, 2, 4)
     y = torch.rand(2, 5, 2, 4)
     assert portops.explain("einsum", "bind,bjnd->bnij", x, y).chosen == "torch_numpy_loop"
+
+
+def test_numpy_tiny_calls_run_the_program() -> None:
+    """On NumPy too: a tiny product, GEMM or trace runs its program of a call or two; a
+    tiny batched GEMM with axes to permute stays with numpy.einsum."""
+    rng = np.random.default_rng(35)
+    a, b = rng.uniform(size=(6, 7)), rng.uniform(size=(6, 7))
+    assert portops.explain("einsum", "ij,ij->ij", a, b).chosen == "numpy_matmul"
+    assert portops.explain("einsum", "ij,kj->ik", a, b).chosen == "numpy_matmul"
+    assert portops.explain("einsum", "ii->", a[:, :6]).chosen == "numpy_matmul"
+    x, y = rng.uniform(size=(2, 3, 2, 4)), rng.uniform(size=(2, 5, 2, 4))
+    assert portops.explain("einsum", "bind,bjnd->bnij", x, y).chosen == "numpy_einsum_loop"
+    for _ in range(2):  # the first call, then the signature's program
+        np.testing.assert_allclose(portops.einsum("ij,kj->ik", a, b), a @ b.T)
+        got = portops.einsum("i,i->", a[0], b[0])
+        assert isinstance(got, np.float64) and np.isclose(got, a[0] @ b[0])
+        trace = portops.einsum("ii->", a[:, :6])
+        assert isinstance(trace, np.float64) and np.isclose(trace, np.trace(a[:, :6]))
