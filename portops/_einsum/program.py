@@ -21,24 +21,32 @@ written once as Python source in which
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from .plan import Plan
 
-__all__ = ["Program", "Programs", "Spelling", "compile_plan"]
+__all__ = ["Program", "Programs", "Spelling", "runner", "write_program"]
 
 Shape = tuple[int, ...]
 
 
-class Program(Protocol):
-    """A compiled plan: a function of the operands, with what it was made of."""
+@dataclass(frozen=True)
+class Program:
+    """A plan written out: its source, the names it refers to, and its cost."""
 
-    calls: float  # about what one run costs, in library calls
     source: str
+    names: dict[str, Any]
+    calls: float  # about what one run costs, in library calls
 
-    def __call__(self, *operands: Any) -> Any: ...
+    def build(self) -> Callable[..., Any]:
+        """The function itself (``compile`` costs tens of microseconds: see
+        :meth:`Programs.runner`)."""
+        names = dict(self.names)
+        exec(compile(self.source, "<portops einsum program>", "exec"), names)
+        function: Callable[..., Any] = names["program"]
+        return function
 
 
 @dataclass(frozen=True)
@@ -153,11 +161,12 @@ def _reduced(shape: Shape, axes: Sequence[int]) -> Shape:
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-def compile_plan(
-    plan: Plan, operands: Sequence[Any], ops: Any, spelling: Spelling, *, native_gemm: bool
+def write_program(
+    plan: Plan, dtype: Any, ops: Any, spelling: Spelling, *, native_gemm: bool
 ) -> Program | None:
-    """The plan as one Python function of the operands, for operands of these shapes
-    and this dtype (the signature's); None for a plan with chunks (``memory_limit``).
+    """The plan as one Python function of the operands, for operands of the plan's
+    shapes and of `dtype` (the signature's); None for a plan with chunks
+    (``memory_limit``).
 
     `ops` is the backend's plan primitives (an
     :class:`~portops._einsum.execute.ArrayAPIOps`), called for what has no narrower
@@ -167,10 +176,10 @@ def compile_plan(
     """
     if plan.slices:
         return None
-    w = _Writer(spelling, ops, operands[0].dtype, native_gemm)
-    args = [f"a{i}" for i in range(len(operands))]
+    w = _Writer(spelling, ops, dtype, native_gemm)
+    args = [f"a{i}" for i in range(len(plan.shapes))]
     vals: list[Any] = [
-        _Value(n, tuple(x.shape), tuple(x.shape)) for n, x in zip(args, operands, strict=True)
+        _Value(n, tuple(shape), tuple(shape)) for n, shape in zip(args, plan.shapes, strict=True)
     ]
     vals.extend([None] * (plan.n_slots - len(vals)))
     for ins in plan.instructions:
@@ -229,19 +238,15 @@ def compile_plan(
         returned += "[()]"
     body = "".join(line + "\n" for line in w.lines)
     source = f"def program({', '.join(args)}):\n{body}    return {returned}\n"
-    exec(compile(source, "<portops einsum program>", "exec"), w.names)
-    program: Any = w.names["program"]
-    program.calls = w.calls
-    program.source = source
-    return program  # type: ignore[no-any-return]
+    return Program(source, w.names, w.calls)
 
 
 class Programs:
-    """One backend's compiled programs by signature, at most `max_size` (then cleared).
+    """One backend's programs by signature, at most `max_size` (then cleared).
 
     Keyed by the plan object (kept alive here, so its id stays unique) and what else
     the program depends on (the dtype, the device type): a backend's selection rule may
-    compile one to count its calls, and its planner then takes the same one.
+    write one to count its calls, and its planner then takes the same one.
     """
 
     def __init__(self, spelling: Spelling, max_size: int = 256) -> None:
@@ -250,15 +255,37 @@ class Programs:
         self._programs: dict[tuple[Any, ...], tuple[Plan, Program]] = {}
 
     def get(
-        self, plan: Plan, operands: Sequence[Any], ops: Any, key: tuple[Any, ...], native_gemm: bool
+        self, plan: Plan, dtype: Any, ops: Any, key: tuple[Any, ...], native_gemm: bool
     ) -> Program:
-        full = (id(plan), *key)
+        full = (id(plan), dtype, *key)
         hit = self._programs.get(full)
         if hit is not None:
             return hit[1]
-        program = compile_plan(plan, operands, ops, self.spelling, native_gemm=native_gemm)
+        program = write_program(plan, dtype, ops, self.spelling, native_gemm=native_gemm)
         assert program is not None, "a plan with chunks has no program"
         if len(self._programs) >= self.max_size:
             self._programs.clear()
         self._programs[full] = (plan, program)  # one dict store: atomic
         return program
+
+
+def runner(program: Callable[[], Program], first: Callable[..., Any]) -> Callable[..., Any]:
+    """A function of the operands that runs `first` (the plan interpreter) on its first
+    call and the program (`program()`, written and built then) from the second on: a
+    signature called once pays for neither the writing nor ``compile``."""
+    current: list[Callable[..., Any]] = []
+
+    def once(*operands: Any) -> Any:
+        current[0] = build
+        return first(*operands)
+
+    def build(*operands: Any) -> Any:
+        current[0] = program().build()
+        return current[0](*operands)
+
+    current.append(once)
+
+    def run(*operands: Any) -> Any:
+        return current[0](*operands)
+
+    return run

@@ -12,7 +12,7 @@ import numpy as np
 from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ..._einsum.plan import Step
-from ..._einsum.program import Program, Programs, Spelling
+from ..._einsum.program import Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
 from .vecdot import SHORT_BYTES
@@ -112,7 +112,14 @@ def plan_matmul(a: EinsumArgs) -> Callable[..., Any] | None:
     """:func:`numpy_matmul` with its plan written out as straight-line code."""
     if not _no_casts(a) or a.dtype.kind == "O" or a.lowering.slices:
         return None
-    return _program(a)
+    plan, plan_for = a.plan, a.plan_for
+
+    def lowered(*operands: Any) -> Any:
+        r = run(plan, operands, _OPS, plan_for)
+        return r[()] if r.ndim == 0 else r
+
+    dtype = a.dtype
+    return runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), dtype.kind in "fc"), lowered)
 
 
 # GEMMs of floating and complex operands that need no layout check spelled directly
@@ -134,11 +141,6 @@ SPELLING = Spelling(
     scalar_result=True,
 )
 _PROGRAMS = Programs(SPELLING)
-
-
-def _program(a: EinsumArgs) -> Program:
-    native = a.dtype.kind in "fc"
-    return _PROGRAMS.get(a.plan, a.operands, _OPS, (a.dtype,), native)
 
 
 def plan_einsum_loop(a: EinsumArgs) -> Callable[..., Any] | None:
@@ -260,31 +262,12 @@ extend.register(
 )(numpy_matmul)
 
 
-def _loop_applies(a: EinsumArgs) -> str | None:
-    reason = loop_wins(a)
-    # Only one or two operands: their plan is one step, quick to build, where a first
-    # call with more would pay for the contraction order the loop does not need.
-    if reason is None and a.lowering.n_operands <= 2 and tiny(a) and _lowered_ok(a):
-        if _program(a).calls <= LOOP_CALLS:
-            return "tiny, and the lowering is as few NumPy calls as the loop's own overhead"
-    return reason
-
-
-def _lowered_ok(a: EinsumArgs) -> bool:
-    return a.dtype.kind != "O" and _no_casts(a)
-
-
-# On tiny operands, where the products cost nothing, the number of calls decides:
-# numpy.einsum's parsing and iterator set-up cost about as much as this many NumPy calls.
-LOOP_CALLS = 2
-
-
 extend.register(
     "einsum",
     "numpy_einsum_loop",
     libraries=["numpy"],
     priority=Priority.OVERRIDE,
-    applies=_loop_applies,
+    applies=loop_wins,
     planner=plan_einsum_loop,
 )(numpy_einsum_loop)
 extend.register(

@@ -16,7 +16,7 @@ import torch
 
 from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
-from ..._einsum.program import Program, Programs, Spelling
+from ..._einsum.program import Program, Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
 from ..numpy.einsum import loop_order, loop_wins, tiny
@@ -134,7 +134,13 @@ def plan_matmul(a: EinsumArgs) -> Any:
     """:func:`torch_matmul` with its plan written out as straight-line code."""
     if not _no_casts(a) or a.lowering.slices:
         return None
-    return _program(a)
+    plan, plan_for, ops = a.plan, a.plan_for, _ops(a.xp)
+    dtype, device = a.dtype, a.operands[0].device.type  # not the operands: kept
+
+    def program() -> Program:
+        return _PROGRAMS.get(plan, dtype, ops, (device,), _native_gemm(dtype, device))
+
+    return runner(program, lambda *operands: run(plan, operands, ops, plan_for))
 
 
 SPELLING = Spelling(
@@ -154,11 +160,14 @@ SPELLING = Spelling(
 _PROGRAMS = Programs(SPELLING)
 
 
+def _native_gemm(dtype: Any, device: str) -> bool:
+    # CUDA's dot/mv/mm refuse integers: those GEMMs stay with TorchOps.matmul.
+    return device == "cpu" or dtype.is_floating_point or dtype.is_complex
+
+
 def _program(a: EinsumArgs) -> Program:
     device = a.operands[0].device.type
-    # CUDA's dot/mv/mm refuse integers: those GEMMs stay with TorchOps.matmul.
-    native = device == "cpu" or a.dtype.is_floating_point or a.dtype.is_complex
-    return _PROGRAMS.get(a.plan, a.operands, _ops(a.xp), (a.dtype, device), native)
+    return _PROGRAMS.get(a.plan, a.dtype, _ops(a.xp), (device,), _native_gemm(a.dtype, device))
 
 
 def plan_einsum(a: EinsumArgs) -> Any:
