@@ -328,7 +328,7 @@ def test_blocked_numpy_kernels_on_every_case(
     kernels = blocked_kernels
     monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", block)
     monkeypatch.setattr(kernels, "_FORWARD_BLOCK", block)
-    monkeypatch.setattr(kernels, "_GATHER_BLOCK", block)
+    monkeypatch.setattr(kernels, "_GATHER_BYTES", 4 * block)
     channels = shape[cax]
     for dtype in (np.int64, np.float32):
         # Integers: exact sums, with nothing left over from wrapped columns.

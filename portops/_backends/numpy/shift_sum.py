@@ -41,8 +41,6 @@ from ...extend import Priority
 _BLOCK_ELEMENTS = 1 << 17
 # ... and of the forward: larger, as each block pays a copy-out per distinct offset.
 _FORWARD_BLOCK = 1 << 20
-# ... and of x per forward block when its rows are strided: L3-sized.
-_GATHER_BLOCK = 1 << 21
 
 
 def _l2_bytes() -> int:
@@ -86,6 +84,10 @@ _SMALL_FORWARD = _L2_ELEMENTS
 _SMALL_ADJOINT = 4 * _L2_ELEMENTS
 _THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _cores())
 _THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _cores())
+# Bytes of x per forward block when its rows are strided (channels-last data, say):
+# every channel reads the block again, so it must stay in one core's L2 (half of it,
+# to leave room for the accumulator and the masked copy).
+_GATHER_BYTES = _l2_bytes() // 2
 
 _local = threading.local()
 worker_count = _threads.effective_threads
@@ -260,9 +262,12 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
     order = sorted(range(len(offsets)), key=lambda c: offsets[c])
     groups = [(o * inner, list(cs)) for o, cs in groupby(order, key=lambda c: offsets[c])]
 
-    # Rows of x (W * inner elements) contiguous: each channel is added straight from x.
-    # Otherwise (channels-last data, say) each channel is first copied into a contiguous
-    # scratch, and blocks are small enough for x's block to stay in the cache.
+    # Rows of x (W * inner elements) contiguous: each channel is added straight from x,
+    # in blocks sized by y. Otherwise (channels-last data, say) blocks are sized for x's
+    # block to stay in the cache while every channel reads it at a stride: each channel
+    # is added straight from there (one strided loop, as fast as a copy to a contiguous
+    # scratch and one call fewer), and a mask is multiplied into the whole block at once,
+    # into a channels-first scratch whose channels are then contiguous.
     direct = _rows_contiguous(xv)
 
     def work(units: Iterable[tuple[tuple[int, ...], slice]]) -> None:
@@ -272,17 +277,18 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
             yr = y[prefix][rows].reshape(-1, out_row)
             n = yr.shape[0] * row
             flat = _scratch("accumulator", n + grow * inner, acc)
+            if mu is not None and not direct:
+                z = _scratch("masked", xu.size, acc).reshape(xu.shape)
+                np.multiply(xu, mu, out=z, casting="unsafe")
+                xu, mu = z, None
             for i, (start, channels) in enumerate(groups):
                 for c in channels:
-                    if direct and mu is None:
+                    if mu is None:
                         xc = _flat_if_contiguous(xu[c])
-                    else:  # the channel (times the mask) into a contiguous scratch
+                    else:  # the channel times the mask into a contiguous scratch
                         xc = _scratch("channel", n, acc).reshape(xu.shape[1:])
-                        if mu is None:
-                            np.copyto(xc, xu[c], casting="unsafe")
-                        else:
-                            m = mu[c if mu.shape[0] > 1 else 0]
-                            np.multiply(xu[c], m, out=xc, casting="unsafe")
+                        m = mu[c if mu.shape[0] > 1 else 0]
+                        np.multiply(xu[c], m, out=xc, casting="unsafe")
                         xc = xc.reshape(-1)
                     dst = flat[start : start + n].reshape(xc.shape)
                     if c == order[0]:  # the first channel initialises the block
@@ -302,7 +308,8 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
     if direct:
         units = _blocks(outer, out_row, _FORWARD_BLOCK)
     else:  # sized by the block of x, which every channel's copy reads
-        units = _blocks(outer, len(offsets) * row, _GATHER_BLOCK)
+        target = max(1, _GATHER_BYTES // xv.itemsize)
+        units = _blocks(outer, len(offsets) * row, target)
     _run(units, work, xv.size >= _THREADED_FORWARD)
 
 
