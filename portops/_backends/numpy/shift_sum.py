@@ -75,7 +75,8 @@ def _cores() -> int:
 # 2 MiB of L2 per core, where they come to 1, 8, 4 and 4 Mi elements):
 # - below _SMALL_*, a plain slice-add (window-copy) loop costs less than setting up
 #   blocks: its strided adds stay fast while x fits in the cores' L2 (the adjoint's
-#   window copies, four times that);
+#   window copies, four times that); the forward's, as long as each channel has few
+#   rows (see _LOOP_ROWS);
 # - below _THREADED_*, the threads' GIL hand-overs (two per NumPy call, microseconds
 #   each) cost more than they save: each thread needs about 4 Mi elements (forward)
 #   or 2 Mi (adjoint) of work.
@@ -84,6 +85,15 @@ _SMALL_FORWARD = _L2_ELEMENTS
 _SMALL_ADJOINT = 4 * _L2_ELEMENTS
 _THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _cores())
 _THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _cores())
+# Rows per channel (the product of the dims before the shifted one, channels aside)
+# from which the blocked forward beats the slice-add loop on a small x: a slice-add
+# restarts NumPy's inner loop on every row of its strided window, the blocked kernel
+# adds each channel in one contiguous run but makes about three more NumPy calls per
+# channel (the copy-out and zeroing of its finished columns), and a NumPy call costs
+# about as much as some tens of inner-loop restarts. Not a matter of cache sizes: both
+# sides are interpreter and iterator overhead, which scale together from machine to
+# machine.
+_LOOP_ROWS = 128
 # Bytes of x per forward block when its rows are strided (channels-last data, say):
 # every channel reads the block again, so it must stay in one core's L2 (half of it,
 # to leave room for the accumulator and the masked copy).
@@ -249,7 +259,8 @@ def _as_words(a: np.ndarray) -> np.ndarray:
     of these views moves the same bytes.
     """
     nbytes = a.shape[-1] * a.itemsize
-    if a.strides[-1] == a.itemsize and nbytes in (2, 4, 8):
+    # (A single element per row needs no view: NumPy already loops over rows only.)
+    if a.shape[-1] > 1 and a.strides[-1] == a.itemsize and nbytes in (2, 4, 8):
         return a.view(f"u{nbytes}")
     return a
 
@@ -320,33 +331,21 @@ def _rows_contiguous(xv: np.ndarray) -> bool:
     return (inner == 1 or xv.strides[-1] == item) and (width == 1 or xv.strides[-2] == inner * item)
 
 
-def _forward_small(x: np.ndarray, a: ShiftSumArgs, dtype: np.dtype) -> np.ndarray:
-    """Slice-add loop, channel axis kept (size 1): least overhead for tiny arrays."""
-    ax, cax, mask = a.axis, a.channel_axis, a.mask
-    shape = list(x.shape)
-    width = shape[ax]
-    shape[ax] += max(a.offsets)
-    shape[cax] = 1
-    y = np.zeros(shape, dtype=dtype)
-    src: list[Any] = [slice(None)] * x.ndim
-    dst: list[Any] = [slice(None)] * x.ndim
-    for c, o in enumerate(a.offsets):
-        src[cax] = slice(c, c + 1)
-        dst[ax] = slice(o, o + width)
-        z = x[tuple(src)]
-        if mask is not None:
-            z = z * (mask[tuple(src)] if mask.shape[cax] > 1 else mask)
-        y[tuple(dst)] += z
-    return y
+def _loop_forward(shape: tuple[int, ...], cax: int, ax: int) -> bool:
+    """Whether the slice-add loop beats the blocked forward on an x of `shape`."""
+    size = math.prod(shape)
+    if size > _SMALL_FORWARD:
+        return False
+    rows = math.prod(n for d, n in enumerate(shape[:ax]) if d != cax)
+    return rows < _LOOP_ROWS
 
 
 def forward(a: ShiftSumArgs) -> np.ndarray:
     """Shift-and-sum: a slice-add loop for small arrays, else the blocked kernel."""
     x = np.asarray(a.array)
     out_dtype, acc = np.dtype(a.dtype), np.dtype(a.acc_dtype)
-    if x.size <= _SMALL_FORWARD:
-        y = _forward_small(x, a, acc)
-        return y.astype(out_dtype, copy=False).reshape(a.shape)
+    if _loop_forward(x.shape, a.channel_axis, a.axis):
+        return _small_forward_plan(a)(x, a.mask)
     lay = _layout(x, a)
     y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
@@ -483,7 +482,8 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
 
 
 def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
-    x, mask, cax, ax = a.array, a.mask, a.channel_axis, a.axis
+    """Slice-add loop, channel axis kept (size 1): least overhead for small arrays."""
+    x, cax, ax = a.array, a.channel_axis, a.axis
     out_dtype, acc = np.dtype(a.dtype), np.dtype(a.acc_dtype)
     shape = list(x.shape)
     width = shape[ax]
@@ -496,20 +496,21 @@ def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
         dst: list[Any] = [slice(None)] * x.ndim
         src[cax] = slice(c, c + 1)
         dst[ax] = slice(o, o + width)
-        msrc = None if mask is None else (tuple(src) if mask.shape[cax] > 1 else ())
-        steps.append((tuple(src), tuple(dst), msrc))
+        steps.append((tuple(src), tuple(dst)))
     normalize = _mask_normalizer(a)
     cast = acc != out_dtype
+    product = np.dtype(a.dtype)
 
     def run(x: Any, mask: Any) -> np.ndarray:
         y = np.zeros(shape, dtype=acc)
-        if mask is None:
-            for src, dst, _ in steps:
-                y[dst] += x[src]
-        else:
-            m = normalize(mask)
-            for src, dst, msrc in steps:
-                y[dst] += x[src] * m[msrc]
+        if mask is not None:
+            # The mask multiplied into all channels in one call (one contiguous loop, not
+            # one per channel), into a reused buffer: no page faults for a fresh temporary.
+            z = _scratch("masked", x.size, product).reshape(x.shape)
+            np.multiply(x, normalize(mask), out=z)
+            x = z
+        for src, dst in steps:
+            y[dst] += x[src]
         if cast:
             y = y.astype(out_dtype)
         return y.reshape(final)
@@ -577,7 +578,7 @@ def plan_forward(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
     """Plan of a forward call: the precomputed slice-add loop, or the blocked kernel."""
     if not _plain(a.array):
         return None
-    if a.array.size <= _SMALL_FORWARD:
+    if _loop_forward(a.array.shape, a.channel_axis, a.axis):
         return _small_forward_plan(a)
     return _general_plan(forward, a, expand=False)
 
