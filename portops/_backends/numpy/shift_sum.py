@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import wait
 from itertools import groupby
@@ -34,6 +35,7 @@ import numpy as np
 from ... import _buffers as buffers
 from ... import _threads, extend
 from ..._generic import shift_sum as generic
+from ..._kernels.geometry import linear_step
 from ..._ops.shift_sum import ShiftSumArgs
 from ...extend import Priority
 
@@ -86,14 +88,17 @@ _SMALL_ADJOINT = 4 * _L2_ELEMENTS
 _THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _cores())
 _THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _cores())
 # Rows per channel (the product of the dims before the shifted one, channels aside)
-# from which the blocked forward beats the slice-add loop on a small x: a slice-add
-# restarts NumPy's inner loop on every row of its strided window, the blocked kernel
-# adds each channel in one contiguous run but makes about three more NumPy calls per
-# channel (the copy-out and zeroing of its finished columns), and a NumPy call costs
-# about as much as some tens of inner-loop restarts. Not a matter of cache sizes: both
-# sides are interpreter and iterator overhead, which scale together from machine to
-# machine.
+# from which the blocked forward beats the sheared sum (and the slice-add loop) on a
+# small x: those restart NumPy's inner loop on every row of every channel, the blocked
+# kernel adds each channel in one contiguous run but makes about three more NumPy calls
+# per channel (the copy-out and zeroing of its finished columns), and a NumPy call
+# costs about as much as some tens of inner-loop restarts. Not a matter of cache
+# sizes: both sides are interpreter and iterator overhead, which scale together from
+# machine to machine.
 _LOOP_ROWS = 128
+# The sheared sum adds padded rows of W + grow elements per channel: past this many
+# times W of padding, the slice-add loop, which adds W per row, moves fewer bytes.
+_SHEARED_GROWTH = 2
 # Bytes of x per forward block when its rows are strided (channels-last data, say):
 # every channel reads the block again, so it must stay in one core's L2 (half of it,
 # to leave room for the accumulator and the masked copy).
@@ -331,21 +336,31 @@ def _rows_contiguous(xv: np.ndarray) -> bool:
     return (inner == 1 or xv.strides[-1] == item) and (width == 1 or xv.strides[-2] == inner * item)
 
 
-def _loop_forward(shape: tuple[int, ...], cax: int, ax: int) -> bool:
-    """Whether the slice-add loop beats the blocked forward on an x of `shape`."""
+def _forward_kind(shape: tuple[int, ...], cax: int, ax: int, grow: int) -> str:
+    """Which forward kernel an x of `shape` takes: ``"blocked"``, ``"sheared"`` (small
+    x with few rows per channel) or ``"loop"`` (the same, where the sheared sum's padded
+    rows would be too long, or x is empty)."""
     size = math.prod(shape)
     if size > _SMALL_FORWARD:
-        return False
+        return "blocked"
     rows = math.prod(n for d, n in enumerate(shape[:ax]) if d != cax)
-    return rows < _LOOP_ROWS
+    if rows >= _LOOP_ROWS:
+        return "blocked"
+    return "sheared" if size and grow <= _SHEARED_GROWTH * shape[ax] else "loop"
+
+
+def _small_plan(a: ShiftSumArgs, kind: str) -> Callable[[Any, Any], np.ndarray]:
+    return _sheared_forward_plan(a) if kind == "sheared" else _small_forward_plan(a)
 
 
 def forward(a: ShiftSumArgs) -> np.ndarray:
-    """Shift-and-sum: a slice-add loop for small arrays, else the blocked kernel."""
+    """Shift-and-sum: the sheared sum or a slice-add loop for small arrays, else the
+    blocked kernel."""
     x = np.asarray(a.array)
     out_dtype, acc = np.dtype(a.dtype), np.dtype(a.acc_dtype)
-    if _loop_forward(x.shape, a.channel_axis, a.axis):
-        return _small_forward_plan(a)(x, a.mask)
+    kind = _forward_kind(x.shape, a.channel_axis, a.axis, max(a.offsets))
+    if kind != "blocked":
+        return _small_plan(a._replace(array=x), kind)(x, a.mask)
     lay = _layout(x, a)
     y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
@@ -481,6 +496,109 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
     return normalize
 
 
+# ----------------------------------------------------------------- the sheared sum
+# For small x with few rows per channel. Each channel's rows are written once, with
+# one NumPy call for all channels (times the mask on the way), into a per-thread buffer
+# laid out like y, one copy per channel: rows of W + grow elements whose last grow are
+# zeros that are never written. Channel c's copy, moved back by o_c, is then a
+# contiguous run of y's length whose elements line up with y's (the zeros fill in where
+# the channel has nothing), so y is the sum of C contiguous runs: a single
+# ``np.add.reduce`` over a strided view when the offsets are evenly spaced. That is two
+# NumPy calls where the slice-add loop makes one per channel, each restarting NumPy's
+# inner loop on every row of its strided window; channels are summed in order, so the
+# sums are the loop's, bit for bit.
+
+# Buffers kept per thread (one per geometry, the most recently used).
+_SHEARED_KEPT = 2
+
+
+class _Sheared(NamedTuple):
+    """One thread's buffer of the sheared sum for one geometry, with its views."""
+
+    windows: np.ndarray  # (C, *outer, W, inner): where x's rows go
+    total: np.ndarray | None  # (C, n): sums to y over axis 0 (evenly spaced offsets)
+    runs: list[np.ndarray]  # channel c's run of n elements (any offsets)
+
+
+def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
+    """The sheared sum of `a`'s geometry: precomputed shapes, a buffer per thread."""
+    x, cax, ax, offsets = a.array, a.channel_axis, a.axis, a.offsets
+    channels, width, grow = x.shape[cax], x.shape[ax], max(offsets)
+    outer = tuple(n for d, n in enumerate(x.shape[:ax]) if d != cax)
+    inner = math.prod(n for d, n in enumerate(x.shape) if d > ax and d != cax)
+    rows = math.prod(outer)
+    n = rows * (width + grow) * inner  # elements of y, and of each channel's copy
+    head = grow * inner  # zeros before channel 0's copy, read by offsets above 0
+    acc, out_dtype = np.dtype(a.acc_dtype), np.dtype(a.dtype)
+    lin = linear_step(offsets)
+    key = (acc, channels, outer, width, inner, offsets)
+    final = a.shape
+    normalize = _mask_normalizer(a)
+    # Canonical views by a precomputed transpose and reshape (np.moveaxis costs more
+    # than the rest of a small call); a mask broadcast over some of the merged inner
+    # dims is first expanded over all of them.
+    perm = (cax, *(d for d in range(x.ndim) if d != cax))
+    x_shape = _canonical_shape(x.shape, cax, ax)
+    m_full: tuple[int, ...] | None = None
+    m_shape: tuple[int, ...] = ()
+    if a.mask is not None:
+        m_full = tuple(
+            x.shape[d] if d > ax and d != cax else n for d, n in enumerate(a.mask.shape)
+        )
+        m_shape = _canonical_shape(a.mask.shape, cax, ax)
+        if m_shape[-1] in (1, x_shape[-1]):
+            m_full = None
+        else:
+            m_shape = _canonical_shape(m_full, cax, ax)
+
+    def make() -> _Sheared:
+        buf = np.zeros(head + channels * n, dtype=acc)
+        copies = buf[head:].reshape(channels, rows, (width + grow) * inner)
+        windows = copies[:, :, : width * inner].reshape(channels, *outer, width, inner)
+        total = None
+        if lin is not None:
+            step, base = lin
+            start = buf[head - base * inner :]
+            strides = ((n - step * inner) * acc.itemsize, acc.itemsize)
+            total = np.lib.stride_tricks.as_strided(start, (channels, n), strides)
+        runs = [buf[head + c * n - o * inner :][:n] for c, o in enumerate(offsets)]
+        return _Sheared(windows, total, runs)
+
+    def sheared() -> _Sheared:
+        kept: OrderedDict[Any, _Sheared] | None = getattr(_local, "sheared", None)
+        if kept is None:
+            kept = _local.sheared = OrderedDict()
+        found = kept.get(key)
+        if found is None:
+            found = kept[key] = make()
+            while len(kept) > _SHEARED_KEPT:
+                kept.popitem(last=False)
+        kept.move_to_end(key)
+        return found
+
+    def run(x: Any, mask: Any) -> np.ndarray:
+        xv = x.transpose(perm).reshape(x_shape)
+        sh = sheared()
+        if mask is None:
+            np.copyto(sh.windows, xv, casting="unsafe")
+        else:
+            m = normalize(mask)
+            if m_full is not None:
+                m = np.broadcast_to(m, m_full)
+            mv = m.transpose(perm).reshape(m_shape)
+            np.multiply(xv, mv, out=sh.windows, casting="unsafe")
+        y = np.empty(n, dtype=acc)
+        if sh.total is not None:
+            np.add.reduce(sh.total, axis=0, out=y)
+        else:
+            np.copyto(y, sh.runs[0])
+            for r in sh.runs[1:]:
+                np.add(y, r, out=y)
+        return y.astype(out_dtype, copy=False).reshape(final)
+
+    return run
+
+
 def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
     """Slice-add loop, channel axis kept (size 1): least overhead for small arrays."""
     x, cax, ax = a.array, a.channel_axis, a.axis
@@ -575,11 +693,13 @@ def _plain(arr: Any) -> bool:
 
 
 def plan_forward(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
-    """Plan of a forward call: the precomputed slice-add loop, or the blocked kernel."""
+    """Plan of a forward call: the sheared sum or the slice-add loop with their views
+    and indices precomputed, or the blocked kernel."""
     if not _plain(a.array):
         return None
-    if _loop_forward(a.array.shape, a.channel_axis, a.axis):
-        return _small_forward_plan(a)
+    kind = _forward_kind(a.array.shape, a.channel_axis, a.axis, max(a.offsets))
+    if kind != "blocked":
+        return _small_plan(a, kind)
     return _general_plan(forward, a, expand=False)
 
 
