@@ -379,8 +379,8 @@ def test_blocked_numpy_kernels_from_many_threads(monkeypatch, blocked_kernels):
 CROSSOVER = [
     pytest.param((1, 3, 4, 5), 1, -1, -3, None, "sheared", id="few-rows"),
     pytest.param((1, 3, 4, 5), 2, -1, -3, (4, 5), "sheared", id="few-rows-mask"),
-    pytest.param((2, 4, 3, 5), -2, -1, -3, (3, 5), "sheared", id="few-rows-negative-step"),
-    pytest.param((2, 4, 3, 5), [0, 3, 1, 6], -1, -3, None, "sheared", id="few-rows-irregular"),
+    pytest.param((2, 4, 3, 7), -2, -1, -3, (3, 7), "sheared", id="few-rows-negative-step"),
+    pytest.param((2, 4, 3, 7), [0, 3, 1, 6], -1, -3, None, "sheared", id="few-rows-irregular"),
     pytest.param((2, 3, 5, 4), 1, -2, -3, (3, 5, 4), "sheared", id="few-rows-inner-dims"),
     pytest.param((1, 4, 5, 3), 1, -2, -1, (4, 5, 1), "sheared", id="few-rows-channels-last-mask"),
     pytest.param((1, 3, 4, 5, 6), 1, -3, -4, (4, 1, 6), "sheared", id="few-rows-mask-some-inner"),

@@ -15,8 +15,9 @@ complete: they are copied out and zeroed before the next channel wraps into them
 Nothing is ever subtracted, so the sums are as exact as a slice-add loop's.
 
 NumPy releases the GIL inside ufuncs, so a thread pool spreads blocks over the cores;
-blocks are large because every NumPy call hands the GIL over twice. Small arrays skip
-all this for a plain slice-add loop (window copies for the adjoint).
+blocks are large because every NumPy call hands the GIL over twice. Small arrays with
+few rows per channel skip all this for the sheared sum (two NumPy calls in all, see
+below) or a plain slice-add loop (window copies for the adjoint).
 """
 
 from __future__ import annotations
@@ -96,9 +97,9 @@ _THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _cores())
 # sizes: both sides are interpreter and iterator overhead, which scale together from
 # machine to machine.
 _LOOP_ROWS = 128
-# The sheared sum adds padded rows of W + grow elements per channel: past this many
-# times W of padding, the slice-add loop, which adds W per row, moves fewer bytes.
-_SHEARED_GROWTH = 2
+# The sheared sum adds padded rows of W + grow elements per channel where the loop adds
+# W: past this many times W of padding (twice the elements added), it loses.
+_SHEARED_GROWTH = 1
 # Bytes of x per forward block when its rows are strided (channels-last data, say):
 # every channel reads the block again, so it must stay in one core's L2 (half of it,
 # to leave room for the accumulator and the masked copy).
