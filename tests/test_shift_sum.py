@@ -383,8 +383,11 @@ CROSSOVER = [
     pytest.param((2, 4, 3, 7), [0, 3, 1, 6], -1, -3, None, "sheared", id="few-rows-irregular"),
     pytest.param((2, 3, 5, 4), 1, -2, -3, (3, 5, 4), "sheared", id="few-rows-inner-dims"),
     pytest.param((1, 4, 5, 3), 1, -2, -1, (4, 5, 1), "sheared", id="few-rows-channels-last-mask"),
+    pytest.param((2, 4, 5, 3), 2, -2, -1, None, "sheared", id="few-rows-channels-last"),
     pytest.param((1, 3, 4, 5, 6), 1, -3, -4, (4, 1, 6), "sheared", id="few-rows-mask-some-inner"),
     pytest.param((1, 5, 3, 2), 2, -1, -3, (3, 2), "loop", id="padding-past-growth"),
+    pytest.param((1, 3, 4, 2), 7, -2, -1, None, "sheared", id="channels-last-padding-2w"),
+    pytest.param((1, 3, 4, 2), 9, -2, -1, (3, 4, 1), "loop", id="channels-last-past-2w"),
     pytest.param((2, 3, 80, 5), 1, -1, -3, (80, 5), "blocked", id="many-rows-mask"),
     pytest.param((2, 3, 80, 5), 2, -1, -3, None, "blocked", id="many-rows"),
     pytest.param((2, 80, 5, 3), 1, -2, -1, (80, 5, 1), "blocked", id="many-rows-last-mask"),
@@ -394,11 +397,15 @@ CROSSOVER = [
 
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape", "kind"), CROSSOVER)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.int64])
+@pytest.mark.parametrize("row_chunks", [False, True], ids=["whole", "row-chunks"])
 def test_numpy_forward_on_both_sides_of_the_crossovers(
-    shape, step, axis, cax, mask_shape, kind, dtype
+    monkeypatch, shape, step, axis, cax, mask_shape, kind, dtype, row_chunks
 ):
     from portops._backends.numpy import shift_sum as kernels
     from portops._ops.shift_sum import ShiftSumArgs
+
+    if row_chunks:  # strided rows transposed one row at a time
+        monkeypatch.setattr(kernels, "_TRANSPOSE_BYTES", 1)
 
     ndim = len(shape)
     offsets = tuple(ref.offsets_of(step, shape[cax]))

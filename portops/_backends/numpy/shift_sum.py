@@ -46,24 +46,33 @@ _BLOCK_ELEMENTS = 1 << 17
 _FORWARD_BLOCK = 1 << 20
 
 
-def _l2_bytes() -> int:
-    """The L2 cache of one core, from sysfs (Linux) or sysconf; 1 MiB where unknown."""
+def _cache_bytes(level: int, default: int) -> int:
+    """The data (or unified) cache of one core at `level`, from sysfs (Linux) or
+    sysconf; `default` where unknown."""
     try:
         for index in sorted(os.listdir("/sys/devices/system/cpu/cpu0/cache")):
             path = f"/sys/devices/system/cpu/cpu0/cache/{index}"
             if not index.startswith("index"):
                 continue
-            with open(f"{path}/level") as f_level, open(f"{path}/size") as f_size:
-                if f_level.read().strip() == "2":
-                    text = f_size.read().strip().upper()
-                    scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-                    return int(text.rstrip("KM")) * scale
+            with open(f"{path}/level") as f_level, open(f"{path}/type") as f_type:
+                if f_level.read().strip() != str(level) or "Instruction" in f_type.read():
+                    continue
+            with open(f"{path}/size") as f_size:
+                text = f_size.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            return int(text.rstrip("KM")) * scale
     except (OSError, ValueError):
         pass
+    name = "SC_LEVEL1_DCACHE_SIZE" if level == 1 else f"SC_LEVEL{level}_CACHE_SIZE"
     try:
-        return max(0, os.sysconf("SC_LEVEL2_CACHE_SIZE")) or 1 << 20
+        return max(0, os.sysconf(name)) or default
     except (ValueError, OSError, AttributeError):
-        return 1 << 20
+        return default
+
+
+def _l2_bytes() -> int:
+    """The L2 cache of one core; 1 MiB where unknown."""
+    return _cache_bytes(2, 1 << 20)
 
 
 def _cores() -> int:
@@ -98,12 +107,18 @@ _THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _cores())
 # machine to machine.
 _LOOP_ROWS = 128
 # The sheared sum adds padded rows of W + grow elements per channel where the loop adds
-# W: past this many times W of padding (twice the elements added), it loses.
+# W: past this many times W of padding (twice the elements added), it loses. Twice
+# that with the channel axis after the shifted one (channels last): there the loop
+# gathers each channel at a stride through all of x, which costs more than the
+# sheared sum's one transpose in L1-sized chunks and its longer contiguous adds.
 _SHEARED_GROWTH = 1
 # Bytes of x per forward block when its rows are strided (channels-last data, say):
 # every channel reads the block again, so it must stay in one core's L2 (half of it,
 # to leave room for the accumulator and the masked copy).
 _GATHER_BYTES = _l2_bytes() // 2
+# Bytes of x per chunk when the sheared sum transposes strided rows (channels last):
+# each channel reads the chunk at a stride, so it must stay in one core's L1 (half).
+_TRANSPOSE_BYTES = _cache_bytes(1, 32 << 10) // 2
 
 _local = threading.local()
 worker_count = _threads.effective_threads
@@ -347,7 +362,8 @@ def _forward_kind(shape: tuple[int, ...], cax: int, ax: int, grow: int) -> str:
     rows = math.prod(n for d, n in enumerate(shape[:ax]) if d != cax)
     if rows >= _LOOP_ROWS:
         return "blocked"
-    return "sheared" if size and grow <= _SHEARED_GROWTH * shape[ax] else "loop"
+    limit = _SHEARED_GROWTH * shape[ax] * (2 if cax > ax else 1)
+    return "sheared" if size and grow <= limit else "loop"
 
 
 def _small_plan(a: ShiftSumArgs, kind: str) -> Callable[[Any, Any], np.ndarray]:
@@ -506,8 +522,11 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
 # the channel has nothing), so y is the sum of C contiguous runs: a single
 # ``np.add.reduce`` over a strided view when the offsets are evenly spaced. That is two
 # NumPy calls where the slice-add loop makes one per channel, each restarting NumPy's
-# inner loop on every row of its strided window; channels are summed in order, so the
-# sums are the loop's, bit for bit.
+# inner loop on every row of its strided window. Channels are summed in the loop's
+# order, so the sums are the loop's (the padding adds exact zeros).
+#
+# Each thread keeps its buffers (at most _SHEARED_KEPT, each at most twice x's
+# elements, as grow <= W): their zeros are written once, not on every call.
 
 # Buffers kept per thread (one per geometry, the most recently used).
 _SHEARED_KEPT = 2
@@ -517,6 +536,7 @@ class _Sheared(NamedTuple):
     """One thread's buffer of the sheared sum for one geometry, with its views."""
 
     windows: np.ndarray  # (C, *outer, W, inner): where x's rows go
+    rows: np.ndarray  # the same as (C, rows, W * inner)
     total: np.ndarray | None  # (C, n): sums to y over axis 0 (evenly spaced offsets)
     runs: list[np.ndarray]  # channel c's run of n elements (any offsets)
 
@@ -552,10 +572,18 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
         else:
             m_shape = _canonical_shape(m_full, cax, ax)
 
+    def canonical_mask(mask: Any) -> np.ndarray:
+        m = normalize(mask)
+        if m_full is not None:
+            m = np.broadcast_to(m, m_full)
+        mv: np.ndarray = m.transpose(perm).reshape(m_shape)
+        return mv
+
     def make() -> _Sheared:
         buf = np.zeros(head + channels * n, dtype=acc)
         copies = buf[head:].reshape(channels, rows, (width + grow) * inner)
-        windows = copies[:, :, : width * inner].reshape(channels, *outer, width, inner)
+        rows_view = copies[:, :, : width * inner]
+        windows = rows_view.reshape(channels, *outer, width, inner)
         total = None
         if lin is not None:
             step, base = lin
@@ -563,7 +591,7 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
             strides = ((n - step * inner) * acc.itemsize, acc.itemsize)
             total = np.lib.stride_tricks.as_strided(start, (channels, n), strides)
         runs = [buf[head + c * n - o * inner :][:n] for c, o in enumerate(offsets)]
-        return _Sheared(windows, total, runs)
+        return _Sheared(windows, rows_view, total, runs)
 
     def sheared() -> _Sheared:
         kept: OrderedDict[Any, _Sheared] | None = getattr(_local, "sheared", None)
@@ -580,14 +608,17 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
     def run(x: Any, mask: Any) -> np.ndarray:
         xv = x.transpose(perm).reshape(x_shape)
         sh = sheared()
-        if mask is None:
-            np.copyto(sh.windows, xv, casting="unsafe")
+        if _rows_contiguous(xv):
+            if mask is None:
+                np.copyto(sh.windows, xv, casting="unsafe")
+            else:
+                np.multiply(xv, canonical_mask(mask), out=sh.windows, casting="unsafe")
         else:
-            m = normalize(mask)
-            if m_full is not None:
-                m = np.broadcast_to(m, m_full)
-            mv = m.transpose(perm).reshape(m_shape)
-            np.multiply(xv, mv, out=sh.windows, casting="unsafe")
+            if mask is not None:  # in x's own layout first: a contiguous multiply
+                z = _scratch("masked", x.size, acc).reshape(x.shape)
+                np.multiply(x, normalize(mask), out=z, casting="unsafe")
+                xv = z.transpose(perm).reshape(x_shape)
+            _transpose_rows(sh.rows, xv.reshape(channels, rows, width * inner))
         y = np.empty(n, dtype=acc)
         if sh.total is not None:
             np.add.reduce(sh.total, axis=0, out=y)
@@ -598,6 +629,16 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
         return y.astype(out_dtype, copy=False).reshape(final)
 
     return run
+
+
+def _transpose_rows(out: np.ndarray, src: np.ndarray) -> None:
+    """``out[...] = src`` for ``(C, rows, k)`` arrays whose `src` rows are strided
+    (channels last), a few rows at a time: NumPy's strided copy reads each channel
+    through the whole source, which then must stay in the L1 cache."""
+    per_row = src.shape[0] * src.shape[2] * src.itemsize
+    step = max(1, _TRANSPOSE_BYTES // max(1, per_row))
+    for r in range(0, src.shape[1], step):
+        np.copyto(out[:, r : r + step], src[:, r : r + step], casting="unsafe")
 
 
 def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
