@@ -431,12 +431,14 @@ def test_numpy_forward_on_both_sides_of_the_crossovers(
         np.testing.assert_array_equal(sheared, kernels._small_forward_plan(a)(x, m))
 
 
-@pytest.mark.parametrize("kept", [1, 2])
-def test_sheared_sum_buffers_switch_between_geometries(monkeypatch, kept):
-    """Calls that alternate between shapes (more than the buffers kept) stay right."""
+@pytest.mark.parametrize(("kept", "kept_bytes"), [(1, 1 << 30), (2, 1 << 30), (2, 0)])
+def test_sheared_sum_buffers_switch_between_geometries(monkeypatch, kept, kept_bytes):
+    """Calls that alternate between shapes (more than the buffers kept, or buffers too
+    large to keep) stay right."""
     from portops._backends.numpy import shift_sum as kernels
 
     monkeypatch.setattr(kernels, "_SHEARED_KEPT", kept)
+    monkeypatch.setattr(kernels, "_SHEARED_KEPT_BYTES", kept_bytes)
     xs = [_make(None, (2, 3, 4, 5 + i), np.float32, seed=i) for i in range(3)]
     masks = [None, _make(None, (4, 6), np.float32, seed=9), None]
     for _ in range(2):

@@ -525,11 +525,14 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
 # inner loop on every row of its strided window. Channels are summed in the loop's
 # order, so the sums are the loop's (the padding adds exact zeros).
 #
-# Each thread keeps its buffers (at most _SHEARED_KEPT, each at most twice x's
-# elements, as grow <= W): their zeros are written once, not on every call.
+# Each thread keeps its buffers (at most _SHEARED_KEPT of at most _SHEARED_KEPT_BYTES;
+# one holds x's elements with rows padded by grow <= 2W): their zeros are written
+# once, not on every call.
 
-# Buffers kept per thread (one per geometry, the most recently used).
+# Buffers kept per thread (one per geometry, the most recently used), and the largest
+# kept (bytes): a few times the cores' L2, which the small x it serves fit in.
 _SHEARED_KEPT = 2
+_SHEARED_KEPT_BYTES = 4 * _l2_bytes() * _cores()
 
 
 class _Sheared(NamedTuple):
@@ -594,6 +597,8 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
         return _Sheared(windows, rows_view, total, runs)
 
     def sheared() -> _Sheared:
+        if (head + channels * n) * acc.itemsize > _SHEARED_KEPT_BYTES:
+            return make()  # (wide dtypes) zeroed afresh rather than kept
         kept: OrderedDict[Any, _Sheared] | None = getattr(_local, "sheared", None)
         if kept is None:
             kept = _local.sheared = OrderedDict()
