@@ -328,7 +328,7 @@ def test_blocked_numpy_kernels_on_every_case(
     kernels = blocked_kernels
     monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", block)
     monkeypatch.setattr(kernels, "_FORWARD_BLOCK", block)
-    monkeypatch.setattr(kernels, "_GATHER_BLOCK", block)
+    monkeypatch.setattr(kernels, "_GATHER_BYTES", 4 * block)
     channels = shape[cax]
     for dtype in (np.int64, np.float32):
         # Integers: exact sums, with nothing left over from wrapped columns.
@@ -365,6 +365,111 @@ def test_blocked_numpy_kernels_from_many_threads(monkeypatch, blocked_kernels):
     def run(i: int) -> bool:
         return all(
             np.array_equal(portops.shift_sum(xs[i], 2, mask=masks[i]), want[i]) for _ in range(5)
+        )
+
+    with ThreadPoolExecutor(6) as pool:
+        assert all(pool.map(run, range(6)))
+
+
+# Small inputs on both sides of the forward's crossovers: the sheared sum (few rows per
+# channel, evenly spaced offsets or not, with inner dims), the slice-add loop (padding
+# past _SHEARED_GROWTH * W) and the blocked kernel (many rows), through the default
+# dispatch (cached plans) and the kernel called directly; channels first and last,
+# with and without masks, real and complex masks on real inputs.
+CROSSOVER = [
+    pytest.param((1, 3, 4, 5), 1, -1, -3, None, "sheared", id="few-rows"),
+    pytest.param((1, 3, 4, 5), 2, -1, -3, (4, 5), "sheared", id="few-rows-mask"),
+    pytest.param((2, 4, 3, 7), -2, -1, -3, (3, 7), "sheared", id="few-rows-negative-step"),
+    pytest.param((2, 4, 3, 7), [0, 3, 1, 6], -1, -3, None, "sheared", id="few-rows-irregular"),
+    pytest.param((2, 3, 5, 4), 1, -2, -3, (3, 5, 4), "sheared", id="few-rows-inner-dims"),
+    pytest.param((1, 4, 5, 3), 1, -2, -1, (4, 5, 1), "sheared", id="few-rows-channels-last-mask"),
+    pytest.param((2, 4, 5, 3), 2, -2, -1, None, "sheared", id="few-rows-channels-last"),
+    pytest.param((1, 3, 4, 5, 6), 1, -3, -4, (4, 1, 6), "sheared", id="few-rows-mask-some-inner"),
+    pytest.param((1, 5, 3, 2), 2, -1, -3, (3, 2), "loop", id="padding-past-growth"),
+    pytest.param((1, 3, 4, 2), 7, -2, -1, None, "sheared", id="channels-last-padding-2w"),
+    pytest.param((1, 3, 4, 2), 9, -2, -1, (3, 4, 1), "loop", id="channels-last-past-2w"),
+    pytest.param((2, 3, 80, 5), 1, -1, -3, (80, 5), "blocked", id="many-rows-mask"),
+    pytest.param((2, 3, 80, 5), 2, -1, -3, None, "blocked", id="many-rows"),
+    pytest.param((2, 80, 5, 3), 1, -2, -1, (80, 5, 1), "blocked", id="many-rows-last-mask"),
+    pytest.param((2, 80, 5, 3), 3, -2, -1, None, "blocked", id="many-rows-channels-last"),
+]
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape", "kind"), CROSSOVER)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.int64])
+@pytest.mark.parametrize("row_chunks", [False, True], ids=["whole", "row-chunks"])
+def test_numpy_forward_on_both_sides_of_the_crossovers(
+    monkeypatch, shape, step, axis, cax, mask_shape, kind, dtype, row_chunks
+):
+    from portops._backends.numpy import shift_sum as kernels
+    from portops._ops.shift_sum import ShiftSumArgs
+
+    if row_chunks:  # strided rows transposed one row at a time
+        monkeypatch.setattr(kernels, "_TRANSPOSE_BYTES", 1)
+
+    ndim = len(shape)
+    offsets = tuple(ref.offsets_of(step, shape[cax]))
+    assert kernels._forward_kind(shape, cax % ndim, axis % ndim, max(offsets)) == kind
+    x = _make(None, shape, np.float32 if dtype == np.complex64 else dtype)
+    mask = None if mask_shape is None else _make(None, mask_shape, dtype, seed=1)
+    kw = {**_kwargs(axis, cax), "mask": mask}
+    want = ref.forward(x, step, **kw)
+    x_before = x.copy()
+    # The same values in a non-contiguous layout too (the plan is shared by both).
+    strided = np.ascontiguousarray(np.swapaxes(x, 0, -1)).swapaxes(0, -1)
+    for xin in (x, x, strided):  # the second call runs the cached plan
+        got = portops.shift_sum(xin, step, **kw)
+        assert got.dtype == np.result_type(x, mask if mask is not None else x)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(x, x_before)
+    # The kernel itself, and the slice-add loop: the sheared sum adds in the same order.
+    m = None if mask is None else mask.reshape((1,) * (ndim - mask.ndim) + mask.shape)
+    a = ShiftSumArgs.make("forward", x, offsets, axis % ndim, cax % ndim, m, False, np)
+    np.testing.assert_allclose(kernels.forward(a), want, rtol=1e-5, atol=1e-5)
+    if kind == "sheared":
+        sheared = kernels._sheared_forward_plan(a)(x, m)
+        np.testing.assert_array_equal(sheared, kernels._small_forward_plan(a)(x, m))
+
+
+@pytest.mark.parametrize(("kept", "kept_bytes"), [(1, 1 << 30), (2, 1 << 30), (2, 0)])
+def test_sheared_sum_buffers_switch_between_geometries(monkeypatch, kept, kept_bytes):
+    """Calls that alternate between shapes (more than the buffers kept, or buffers too
+    large to keep) stay right."""
+    from portops._backends.numpy import shift_sum as kernels
+
+    monkeypatch.setattr(kernels, "_SHEARED_KEPT", kept)
+    monkeypatch.setattr(kernels, "_SHEARED_KEPT_BYTES", kept_bytes)
+    xs = [_make(None, (2, 3, 4, 5 + i), np.float32, seed=i) for i in range(3)]
+    masks = [None, _make(None, (4, 6), np.float32, seed=9), None]
+    for _ in range(2):
+        for x, mask in zip(xs, masks, strict=True):
+            got = portops.shift_sum(x, 2, mask=mask)
+            np.testing.assert_allclose(got, ref.forward(x, 2, mask=mask), rtol=1e-5, atol=1e-5)
+
+
+def test_small_masked_forward_results_do_not_share_its_buffer():
+    """The loop's masked product goes to a reused buffer: results never alias it."""
+    x = _make(None, (1, 3, 4, 5), np.float32)
+    m1, m2 = _make(None, (4, 5), np.float32, seed=1), _make(None, (4, 5), np.float32, seed=2)
+    first = portops.shift_sum(x, 1, mask=m1)
+    kept = first.copy()
+    second = portops.shift_sum(x * 2, 1, mask=m2)
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_allclose(second, ref.forward(x * 2, 1, mask=m2), rtol=1e-5, atol=1e-5)
+
+
+def test_small_masked_forward_from_many_threads():
+    """Each thread has its own buffer for the masked product."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(6)
+    xs = [rng.integers(-9, 10, size=(1, 3, 6, 7 + i)) for i in range(6)]
+    masks = [rng.integers(0, 3, size=(6, 7 + i)) for i in range(6)]
+    want = [ref.forward(x, 2, mask=m) for x, m in zip(xs, masks, strict=True)]
+
+    def run(i: int) -> bool:
+        return all(
+            np.array_equal(portops.shift_sum(xs[i], 2, mask=masks[i]), want[i]) for _ in range(20)
         )
 
     with ThreadPoolExecutor(6) as pool:

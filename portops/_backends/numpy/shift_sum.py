@@ -15,8 +15,9 @@ complete: they are copied out and zeroed before the next channel wraps into them
 Nothing is ever subtracted, so the sums are as exact as a slice-add loop's.
 
 NumPy releases the GIL inside ufuncs, so a thread pool spreads blocks over the cores;
-blocks are large because every NumPy call hands the GIL over twice. Small arrays skip
-all this for a plain slice-add loop (window copies for the adjoint).
+blocks are large because every NumPy call hands the GIL over twice. Small arrays with
+few rows per channel skip all this for the sheared sum (two NumPy calls in all, see
+below) or a plain slice-add loop (window copies for the adjoint).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import wait
 from itertools import groupby
@@ -34,6 +36,7 @@ import numpy as np
 from ... import _buffers as buffers
 from ... import _threads, extend
 from ..._generic import shift_sum as generic
+from ..._kernels.geometry import linear_step
 from ..._ops.shift_sum import ShiftSumArgs
 from ...extend import Priority
 
@@ -41,28 +44,35 @@ from ...extend import Priority
 _BLOCK_ELEMENTS = 1 << 17
 # ... and of the forward: larger, as each block pays a copy-out per distinct offset.
 _FORWARD_BLOCK = 1 << 20
-# ... and of x per forward block when its rows are strided: L3-sized.
-_GATHER_BLOCK = 1 << 21
 
 
-def _l2_bytes() -> int:
-    """The L2 cache of one core, from sysfs (Linux) or sysconf; 1 MiB where unknown."""
+def _cache_bytes(level: int, default: int) -> int:
+    """The data (or unified) cache of one core at `level`, from sysfs (Linux) or
+    sysconf; `default` where unknown."""
     try:
         for index in sorted(os.listdir("/sys/devices/system/cpu/cpu0/cache")):
             path = f"/sys/devices/system/cpu/cpu0/cache/{index}"
             if not index.startswith("index"):
                 continue
-            with open(f"{path}/level") as f_level, open(f"{path}/size") as f_size:
-                if f_level.read().strip() == "2":
-                    text = f_size.read().strip().upper()
-                    scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-                    return int(text.rstrip("KM")) * scale
+            with open(f"{path}/level") as f_level, open(f"{path}/type") as f_type:
+                if f_level.read().strip() != str(level) or "Instruction" in f_type.read():
+                    continue
+            with open(f"{path}/size") as f_size:
+                text = f_size.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            return int(text.rstrip("KM")) * scale
     except (OSError, ValueError):
         pass
+    name = "SC_LEVEL1_DCACHE_SIZE" if level == 1 else f"SC_LEVEL{level}_CACHE_SIZE"
     try:
-        return max(0, os.sysconf("SC_LEVEL2_CACHE_SIZE")) or 1 << 20
+        return max(0, os.sysconf(name)) or default
     except (ValueError, OSError, AttributeError):
-        return 1 << 20
+        return default
+
+
+def _l2_bytes() -> int:
+    """The L2 cache of one core; 1 MiB where unknown."""
+    return _cache_bytes(2, 1 << 20)
 
 
 def _cores() -> int:
@@ -77,7 +87,8 @@ def _cores() -> int:
 # 2 MiB of L2 per core, where they come to 1, 8, 4 and 4 Mi elements):
 # - below _SMALL_*, a plain slice-add (window-copy) loop costs less than setting up
 #   blocks: its strided adds stay fast while x fits in the cores' L2 (the adjoint's
-#   window copies, four times that);
+#   window copies, four times that); the forward's, as long as each channel has few
+#   rows (see _LOOP_ROWS);
 # - below _THREADED_*, the threads' GIL hand-overs (two per NumPy call, microseconds
 #   each) cost more than they save: each thread needs about 4 Mi elements (forward)
 #   or 2 Mi (adjoint) of work.
@@ -86,6 +97,28 @@ _SMALL_FORWARD = _L2_ELEMENTS
 _SMALL_ADJOINT = 4 * _L2_ELEMENTS
 _THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _cores())
 _THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _cores())
+# Rows per channel (the product of the dims before the shifted one, channels aside)
+# from which the blocked forward beats the sheared sum (and the slice-add loop) on a
+# small x: those restart NumPy's inner loop on every row of every channel, the blocked
+# kernel adds each channel in one contiguous run but makes about three more NumPy calls
+# per channel (the copy-out and zeroing of its finished columns), and a NumPy call
+# costs about as much as some tens of inner-loop restarts. Not a matter of cache
+# sizes: both sides are interpreter and iterator overhead, which scale together from
+# machine to machine.
+_LOOP_ROWS = 128
+# The sheared sum adds padded rows of W + grow elements per channel where the loop adds
+# W: past this many times W of padding (twice the elements added), it loses. Twice
+# that with the channel axis after the shifted one (channels last): there the loop
+# gathers each channel at a stride through all of x, which costs more than the
+# sheared sum's one transpose in L1-sized chunks and its longer contiguous adds.
+_SHEARED_GROWTH = 1
+# Bytes of x per forward block when its rows are strided (channels-last data, say):
+# every channel reads the block again, so it must stay in one core's L2 (half of it,
+# to leave room for the accumulator and the masked copy).
+_GATHER_BYTES = _l2_bytes() // 2
+# Bytes of x per chunk when the sheared sum transposes strided rows (channels last):
+# each channel reads the chunk at a stride, so it must stay in one core's L1 (half).
+_TRANSPOSE_BYTES = _cache_bytes(1, 32 << 10) // 2
 
 _local = threading.local()
 worker_count = _threads.effective_threads
@@ -247,7 +280,8 @@ def _as_words(a: np.ndarray) -> np.ndarray:
     of these views moves the same bytes.
     """
     nbytes = a.shape[-1] * a.itemsize
-    if a.strides[-1] == a.itemsize and nbytes in (2, 4, 8):
+    # (A single element per row needs no view: NumPy already loops over rows only.)
+    if a.shape[-1] > 1 and a.strides[-1] == a.itemsize and nbytes in (2, 4, 8):
         return a.view(f"u{nbytes}")
     return a
 
@@ -260,9 +294,12 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
     order = sorted(range(len(offsets)), key=lambda c: offsets[c])
     groups = [(o * inner, list(cs)) for o, cs in groupby(order, key=lambda c: offsets[c])]
 
-    # Rows of x (W * inner elements) contiguous: each channel is added straight from x.
-    # Otherwise (channels-last data, say) each channel is first copied into a contiguous
-    # scratch, and blocks are small enough for x's block to stay in the cache.
+    # Rows of x (W * inner elements) contiguous: each channel is added straight from x,
+    # in blocks sized by y. Otherwise (channels-last data, say) blocks are sized for x's
+    # block to stay in the cache while every channel reads it at a stride: each channel
+    # is added straight from there (one strided loop, as fast as a copy to a contiguous
+    # scratch and one call fewer), and a mask is multiplied into the whole block at once,
+    # into a channels-first scratch whose channels are then contiguous.
     direct = _rows_contiguous(xv)
 
     def work(units: Iterable[tuple[tuple[int, ...], slice]]) -> None:
@@ -272,17 +309,18 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
             yr = y[prefix][rows].reshape(-1, out_row)
             n = yr.shape[0] * row
             flat = _scratch("accumulator", n + grow * inner, acc)
+            if mu is not None and not direct:
+                z = _scratch("masked", xu.size, acc).reshape(xu.shape)
+                np.multiply(xu, mu, out=z, casting="unsafe")
+                xu, mu = z, None
             for i, (start, channels) in enumerate(groups):
                 for c in channels:
-                    if direct and mu is None:
+                    if mu is None:
                         xc = _flat_if_contiguous(xu[c])
-                    else:  # the channel (times the mask) into a contiguous scratch
+                    else:  # the channel times the mask into a contiguous scratch
                         xc = _scratch("channel", n, acc).reshape(xu.shape[1:])
-                        if mu is None:
-                            np.copyto(xc, xu[c], casting="unsafe")
-                        else:
-                            m = mu[c if mu.shape[0] > 1 else 0]
-                            np.multiply(xu[c], m, out=xc, casting="unsafe")
+                        m = mu[c if mu.shape[0] > 1 else 0]
+                        np.multiply(xu[c], m, out=xc, casting="unsafe")
                         xc = xc.reshape(-1)
                     dst = flat[start : start + n].reshape(xc.shape)
                     if c == order[0]:  # the first channel initialises the block
@@ -302,7 +340,8 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
     if direct:
         units = _blocks(outer, out_row, _FORWARD_BLOCK)
     else:  # sized by the block of x, which every channel's copy reads
-        units = _blocks(outer, len(offsets) * row, _GATHER_BLOCK)
+        target = max(1, _GATHER_BYTES // xv.itemsize)
+        units = _blocks(outer, len(offsets) * row, target)
     _run(units, work, xv.size >= _THREADED_FORWARD)
 
 
@@ -313,33 +352,32 @@ def _rows_contiguous(xv: np.ndarray) -> bool:
     return (inner == 1 or xv.strides[-1] == item) and (width == 1 or xv.strides[-2] == inner * item)
 
 
-def _forward_small(x: np.ndarray, a: ShiftSumArgs, dtype: np.dtype) -> np.ndarray:
-    """Slice-add loop, channel axis kept (size 1): least overhead for tiny arrays."""
-    ax, cax, mask = a.axis, a.channel_axis, a.mask
-    shape = list(x.shape)
-    width = shape[ax]
-    shape[ax] += max(a.offsets)
-    shape[cax] = 1
-    y = np.zeros(shape, dtype=dtype)
-    src: list[Any] = [slice(None)] * x.ndim
-    dst: list[Any] = [slice(None)] * x.ndim
-    for c, o in enumerate(a.offsets):
-        src[cax] = slice(c, c + 1)
-        dst[ax] = slice(o, o + width)
-        z = x[tuple(src)]
-        if mask is not None:
-            z = z * (mask[tuple(src)] if mask.shape[cax] > 1 else mask)
-        y[tuple(dst)] += z
-    return y
+def _forward_kind(shape: tuple[int, ...], cax: int, ax: int, grow: int) -> str:
+    """Which forward kernel an x of `shape` takes: ``"blocked"``, ``"sheared"`` (small
+    x with few rows per channel) or ``"loop"`` (the same, where the sheared sum's padded
+    rows would be too long, or x is empty)."""
+    size = math.prod(shape)
+    if size > _SMALL_FORWARD:
+        return "blocked"
+    rows = math.prod(n for d, n in enumerate(shape[:ax]) if d != cax)
+    if rows >= _LOOP_ROWS:
+        return "blocked"
+    limit = _SHEARED_GROWTH * shape[ax] * (2 if cax > ax else 1)
+    return "sheared" if size and grow <= limit else "loop"
+
+
+def _small_plan(a: ShiftSumArgs, kind: str) -> Callable[[Any, Any], np.ndarray]:
+    return _sheared_forward_plan(a) if kind == "sheared" else _small_forward_plan(a)
 
 
 def forward(a: ShiftSumArgs) -> np.ndarray:
-    """Shift-and-sum: a slice-add loop for small arrays, else the blocked kernel."""
+    """Shift-and-sum: the sheared sum or a slice-add loop for small arrays, else the
+    blocked kernel."""
     x = np.asarray(a.array)
     out_dtype, acc = np.dtype(a.dtype), np.dtype(a.acc_dtype)
-    if x.size <= _SMALL_FORWARD:
-        y = _forward_small(x, a, acc)
-        return y.astype(out_dtype, copy=False).reshape(a.shape)
+    kind = _forward_kind(x.shape, a.channel_axis, a.axis, max(a.offsets))
+    if kind != "blocked":
+        return _small_plan(a._replace(array=x), kind)(x, a.mask)
     lay = _layout(x, a)
     y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
@@ -475,8 +513,142 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
     return normalize
 
 
+# ----------------------------------------------------------------- the sheared sum
+# For small x with few rows per channel. Each channel's rows are written once, with
+# one NumPy call for all channels (times the mask on the way), into a per-thread buffer
+# laid out like y, one copy per channel: rows of W + grow elements whose last grow are
+# zeros that are never written. Channel c's copy, moved back by o_c, is then a
+# contiguous run of y's length whose elements line up with y's (the zeros fill in where
+# the channel has nothing), so y is the sum of C contiguous runs: a single
+# ``np.add.reduce`` over a strided view when the offsets are evenly spaced. That is two
+# NumPy calls where the slice-add loop makes one per channel, each restarting NumPy's
+# inner loop on every row of its strided window. Channels are summed in the loop's
+# order, so the sums are the loop's (the padding adds exact zeros).
+#
+# Each thread keeps its buffers (at most _SHEARED_KEPT of at most _SHEARED_KEPT_BYTES;
+# one holds x's elements with rows padded by grow <= 2W): their zeros are written
+# once, not on every call.
+
+# Buffers kept per thread (one per geometry, the most recently used), and the largest
+# kept (bytes): a few times the cores' L2, which the small x it serves fit in.
+_SHEARED_KEPT = 2
+_SHEARED_KEPT_BYTES = 4 * _l2_bytes() * _cores()
+
+
+class _Sheared(NamedTuple):
+    """One thread's buffer of the sheared sum for one geometry, with its views."""
+
+    windows: np.ndarray  # (C, *outer, W, inner): where x's rows go
+    rows: np.ndarray  # the same as (C, rows, W * inner)
+    total: np.ndarray | None  # (C, n): sums to y over axis 0 (evenly spaced offsets)
+    runs: list[np.ndarray]  # channel c's run of n elements (any offsets)
+
+
+def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
+    """The sheared sum of `a`'s geometry: precomputed shapes, a buffer per thread."""
+    x, cax, ax, offsets = a.array, a.channel_axis, a.axis, a.offsets
+    channels, width, grow = x.shape[cax], x.shape[ax], max(offsets)
+    outer = tuple(n for d, n in enumerate(x.shape[:ax]) if d != cax)
+    inner = math.prod(n for d, n in enumerate(x.shape) if d > ax and d != cax)
+    rows = math.prod(outer)
+    n = rows * (width + grow) * inner  # elements of y, and of each channel's copy
+    head = grow * inner  # zeros before channel 0's copy, read by offsets above 0
+    acc, out_dtype = np.dtype(a.acc_dtype), np.dtype(a.dtype)
+    lin = linear_step(offsets)
+    key = (acc, channels, outer, width, inner, offsets)
+    final = a.shape
+    normalize = _mask_normalizer(a)
+    # Canonical views by a precomputed transpose and reshape (np.moveaxis costs more
+    # than the rest of a small call); a mask broadcast over some of the merged inner
+    # dims is first expanded over all of them.
+    perm = (cax, *(d for d in range(x.ndim) if d != cax))
+    x_shape = _canonical_shape(x.shape, cax, ax)
+    m_full: tuple[int, ...] | None = None
+    m_shape: tuple[int, ...] = ()
+    if a.mask is not None:
+        m_full = tuple(
+            x.shape[d] if d > ax and d != cax else n for d, n in enumerate(a.mask.shape)
+        )
+        m_shape = _canonical_shape(a.mask.shape, cax, ax)
+        if m_shape[-1] in (1, x_shape[-1]):
+            m_full = None
+        else:
+            m_shape = _canonical_shape(m_full, cax, ax)
+
+    def canonical_mask(mask: Any) -> np.ndarray:
+        m = normalize(mask)
+        if m_full is not None:
+            m = np.broadcast_to(m, m_full)
+        mv: np.ndarray = m.transpose(perm).reshape(m_shape)
+        return mv
+
+    def make() -> _Sheared:
+        buf = np.zeros(head + channels * n, dtype=acc)
+        copies = buf[head:].reshape(channels, rows, (width + grow) * inner)
+        rows_view = copies[:, :, : width * inner]
+        windows = rows_view.reshape(channels, *outer, width, inner)
+        total = None
+        if lin is not None:
+            step, base = lin
+            start = buf[head - base * inner :]
+            strides = ((n - step * inner) * acc.itemsize, acc.itemsize)
+            total = np.lib.stride_tricks.as_strided(start, (channels, n), strides)
+        runs = [buf[head + c * n - o * inner :][:n] for c, o in enumerate(offsets)]
+        return _Sheared(windows, rows_view, total, runs)
+
+    def sheared() -> _Sheared:
+        if (head + channels * n) * acc.itemsize > _SHEARED_KEPT_BYTES:
+            return make()  # (wide dtypes) zeroed afresh rather than kept
+        kept: OrderedDict[Any, _Sheared] | None = getattr(_local, "sheared", None)
+        if kept is None:
+            kept = _local.sheared = OrderedDict()
+        found = kept.get(key)
+        if found is None:
+            found = kept[key] = make()
+            while len(kept) > _SHEARED_KEPT:
+                kept.popitem(last=False)
+        kept.move_to_end(key)
+        return found
+
+    def run(x: Any, mask: Any) -> np.ndarray:
+        xv = x.transpose(perm).reshape(x_shape)
+        sh = sheared()
+        if _rows_contiguous(xv):
+            if mask is None:
+                np.copyto(sh.windows, xv, casting="unsafe")
+            else:
+                np.multiply(xv, canonical_mask(mask), out=sh.windows, casting="unsafe")
+        else:
+            if mask is not None:  # in x's own layout first: a contiguous multiply
+                z = _scratch("masked", x.size, acc).reshape(x.shape)
+                np.multiply(x, normalize(mask), out=z, casting="unsafe")
+                xv = z.transpose(perm).reshape(x_shape)
+            _transpose_rows(sh.rows, xv.reshape(channels, rows, width * inner))
+        y = np.empty(n, dtype=acc)
+        if sh.total is not None:
+            np.add.reduce(sh.total, axis=0, out=y)
+        else:
+            np.copyto(y, sh.runs[0])
+            for r in sh.runs[1:]:
+                np.add(y, r, out=y)
+        return y.astype(out_dtype, copy=False).reshape(final)
+
+    return run
+
+
+def _transpose_rows(out: np.ndarray, src: np.ndarray) -> None:
+    """``out[...] = src`` for ``(C, rows, k)`` arrays whose `src` rows are strided
+    (channels last), a few rows at a time: NumPy's strided copy reads each channel
+    through the whole source, which then must stay in the L1 cache."""
+    per_row = src.shape[0] * src.shape[2] * src.itemsize
+    step = max(1, _TRANSPOSE_BYTES // max(1, per_row))
+    for r in range(0, src.shape[1], step):
+        np.copyto(out[:, r : r + step], src[:, r : r + step], casting="unsafe")
+
+
 def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
-    x, mask, cax, ax = a.array, a.mask, a.channel_axis, a.axis
+    """Slice-add loop, channel axis kept (size 1): least overhead for small arrays."""
+    x, cax, ax = a.array, a.channel_axis, a.axis
     out_dtype, acc = np.dtype(a.dtype), np.dtype(a.acc_dtype)
     shape = list(x.shape)
     width = shape[ax]
@@ -489,20 +661,21 @@ def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
         dst: list[Any] = [slice(None)] * x.ndim
         src[cax] = slice(c, c + 1)
         dst[ax] = slice(o, o + width)
-        msrc = None if mask is None else (tuple(src) if mask.shape[cax] > 1 else ())
-        steps.append((tuple(src), tuple(dst), msrc))
+        steps.append((tuple(src), tuple(dst)))
     normalize = _mask_normalizer(a)
     cast = acc != out_dtype
+    product = np.dtype(a.dtype)
 
     def run(x: Any, mask: Any) -> np.ndarray:
         y = np.zeros(shape, dtype=acc)
-        if mask is None:
-            for src, dst, _ in steps:
-                y[dst] += x[src]
-        else:
-            m = normalize(mask)
-            for src, dst, msrc in steps:
-                y[dst] += x[src] * m[msrc]
+        if mask is not None:
+            # The mask multiplied into all channels in one call (one contiguous loop, not
+            # one per channel), into a reused buffer: no page faults for a fresh temporary.
+            z = _scratch("masked", x.size, product).reshape(x.shape)
+            np.multiply(x, normalize(mask), out=z)
+            x = z
+        for src, dst in steps:
+            y[dst] += x[src]
         if cast:
             y = y.astype(out_dtype)
         return y.reshape(final)
@@ -567,11 +740,13 @@ def _plain(arr: Any) -> bool:
 
 
 def plan_forward(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
-    """Plan of a forward call: the precomputed slice-add loop, or the blocked kernel."""
+    """Plan of a forward call: the sheared sum or the slice-add loop with their views
+    and indices precomputed, or the blocked kernel."""
     if not _plain(a.array):
         return None
-    if a.array.size <= _SMALL_FORWARD:
-        return _small_forward_plan(a)
+    kind = _forward_kind(a.array.shape, a.channel_axis, a.axis, max(a.offsets))
+    if kind != "blocked":
+        return _small_plan(a, kind)
     return _general_plan(forward, a, expand=False)
 
 
