@@ -566,9 +566,7 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
     m_full: tuple[int, ...] | None = None
     m_shape: tuple[int, ...] = ()
     if a.mask is not None:
-        m_full = tuple(
-            x.shape[d] if d > ax and d != cax else n for d, n in enumerate(a.mask.shape)
-        )
+        m_full = tuple(x.shape[d] if d > ax and d != cax else n for d, n in enumerate(a.mask.shape))
         m_shape = _canonical_shape(a.mask.shape, cax, ax)
         if m_shape[-1] in (1, x_shape[-1]):
             m_full = None
