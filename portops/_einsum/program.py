@@ -30,6 +30,10 @@ from .plan import Plan
 __all__ = ["Program", "Programs", "Spelling", "runner", "write_program"]
 
 Shape = tuple[int, ...]
+# Operands of a GEMM with several batch axes up to this many elements in all go to the
+# library's own matmul (its batch folding in C costs less than the backend's, which
+# lays large operands out for BLAS: a layout that cannot matter while they fit L2).
+SMALL_BATCHED = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class Spelling:
     vm: str | None  # vector @ matrix
     mm: str | None
     bmm: str | None
+    batched: str | None  # several batch axes, operands small (SMALL_BATCHED)
     outer: str | None
     ops_calls: float  # about how many library calls one `_ops` primitive costs
     view_calls: float = 1.0  # what a reshape, transpose or permutation costs, in calls
@@ -147,6 +152,8 @@ def _matmul(w: _Writer, a: _Value, b: _Value) -> _Value:
             r = _gemm(w, s.mm, shape, shape, a=w.made(a), b=w.made(b))
     elif len(a.shape) == len(b.shape) == 3 and batch_a == batch_b:
         r = _gemm(w, s.bmm, shape, shape, a=w.made(a), b=w.made(b))
+    elif math.prod(a.shape) + math.prod(b.shape) <= SMALL_BATCHED:
+        r = _gemm(w, s.batched, shape, shape, a=w.made(a), b=w.made(b))
     return r or w.emit(f"_ops.matmul({w.made(a)}, {w.made(b)})", shape)
 
 

@@ -135,6 +135,7 @@ SPELLING = Spelling(
     vm="xp.dot({a}, {b})",
     mm=None,
     bmm=None,
+    batched=None,
     outer="xp.multiply.outer({a}, {b})",
     ops_calls=1.5,  # NumpyOps primitives: a layout check or a view, then the call
     view_calls=0.25,  # a NumPy view costs a fraction of a computing call

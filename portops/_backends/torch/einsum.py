@@ -153,6 +153,7 @@ SPELLING = Spelling(
     vm="xp.mv({b}.t(), {a})",
     mm="xp.mm({a}, {b})",
     bmm="xp.bmm({a}, {b})",
+    batched="xp.matmul({a}, {b})",
     outer="xp.outer({a}, {b})",
     ops_calls=3,  # TorchOps primitives: permutes, views, then the call
 )
@@ -246,11 +247,18 @@ def _numpy_loop_applies(a: EinsumArgs) -> str | None:
     # (2048^2 float32: 1.7 ms against 2.3 ms in NumPy's loop on the views). For every
     # matrix-vector product: torch.mv waits on its thread pool (see loop_wins).
     reason = loop_wins(a, outer_products=False)
-    if reason is None and tiny(a) and _no_casts(a):
+    if reason is not None:
+        return reason
+    if tiny(a):
         calls = LOOP_CALLS_PER_OPERAND * max(a.lowering.n_operands - 1, 1)
-        if _program(a).calls <= calls:
+        if _no_casts(a) and _program(a).calls <= calls:
             return "tiny, and the lowering is as few torch calls as the loop's own overhead"
-    return reason
+        return None
+    if not any(step.kind == "multiply-and-sum" for step in a.plan.steps):
+        # Sums and diagonals alone: torch's reduction reads the operand once too, and on
+        # every core (``ij->i``, 2048^2 float32: 0.33 ms against 0.65 ms in the loop).
+        return "no product to fuse: torch's own reduction reads the operand once, threaded"
+    return None
 
 
 # On tiny operands, where the products cost nothing, the number of calls decides: the
