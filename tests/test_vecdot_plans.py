@@ -22,11 +22,22 @@ def _layout(gen, rows: int, n: int, layout: str, dtype) -> tuple[np.ndarray, np.
         a, b = (gen.standard_normal((rows, n)).astype(dtype) for _ in range(2))
     elif layout == "broadcast":
         a, b = gen.standard_normal((rows, n)).astype(dtype), gen.standard_normal(n).astype(dtype)
+    elif layout == "broadcast-transposed":  # a Fortran-ordered matrix
+        a, b = gen.standard_normal((n, rows)).astype(dtype).T, gen.standard_normal(n).astype(dtype)
+    elif layout == "broadcast-strided":  # every other row: neither C nor F order
+        a = gen.standard_normal((2 * rows, n)).astype(dtype)[::2]
+        b = gen.standard_normal(n).astype(dtype)
     else:  # the single vector first
         a, b = gen.standard_normal(n).astype(dtype), gen.standard_normal((rows, n)).astype(dtype)
-    if np.dtype(dtype).kind == "c":  # complex, with the same strides
-        a = a + (1j * gen.standard_normal(a.shape)).astype(dtype)
-        a = a.T.copy().T if layout == "transposed" else a
+    if np.dtype(dtype).kind == "c":  # complex, with the same layout
+        v = (a + 1j * gen.standard_normal(a.shape)).astype(dtype)
+        if layout in ("transposed", "broadcast-transposed"):
+            v = v.T.copy().T
+        elif layout == "broadcast-strided":
+            base = np.zeros((2 * rows, n), dtype)
+            base[::2] = v
+            v = base[::2]
+        a = v
     return a.astype(dtype, copy=False), b
 
 
@@ -38,7 +49,14 @@ def _expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # kernels past the caches for short vectors), short contiguous vectors (einsum in
 # Fortran order), long ones past the caches (np.vecdot), strided ones (einsum).
 SHAPES = [(1, 3), (16, 16), (7, 300), (300, 2), (4096, 2), (600, 1024), (1, 4096), (3, 1)]
-LAYOUTS = ["contiguous", "transposed", "broadcast", "vector-first"]
+LAYOUTS = [
+    "contiguous",
+    "transposed",
+    "broadcast",
+    "broadcast-transposed",
+    "broadcast-strided",
+    "vector-first",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -108,11 +126,15 @@ def test_which_plan(monkeypatch) -> None:
     assert torch_vecdot._plan_cpu(args) is torch.linalg.vecdot
 
 
-def test_numpy_direct_plans(monkeypatch) -> None:
-    monkeypatch.setattr(numpy_vecdot, "CACHE_BYTES", 1 << 20)
+def test_numpy_direct_plans() -> None:
     a = np.ones((64, 64), np.float32)
     assert numpy_vecdot._direct(a, a) is np.vecdot
-    assert numpy_vecdot._direct(a, a[0]) is np.matmul
-    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB: past the (patched) caches
-    assert numpy_vecdot._direct(big, big[0]) is None
+    # One single vector: a matrix-vector product at every size, ndarray.dot where the
+    # matrix is contiguous either way.
+    assert numpy_vecdot._direct(a, a[0]) is numpy_vecdot._dot
+    assert numpy_vecdot._direct(a[0], a) is numpy_vecdot._dot_swapped
+    assert numpy_vecdot._direct(a.T, a[0]) is numpy_vecdot._dot
+    assert numpy_vecdot._direct(a[::2], a[0]) is np.matmul
+    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB
+    assert numpy_vecdot._direct(big, big[0]) is numpy_vecdot._dot
     assert numpy_vecdot._direct(a.astype(np.float16), a.astype(np.float16)) is None
