@@ -47,8 +47,19 @@ def _expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # Sizes that reach each plan: tiny (torch's own call), a single vector (matmul; NumPy's
 # kernels past the caches for short vectors), short contiguous vectors (einsum in
-# Fortran order), long ones past the caches (np.vecdot), strided ones (einsum).
-SHAPES = [(1, 3), (16, 16), (7, 300), (300, 2), (4096, 2), (600, 1024), (1, 4096), (3, 1)]
+# Fortran order), long ones past the caches (np.vecdot), strided ones (einsum), short
+# contiguous ones past the caches (a batched matrix product on torch).
+SHAPES = [
+    (1, 3),
+    (16, 16),
+    (7, 300),
+    (300, 2),
+    (4096, 2),
+    (600, 1024),
+    (1, 4096),
+    (3, 1),
+    (40000, 16),
+]
 LAYOUTS = [
     "contiguous",
     "transposed",
@@ -99,31 +110,41 @@ def test_plans_with_other_axes_and_keepdims(library, axis, keepdims) -> None:
 
 
 def test_which_plan(monkeypatch) -> None:
-    """The selection on fixed cache and thread figures: torch's own call for tiny and
-    strided inputs, matmul for a single vector, NumPy's kernels where they read less."""
+    """The selection on fixed cache and thread figures: torch's own call for tiny
+    inputs, a matrix-vector product for a single vector, a batched product for short
+    contiguous vectors past the caches, NumPy's kernels where they read less."""
     monkeypatch.setattr(torch_vecdot, "CACHE_BYTES", 1 << 20)
     monkeypatch.setattr(torch_vecdot, "_mul_sum_wins", lambda *args: False)
+    monkeypatch.setattr(torch_vecdot, "MUL_SUM_THREADS", 1 << 10)  # few threads
     cases = {
         ((4, 8), (4, 8)): torch.linalg.vecdot,
-        ((4, 8), (8,)): torch.matmul,
-        ((4096, 64), (64,)): torch.matmul,
+        ((4, 8), (8,)): torch.mv,
+        ((4096, 64), (64,)): torch.mv,
+        ((2, 4096, 64), (64,)): torch.matmul,
         ((1 << 17, 2), (2,)): None,  # short vectors past the caches: NumPy
         ((1 << 17, 2), (1 << 17, 2)): None,  # einsum in Fortran order
+        ((1 << 15, 16), (1 << 15, 16)): torch_vecdot._bmm,  # short, past the caches
+        ((1024, 16), (1024, 16)): torch.linalg.vecdot,  # short, in the caches
         ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
-        ((64, 64), (64, 64)): torch.linalg.vecdot,  # in the caches: torch's own call
+        ((128, 512), (128, 512)): None,  # past torch's grain on few threads: the same
+        ((64, 64), (64, 64)): torch.linalg.vecdot,  # one thread in torch: its own call
     }
     from array_api_compat import torch as xp  # the records' namespace
 
+    def plan_of(x1, x2):
+        return torch_vecdot._plan_cpu(vecdot_module.VecdotArgs.make(x1, x2, -1, False, xp))
+
     for (s1, s2), want in cases.items():
-        args = vecdot_module.VecdotArgs.make(torch.ones(s1), torch.ones(s2), -1, False, xp)
-        plan = torch_vecdot._plan_cpu(args)
+        plan = plan_of(torch.ones(s1), torch.ones(s2))
         if want is None:
-            assert plan not in (torch.linalg.vecdot, torch.matmul), (s1, s2)
+            assert plan not in (torch.linalg.vecdot, torch.matmul, torch.mv), (s1, s2)
         else:
             assert plan is want, (s1, s2)
-    strided = torch.ones(64, 4096).T
-    args = vecdot_module.VecdotArgs.make(strided, strided, -1, False, xp)
-    assert torch_vecdot._plan_cpu(args) is torch.linalg.vecdot
+    strided = torch.ones(64, 1024).T  # past torch's grain: NumPy's einsum on few threads
+    assert plan_of(strided, strided) is not torch.linalg.vecdot
+    monkeypatch.setattr(torch_vecdot, "MUL_SUM_THREADS", 1)  # many threads: torch's call
+    assert plan_of(strided, strided) is torch.linalg.vecdot
+    assert plan_of(torch.ones(128, 512), torch.ones(128, 512)) is torch.linalg.vecdot
 
 
 def test_numpy_direct_plans() -> None:
