@@ -9,6 +9,7 @@ import pytest
 
 import portops
 from portops._backends.numpy import vecdot as numpy_vecdot
+from portops._backends.numpy import vecdot_matvec
 from portops._ops import vecdot as vecdot_module
 
 torch = pytest.importorskip("torch")
@@ -119,7 +120,8 @@ def test_which_plan(monkeypatch) -> None:
     cases = {
         ((4, 8), (4, 8)): torch.linalg.vecdot,
         ((4, 8), (8,)): torch.mv,
-        ((4096, 64), (64,)): torch.mv,
+        ((1024, 32), (32,)): torch.mv,
+        ((4096, 64), (64,)): None,  # past the size BLAS threads: NumPy's Matvec
         ((2, 4096, 64), (64,)): torch.matmul,
         ((1 << 17, 2), (2,)): None,  # short vectors past the caches: NumPy
         ((1 << 17, 2), (1 << 17, 2)): None,  # einsum in Fortran order
@@ -156,6 +158,41 @@ def test_numpy_direct_plans() -> None:
     assert numpy_vecdot._direct(a[0], a) is numpy_vecdot._dot_swapped
     assert numpy_vecdot._direct(a.T, a[0]) is numpy_vecdot._dot
     assert numpy_vecdot._direct(a[::2], a[0]) is np.matmul
-    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB
-    assert numpy_vecdot._direct(big, big[0]) is numpy_vecdot._dot
+    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB: BLAS would thread
+    plan = numpy_vecdot._direct(big, big[0])
+    assert isinstance(plan, vecdot_matvec.Matvec) and not plan.swap
+    assert numpy_vecdot._direct(big[0], big).swap
+    assert numpy_vecdot._direct(big.T.copy().T, big[0]) is numpy_vecdot._dot  # F order
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
+@pytest.mark.parametrize(("rows", "n"), [(70001, 3), (1000, 1000), (3, 40000)])
+@pytest.mark.parametrize("vector_first", [False, True])
+def test_matvec_both_ways(library, rows, n, vector_first) -> None:
+    """The first call runs the row blocks, the second the threaded product (see
+    vecdot_matvec.Matvec): both give the reference, with a partial last block and with
+    fewer rows than one block."""
+    gen = np.random.default_rng(rows)
+    for call in range(3):
+        a = gen.standard_normal((rows, n)).astype(np.float32)
+        b = gen.standard_normal(n).astype(np.float32)
+        want = a.astype(np.float64) @ b
+        x1, x2 = (b, a) if vector_first else (a, b)
+        if library == "torch":
+            x1, x2 = torch.from_numpy(x1), torch.from_numpy(x2)
+        got = portops.vecdot(x1, x2)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-3 * np.sqrt(n))
+        (plan,) = vecdot_module.PLANS._plans.values()
+        matvec = plan if library == "numpy" else plan.__closure__[0].cell_contents
+        assert isinstance(matvec, vecdot_matvec.Matvec)
+        blocks, threads = matvec.took
+        assert blocks < float("inf") and (threads > 0) == (call > 0), call
+
+
+def test_blocked_rows() -> None:
+    gen = np.random.default_rng(0)
+    for rows, n in [(1, 5), (17, 1 << 16), (100003, 2)]:
+        a = gen.standard_normal((rows, n)).astype(np.float32)
+        b = gen.standard_normal(n).astype(np.float32)
+        np.testing.assert_allclose(vecdot_matvec.blocked(a, b), a @ b, rtol=1e-4, atol=1e-3)
     assert numpy_vecdot._direct(a.astype(np.float16), a.astype(np.float16)) is None

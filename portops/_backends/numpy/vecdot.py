@@ -17,6 +17,7 @@ from ..._ops.vecdot import VecdotArgs
 from ..._threads import available_cores
 from ...extend import Priority
 from .shift_sum import _l2_bytes
+from .vecdot_matvec import BLOCK_BYTES, Matvec
 
 # Which kernel wins, from a cost model of NumPy's loops (float32, 2-core AMD EPYC:
 # np.vecdot costs about 0.8 us plus 7 ns per vector, einsum about 2 us plus a faster
@@ -30,9 +31,9 @@ from .shift_sum import _l2_bytes
 # - a single vector against many: one matrix-vector product (BLAS), at every size.
 #   The fused loops call their inner loop once per vector (np.vecdot: 65536x16, 1.1 ms
 #   against 84 us) and BLAS's threaded GEMV reads the matrix faster than one core past
-#   the caches (4096x1024: 0.34 ms against 0.68 ms). Its threads hand work over by
-#   spinning and so stall while another process holds a core, but NumPy's own `@`
-#   stalls the same way: a user's best call is the product either way.
+#   the caches (4096x1024: 0.34 ms against 0.68 ms). Its threads stall while another
+#   process holds a core: past the size BLAS threads, vecdot_matvec.Matvec steps
+#   around that.
 FEW_VECTORS = 128
 SHORT = 32
 SHORT_BYTES = 8
@@ -208,6 +209,8 @@ def _direct(x1: np.ndarray, x2: np.ndarray) -> Any:
     n = one.shape[0]
     if n < 2 or many.shape[1] != n:
         return None
+    if many.flags.c_contiguous and many.nbytes > BLOCK_BYTES:
+        return Matvec(swap=many is not x1)
     if many.flags.c_contiguous or many.flags.f_contiguous:
         # ndarray.dot reaches the same GEMV as np.matmul at a third of its fixed cost
         # (0.3 us against 0.9 us); on other strides it would copy the matrix first.

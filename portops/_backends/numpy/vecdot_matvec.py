@@ -1,0 +1,72 @@
+"""A matrix times one vector that never waits on a descheduled BLAS thread.
+
+BLAS's GEMV is the fastest vecdot of many vectors against one: it reads the matrix
+once, vectorised across rows, and from about a mebibyte of float32 OpenBLAS splits it
+over every core. Those threads hand work over by spinning, so while another process
+holds a core a call waits for a scheduler time slice (4096x1024 float32 on a loaded
+2-core machine: 5 ms instead of 0.34 ms) — and NumPy's own ``@`` waits the same way.
+
+:class:`Matvec` plans such a product two ways: the threaded GEMV, or a stack of row
+blocks (one ``np.matmul`` over a 3-d view), each small enough that BLAS keeps it on
+the calling thread, which reads the matrix at one core's speed but never waits. It
+runs the way whose latest call was faster, and once every PROBE_S seconds the other
+way, so it follows the machine's load as it changes. Both ways compute each row's
+dot product with BLAS's kernels; the last bits may differ between the two.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .shift_sum import _l2_bytes
+
+__all__ = ["BLOCK_BYTES", "PROBE_S", "Matvec", "blocked"]
+
+# Bytes of the matrix per block: an eighth of one core's L2 (256 KiB for 2 MiB), far
+# below the size from which OpenBLAS splits a GEMV over threads.
+BLOCK_BYTES = max(1 << 15, _l2_bytes() // 8)
+PROBE_S = 0.5  # how often a plan times the way it is not taking
+
+
+def blocked(many: np.ndarray, one: np.ndarray) -> np.ndarray:
+    """``many @ one`` for a C-contiguous matrix, as single-threaded row blocks."""
+    rows, n = many.shape
+    step = max(1, BLOCK_BYTES // max(1, n * many.itemsize))
+    k = rows // step
+    out = np.empty(rows, np.result_type(many, one))
+    if k:
+        np.matmul(many[: k * step].reshape(k, step, n), one, out=out[: k * step].reshape(k, step))
+    if k * step < rows:
+        np.matmul(many[k * step :], one, out=out[k * step :])
+    return out
+
+
+class Matvec:
+    """Plan of ``x1 @ x2`` (or ``x2 @ x1`` when `swap`) for a C-contiguous matrix and
+    one vector of a real dtype, large enough for BLAS to thread (see the module)."""
+
+    __slots__ = ("next_probe", "swap", "threads_faster", "took")
+
+    def __init__(self, swap: bool) -> None:
+        self.swap = swap
+        # Seconds the latest call each way took: the first call (a probe) blocks, the
+        # second one threads, and from then on the faster way wins.
+        self.took = [float("inf"), 0.0]  # [blocks, threads]
+        self.threads_faster = True
+        self.next_probe = 0.0
+
+    def __call__(self, x1: np.ndarray, x2: np.ndarray) -> Any:
+        many, one = (x2, x1) if self.swap else (x1, x2)
+        start = time.perf_counter()
+        probe = start >= self.next_probe
+        threads = self.threads_faster != probe  # a probe takes the other way
+        r = many.dot(one) if threads else blocked(many, one)
+        took = self.took
+        took[threads] = time.perf_counter() - start
+        if probe:
+            self.next_probe = start + PROBE_S
+        self.threads_faster = took[1] <= took[0]
+        return r
