@@ -9,9 +9,12 @@ holds a core a call waits for a scheduler time slice (4096x1024 float32 on a loa
 :class:`Matvec` plans such a product two ways: the threaded GEMV, or a stack of row
 blocks (one ``np.matmul`` over a 3-d view), each small enough that BLAS keeps it on
 the calling thread, which reads the matrix at one core's speed but never waits. It
-runs the way whose latest call was faster, and once every PROBE_S seconds the other
-way, so it follows the machine's load as it changes. Both ways compute each row's
-dot product with BLAS's kernels; the last bits may differ between the two.
+threads unless the latest threaded call took twice as long as the latest blocked one
+or a time slice (STALL_S) longer, and once every PROBE_S seconds it takes the other
+way, so it follows the machine's load as it changes; a call slowed by less than a
+stall does not move it off the threads, which are up to twice as fast when they run.
+Both ways compute each row's dot product with BLAS's kernels; the last bits may
+differ between the two.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import numpy as np
 
 from .shift_sum import _l2_bytes
 
-__all__ = ["BLOCK_BYTES", "PROBE_S", "Matvec", "blocked"]
+__all__ = ["BLOCK_BYTES", "PROBE_S", "STALL_S", "Matvec", "blocked"]
 
 # Bytes of the matrix per block: an eighth of one core's L2 (256 KiB for 2 MiB), far
 # below the size from which OpenBLAS splits a GEMV over threads.
 BLOCK_BYTES = max(1 << 15, _l2_bytes() // 8)
 PROBE_S = 0.5  # how often a plan times the way it is not taking
+STALL_S = 1e-3  # about a scheduler time slice: what a descheduled thread costs
 
 
 def blocked(many: np.ndarray, one: np.ndarray) -> np.ndarray:
@@ -48,25 +52,25 @@ class Matvec:
     """Plan of ``x1 @ x2`` (or ``x2 @ x1`` when `swap`) for a C-contiguous matrix and
     one vector of a real dtype, large enough for BLAS to thread (see the module)."""
 
-    __slots__ = ("next_probe", "swap", "threads_faster", "took")
+    __slots__ = ("next_probe", "swap", "took", "use_threads")
 
     def __init__(self, swap: bool) -> None:
         self.swap = swap
         # Seconds the latest call each way took: the first call (a probe) blocks, the
-        # second one threads, and from then on the faster way wins.
+        # second one threads, and from then on the rule of the module's docstring.
         self.took = [float("inf"), 0.0]  # [blocks, threads]
-        self.threads_faster = True
+        self.use_threads = True
         self.next_probe = 0.0
 
     def __call__(self, x1: np.ndarray, x2: np.ndarray) -> Any:
         many, one = (x2, x1) if self.swap else (x1, x2)
         start = time.perf_counter()
         probe = start >= self.next_probe
-        threads = self.threads_faster != probe  # a probe takes the other way
+        threads = self.use_threads != probe  # a probe takes the other way
         r = many.dot(one) if threads else blocked(many, one)
         took = self.took
         took[threads] = time.perf_counter() - start
         if probe:
             self.next_probe = start + PROBE_S
-        self.threads_faster = took[1] <= took[0]
+        self.use_threads = took[1] < 2 * took[0] and took[1] < took[0] + STALL_S
         return r
