@@ -9,10 +9,10 @@ holds a core a call waits for a scheduler time slice (4096x1024 float32 on a loa
 :class:`Matvec` plans such a product two ways: the threaded GEMV, or a stack of row
 blocks (one ``np.matmul`` over a 3-d view), each small enough that BLAS keeps it on
 the calling thread, which reads the matrix at one core's speed but never waits. It
-threads unless the latest threaded call took twice as long as the latest blocked one
-or a time slice (STALL_S) longer, and once every PROBE_S seconds it takes the other
-way, so it follows the machine's load as it changes; a call slowed by less than a
-stall does not move it off the threads, which are up to twice as fast when they run.
+threads unless the latest threaded call took a time slice (STALL_S) longer than the
+latest blocked one, and once every PROBE_S seconds it takes the other way, so it
+follows the machine's load as it changes; a call slowed by less than a stall does
+not move it off the threads, which are up to twice as fast when they run.
 Both ways compute each row's dot product with BLAS's kernels; the last bits may
 differ between the two.
 """
@@ -67,10 +67,12 @@ class Matvec:
         start = time.perf_counter()
         probe = start >= self.next_probe
         threads = self.use_threads != probe  # a probe takes the other way
-        r = many.dot(one) if threads else blocked(many, one)
+        # np.matmul, not ndarray.dot: its GEMV call is faster for short rows (65536x2:
+        # 27 us against 34); past BLOCK_BYTES their fixed costs do not matter.
+        r = np.matmul(many, one) if threads else blocked(many, one)
         took = self.took
         took[threads] = time.perf_counter() - start
         if probe:
             self.next_probe = start + PROBE_S
-        self.use_threads = took[1] < 2 * took[0] and took[1] < took[0] + STALL_S
+        self.use_threads = took[1] < took[0] + STALL_S
         return r

@@ -31,7 +31,6 @@ from ..._ops.vecdot import VecdotArgs
 from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
 from ..numpy.vecdot import CACHE_BYTES, _kernel, vecdot_numpy
-from ..numpy.vecdot_matvec import BLOCK_BYTES, Matvec
 
 # Dtypes NumPy shares with torch; uint16/32/64 also lack torch CPU sum kernels.
 _VIA_NUMPY = frozenset(
@@ -239,8 +238,9 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     conj(x1) = x1) and the other a matrix or stack of them; else None.
 
     ``torch.matmul``; for a matrix ``torch.mv``, the same GEMV at less fixed cost
-    (1.2 us against 1.4); for a contiguous matrix past the size BLAS threads, NumPy's
-    GEMV plan, which steps around threads stalled by the machine's load.
+    (1.2 us against 1.4). Not NumPy's GEMV plan (vecdot_matvec) on views: in a process
+    whose OpenMP threads torch has woken, BLAS's own threads compete with them
+    (256x4096: 285 us against torch's 133).
     """
     if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
         return None
@@ -249,14 +249,6 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     if n < 2 or many.shape[-1] != n:
         return None
     nbytes = many.numel() * many.element_size()
-    if many.ndim == 2 and many.is_contiguous() and nbytes > BLOCK_BYTES:
-        # NumPy's GEMV plan (vecdot_matvec) on zero-copy views.
-        matvec = Matvec(swap=many is not x1)
-
-        def plan(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-            return torch.from_numpy(matvec(_numpy_view(x1), _numpy_view(x2)))
-
-        return plan
     if n < MATVEC_SHORT and nbytes >= CACHE_BYTES:
         return None
     if many.ndim == 2:
