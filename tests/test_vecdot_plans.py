@@ -192,3 +192,41 @@ def test_blocked_rows() -> None:
         b = gen.standard_normal(n).astype(np.float32)
         np.testing.assert_allclose(vecdot_matvec.blocked(a, b), a @ b, rtol=1e-4, atol=1e-3)
     assert numpy_vecdot._direct(a.astype(np.float16), a.astype(np.float16)) is None
+
+
+def test_matvec_backs_off_stalled_threads(monkeypatch) -> None:
+    """On a fake clock: a stalled threaded call moves the plan to row blocks; it tries
+    threads again after PROBE_S, then after twice that while they keep stalling, and
+    stays on them once a try runs without a stall."""
+    blocks_s, stall_s, fast_s = 1e-4, 5e-3, 5e-5
+    # (start time, seconds the call takes, the way it must take: True = threads)
+    script = [
+        (0.0, blocks_s, False),  # the first call probes the row blocks
+        (0.01, stall_s, True),  # threads, and a stall
+        (0.02, blocks_s, False),  # row blocks until PROBE_S has passed
+        (0.52, stall_s, True),  # the probe of threads stalls again: wait 2 * PROBE_S
+        (1.0, blocks_s, False),
+        (1.53, fast_s, True),  # threads run: back on them
+        (1.6, fast_s, True),
+        (2.04, blocks_s, False),  # PROBE_S later, a probe of the row blocks
+        (2.05, fast_s, True),
+    ]
+    times = []
+    for start, took, _ in script:
+        times += [start, start + took]
+    clock = iter(times)
+    monkeypatch.setattr(vecdot_matvec, "time", type("Clock", (), {"perf_counter": clock.__next__}))
+    blocked_calls = []
+
+    def blocked(many, one):
+        blocked_calls.append(1)
+        return vecdot_matvec.np.matmul(many, one)
+
+    monkeypatch.setattr(vecdot_matvec, "blocked", blocked)
+    plan = vecdot_matvec.Matvec(swap=False)
+    a = np.arange(12.0).reshape(4, 3)
+    b = np.ones(3)
+    for start, _, threads in script:
+        before = len(blocked_calls)
+        np.testing.assert_array_equal(plan(a, b), a @ b)
+        assert (len(blocked_calls) == before) == threads, start

@@ -150,6 +150,7 @@ PLANS = PlanCache()
 # so the signatures of the commonest arrays are built inline in `vecdot` below
 # (without a call to pair_signature) and looked up in the cache's own dict.
 _lookup = PLANS._plans.get
+_PLANS_ON = PLANS.maxsize > 0  # PORTOPS_PLAN_CACHE=0: no keys, no planning
 # The exact ndarray and Tensor types, learnt from the first call that plans one (so
 # that no library is imported here); None until then.
 _ndarray: Any = None
@@ -256,10 +257,10 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> An
     >>> portops.vecdot(np.array([1j, 2]), np.array([1j, 1]))  # conj(x1) . x2
     array(3.+0.j)
     """
-    # The key of `vecdot_key`, built inline for ndarray and Tensor pairs: every
-    # attribute read and function call here is a visible part of a tiny call's cost.
+    # The plan key, built inline for ndarray pairs (see `_signature`): every attribute
+    # read and function call here is a visible part of a tiny call's cost.
     key: Any = None
-    if not _dispatch.preferences_active():
+    if _PLANS_ON and not _dispatch.preferences_active():
         t = type(x1)
         if type(x2) is not t or type(axis) is not int or type(keepdims) is not bool:
             pass

@@ -33,11 +33,12 @@ from .vecdot_matvec import BLOCK_BYTES, Matvec
 #   against 84 us) and BLAS's threaded GEMV reads the matrix faster than one core past
 #   the caches (4096x1024: 0.34 ms against 0.68 ms). Its threads stall while another
 #   process holds a core: past the size BLAS threads, vecdot_matvec.Matvec steps
-#   around that.
+#   around that (plans of 2-d matrices; the general path keeps to the fused loops
+#   past CACHE_BYTES instead).
 FEW_VECTORS = 128
 SHORT = 32
 SHORT_BYTES = 8
-CACHE_BYTES = _l2_bytes() * available_cores()  # read by the torch CPU planner
+CACHE_BYTES = _l2_bytes() * available_cores()
 
 
 def _unit(x: np.ndarray, axis: int) -> bool:
@@ -74,6 +75,8 @@ def _matvec(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
     elif x1.size == n and x2.size > n:
         many, one, conj_result = x2, np.conj(x1) if x1.dtype.kind == "c" else x1, False
     else:
+        return None
+    if many.nbytes >= CACHE_BYTES:  # memory-bound: the fused loops, which never stall
         return None
     if axis != -1:
         many = np.moveaxis(many, axis, -1)
