@@ -266,12 +266,11 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
 
     - ``"numpy"``: NumPy's fused loops on zero-copy views read each input once, where
       torch's product and sum write and reread a product: three times the traffic.
-      So: short contiguous vectors (``einsum`` in Fortran order) and any vectors
-      whose product leaves the caches (CACHE_BYTES); strided vectors too from the
-      size where torch goes multithreaded (GRAIN) when it has fewer than
-      MUL_SUM_THREADS threads, which cannot make up for that traffic, and which
-      hand work over by spinning, so that they stall whenever another process
-      holds a core.
+      So: short contiguous vectors (``einsum`` in Fortran order), any vectors whose
+      product leaves the caches (CACHE_BYTES), and long or strided ones from the size
+      where torch goes multithreaded (GRAIN) when it has fewer than MUL_SUM_THREADS
+      threads, which cannot make up for that traffic, and which hand work over by
+      spinning, so that they stall whenever another process holds a core.
     - ``"bmm"``: short contiguous vectors past the caches: one batched matrix product
       reads each input once with every thread, where NumPy's einsum pays per vector.
     - ``"native"``: ``torch.linalg.vecdot``, the cheapest call below those sizes.
@@ -286,13 +285,12 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
     few_threads = torch.get_num_threads() < MUL_SUM_THREADS
     if kernel == "einsum" and numpy_vecdot._unit(a, axis) and numpy_vecdot._unit(b, axis):
         return "bmm" if nbytes >= CACHE_BYTES and axis == -1 else "native"
-    if nbytes >= CACHE_BYTES:
+    # In the caches, torch's threads can read faster than NumPy's one (256x1024 on a
+    # quiet machine: 36 us against 43), but on a loaded one they stall (250 us to
+    # 16 ms against NumPy's steady 40 to 180 us): a bounded loss against an unbounded.
+    if nbytes >= CACHE_BYTES or (few_threads and x1.numel() >= GRAIN):
         return "numpy"
-    # Strided vectors: torch's product comes out strided too, and its sum rereads it
-    # across the grain; long contiguous ones in the caches: torch's threads each read
-    # their own core's cache (256x1024: 36 us against np.vecdot's 43).
-    strided = kernel == "einsum"
-    return "numpy" if strided and few_threads and x1.numel() >= GRAIN else "native"
+    return "native"
 
 
 def _numpy_plan(x1: torch.Tensor, x2: torch.Tensor) -> Any:
