@@ -9,6 +9,7 @@ import pytest
 
 import portops
 from portops._backends.numpy import vecdot as numpy_vecdot
+from portops._backends.numpy import vecdot_matvec
 from portops._ops import vecdot as vecdot_module
 
 torch = pytest.importorskip("torch")
@@ -22,11 +23,22 @@ def _layout(gen, rows: int, n: int, layout: str, dtype) -> tuple[np.ndarray, np.
         a, b = (gen.standard_normal((rows, n)).astype(dtype) for _ in range(2))
     elif layout == "broadcast":
         a, b = gen.standard_normal((rows, n)).astype(dtype), gen.standard_normal(n).astype(dtype)
+    elif layout == "broadcast-transposed":  # a Fortran-ordered matrix
+        a, b = gen.standard_normal((n, rows)).astype(dtype).T, gen.standard_normal(n).astype(dtype)
+    elif layout == "broadcast-strided":  # every other row: neither C nor F order
+        a = gen.standard_normal((2 * rows, n)).astype(dtype)[::2]
+        b = gen.standard_normal(n).astype(dtype)
     else:  # the single vector first
         a, b = gen.standard_normal(n).astype(dtype), gen.standard_normal((rows, n)).astype(dtype)
-    if np.dtype(dtype).kind == "c":  # complex, with the same strides
-        a = a + (1j * gen.standard_normal(a.shape)).astype(dtype)
-        a = a.T.copy().T if layout == "transposed" else a
+    if np.dtype(dtype).kind == "c":  # complex, with the same layout
+        v = (a + 1j * gen.standard_normal(a.shape)).astype(dtype)
+        if layout in ("transposed", "broadcast-transposed"):
+            v = v.T.copy().T
+        elif layout == "broadcast-strided":
+            base = np.zeros((2 * rows, n), dtype)
+            base[::2] = v
+            v = base[::2]
+        a = v
     return a.astype(dtype, copy=False), b
 
 
@@ -36,9 +48,27 @@ def _expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # Sizes that reach each plan: tiny (torch's own call), a single vector (matmul; NumPy's
 # kernels past the caches for short vectors), short contiguous vectors (einsum in
-# Fortran order), long ones past the caches (np.vecdot), strided ones (einsum).
-SHAPES = [(1, 3), (16, 16), (7, 300), (300, 2), (4096, 2), (600, 1024), (1, 4096), (3, 1)]
-LAYOUTS = ["contiguous", "transposed", "broadcast", "vector-first"]
+# Fortran order), long ones past the caches (np.vecdot), strided ones (einsum), short
+# contiguous ones past the caches (a batched matrix product on torch).
+SHAPES = [
+    (1, 3),
+    (16, 16),
+    (7, 300),
+    (300, 2),
+    (4096, 2),
+    (600, 1024),
+    (1, 4096),
+    (3, 1),
+    (40000, 16),
+]
+LAYOUTS = [
+    "contiguous",
+    "transposed",
+    "broadcast",
+    "broadcast-transposed",
+    "broadcast-strided",
+    "vector-first",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -81,38 +111,122 @@ def test_plans_with_other_axes_and_keepdims(library, axis, keepdims) -> None:
 
 
 def test_which_plan(monkeypatch) -> None:
-    """The selection on fixed cache and thread figures: torch's own call for tiny and
-    strided inputs, matmul for a single vector, NumPy's kernels where they read less."""
+    """The selection on fixed cache and thread figures: torch's own call for tiny
+    inputs, a matrix-vector product for a single vector, a batched product for short
+    contiguous vectors past the caches, NumPy's kernels where they read less."""
     monkeypatch.setattr(torch_vecdot, "CACHE_BYTES", 1 << 20)
     monkeypatch.setattr(torch_vecdot, "_mul_sum_wins", lambda *args: False)
+    monkeypatch.setattr(torch_vecdot, "MUL_SUM_THREADS", 1 << 10)  # few threads
     cases = {
         ((4, 8), (4, 8)): torch.linalg.vecdot,
-        ((4, 8), (8,)): torch.matmul,
-        ((4096, 64), (64,)): torch.matmul,
+        ((4, 8), (8,)): torch.mv,
+        ((1024, 32), (32,)): torch.mv,
+        ((4096, 64), (64,)): torch.mv,
+        ((2, 4096, 64), (64,)): torch.matmul,
         ((1 << 17, 2), (2,)): None,  # short vectors past the caches: NumPy
         ((1 << 17, 2), (1 << 17, 2)): None,  # einsum in Fortran order
+        ((1 << 15, 16), (1 << 15, 16)): torch_vecdot._bmm,  # short, past the caches
+        ((1024, 16), (1024, 16)): torch.linalg.vecdot,  # short, in the caches
         ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
-        ((64, 64), (64, 64)): torch.linalg.vecdot,  # in the caches: torch's own call
+        ((128, 512), (128, 512)): None,  # past torch's grain on few threads: NumPy
+        ((64, 64), (64, 64)): torch.linalg.vecdot,  # one thread in torch: its own call
     }
     from array_api_compat import torch as xp  # the records' namespace
 
+    def plan_of(x1, x2):
+        return torch_vecdot._plan_cpu(vecdot_module.VecdotArgs.make(x1, x2, -1, False, xp))
+
     for (s1, s2), want in cases.items():
-        args = vecdot_module.VecdotArgs.make(torch.ones(s1), torch.ones(s2), -1, False, xp)
-        plan = torch_vecdot._plan_cpu(args)
+        plan = plan_of(torch.ones(s1), torch.ones(s2))
         if want is None:
-            assert plan not in (torch.linalg.vecdot, torch.matmul), (s1, s2)
+            assert plan not in (torch.linalg.vecdot, torch.matmul, torch.mv), (s1, s2)
         else:
             assert plan is want, (s1, s2)
-    strided = torch.ones(64, 4096).T
-    args = vecdot_module.VecdotArgs.make(strided, strided, -1, False, xp)
-    assert torch_vecdot._plan_cpu(args) is torch.linalg.vecdot
+    strided = torch.ones(64, 1024).T  # past torch's grain: NumPy's einsum on few threads
+    assert plan_of(strided, strided) is not torch.linalg.vecdot
+    monkeypatch.setattr(torch_vecdot, "MUL_SUM_THREADS", 1)  # many threads: torch's call
+    assert plan_of(strided, strided) is torch.linalg.vecdot
+    assert plan_of(torch.ones(128, 512), torch.ones(128, 512)) is torch.linalg.vecdot
 
 
-def test_numpy_direct_plans(monkeypatch) -> None:
-    monkeypatch.setattr(numpy_vecdot, "CACHE_BYTES", 1 << 20)
+def test_numpy_direct_plans() -> None:
     a = np.ones((64, 64), np.float32)
     assert numpy_vecdot._direct(a, a) is np.vecdot
-    assert numpy_vecdot._direct(a, a[0]) is np.matmul
-    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB: past the (patched) caches
-    assert numpy_vecdot._direct(big, big[0]) is None
+    # One single vector: a matrix-vector product at every size, ndarray.dot where the
+    # matrix is contiguous either way.
+    assert numpy_vecdot._direct(a, a[0]) is numpy_vecdot._dot
+    assert numpy_vecdot._direct(a[0], a) is numpy_vecdot._dot_swapped
+    assert numpy_vecdot._direct(a.T, a[0]) is numpy_vecdot._dot
+    assert numpy_vecdot._direct(a[::2], a[0]) is np.matmul
+    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB: BLAS would thread
+    plan = numpy_vecdot._direct(big, big[0])
+    assert isinstance(plan, vecdot_matvec.Matvec) and not plan.swap
+    assert numpy_vecdot._direct(big[0], big).swap
+    assert numpy_vecdot._direct(big.T.copy().T, big[0]) is numpy_vecdot._dot  # F order
+
+
+@pytest.mark.parametrize(("rows", "n"), [(70001, 3), (1000, 1000), (3, 40000)])
+@pytest.mark.parametrize("vector_first", [False, True])
+def test_matvec_both_ways(rows, n, vector_first) -> None:
+    """The first call runs the row blocks, the second the threaded product (see
+    vecdot_matvec.Matvec): both give the reference, with a partial last block and with
+    fewer rows than one block."""
+    gen = np.random.default_rng(rows)
+    for call in range(3):
+        a = gen.standard_normal((rows, n)).astype(np.float32)
+        b = gen.standard_normal(n).astype(np.float32)
+        want = a.astype(np.float64) @ b
+        x1, x2 = (b, a) if vector_first else (a, b)
+        got = portops.vecdot(x1, x2)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-3 * np.sqrt(n))
+        (plan,) = vecdot_module.PLANS._plans.values()
+        assert isinstance(plan, vecdot_matvec.Matvec)
+        blocks, threads = plan.took
+        assert blocks < float("inf") and (threads > 0) == (call > 0), call
+
+
+def test_blocked_rows() -> None:
+    gen = np.random.default_rng(0)
+    for rows, n in [(1, 5), (17, 1 << 16), (100003, 2)]:
+        a = gen.standard_normal((rows, n)).astype(np.float32)
+        b = gen.standard_normal(n).astype(np.float32)
+        np.testing.assert_allclose(vecdot_matvec.blocked(a, b), a @ b, rtol=1e-4, atol=1e-3)
     assert numpy_vecdot._direct(a.astype(np.float16), a.astype(np.float16)) is None
+
+
+def test_matvec_backs_off_stalled_threads(monkeypatch) -> None:
+    """On a fake clock: a stalled threaded call moves the plan to row blocks; it tries
+    threads again after PROBE_S, then after twice that while they keep stalling, and
+    stays on them once a try runs without a stall."""
+    blocks_s, stall_s, fast_s = 1e-4, 5e-3, 5e-5
+    # (start time, seconds the call takes, the way it must take: True = threads)
+    script = [
+        (0.0, blocks_s, False),  # the first call probes the row blocks
+        (0.01, stall_s, True),  # threads, and a stall
+        (0.02, blocks_s, False),  # row blocks until PROBE_S has passed
+        (0.52, stall_s, True),  # the probe of threads stalls again: wait 2 * PROBE_S
+        (1.0, blocks_s, False),
+        (1.53, fast_s, True),  # threads run: back on them
+        (1.6, fast_s, True),
+        (2.04, blocks_s, False),  # PROBE_S later, a probe of the row blocks
+        (2.05, fast_s, True),
+    ]
+    times = []
+    for start, took, _ in script:
+        times += [start, start + took]
+    clock = iter(times)
+    monkeypatch.setattr(vecdot_matvec, "time", type("Clock", (), {"perf_counter": clock.__next__}))
+    blocked_calls = []
+
+    def blocked(many, one):
+        blocked_calls.append(1)
+        return vecdot_matvec.np.matmul(many, one)
+
+    monkeypatch.setattr(vecdot_matvec, "blocked", blocked)
+    plan = vecdot_matvec.Matvec(swap=False)
+    a = np.arange(12.0).reshape(4, 3)
+    b = np.ones(3)
+    for start, _, threads in script:
+        before = len(blocked_calls)
+        np.testing.assert_array_equal(plan(a, b), a @ b)
+        assert (len(blocked_calls) == before) == threads, start

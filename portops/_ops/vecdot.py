@@ -146,6 +146,64 @@ _dispatch.define_operation("vecdot", _prepare)
 
 # Plans of repeated calls (portops._plans): a plan takes the raw (x1, x2).
 PLANS = PlanCache()
+# The plan lookup, bound once: a tiny call's overhead is a handful of such lookups,
+# so the signatures of the commonest arrays are built inline in `vecdot` below
+# (without a call to pair_signature) and looked up in the cache's own dict.
+_lookup = PLANS._plans.get
+_PLANS_ON = PLANS.maxsize > 0  # PORTOPS_PLAN_CACHE=0: no keys, no planning
+# The exact ndarray and Tensor types, learnt from the first call that plans one (so
+# that no library is imported here); None until then.
+_ndarray: Any = None
+_tensor: Any = None
+_torch: Any = None
+
+
+def _learn(t: type) -> bool:
+    """Remember `t` if it is NumPy's ndarray or torch's Tensor (see `vecdot`); whether
+    it is one."""
+    global _ndarray, _tensor, _torch
+    if t.__module__ == "numpy" and t.__name__ == "ndarray":
+        _ndarray = t
+        return True
+    if t.__module__ == "torch" and t.__name__ == "Tensor":
+        import torch  # already imported: a tensor was passed
+
+        _torch, _tensor = torch, t
+        return True
+    return False
+
+
+def _signature(x1: Any, x2: Any, axis: int, keepdims: bool) -> Any:
+    """The plan key of a call on two arrays of one type other than the ndarray and
+    Tensor types already seen (see `vecdot`), or None when it gets no plan.
+
+    The first ndarray or Tensor pair gets the flat key `vecdot` builds from then on;
+    other types the generic pair signature, whose keys begin with the type and so
+    never equal a flat key.
+    """
+    t = type(x1)
+    if _learn(t):
+        if t is _ndarray:
+            return (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
+        return _tensor_key(x1, x2, axis, keepdims)
+    return pair_signature(x1, x2, axis, keepdims)
+
+
+def _tensor_key(x1: Any, x2: Any, axis: int, keepdims: bool) -> Any:
+    """The flat plan key of two tensors, or None while torch.compile traces."""
+    torch = _torch
+    # Looked up on the module at each call: dynamo folds this very attribute to True.
+    if torch.compiler.is_compiling():
+        return None
+    d1, d2 = x1.dtype, x2.dtype
+    return (
+        d1, x1.shape, x1.stride(), x1.get_device(),
+        d2, x2.shape, x2.stride(), x2.get_device(),
+        axis, keepdims,
+        (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled(),
+        # A conjugate view is only possible for complex dtypes.
+        (d1.is_complex and x1.is_conj()) or (d2.is_complex and x2.is_conj()),
+    )  # fmt: skip
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
@@ -199,11 +257,21 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> An
     >>> portops.vecdot(np.array([1j, 2]), np.array([1j, 1]))  # conj(x1) . x2
     array(3.+0.j)
     """
-    key = None
-    if not _dispatch.preferences_active():
-        key = pair_signature(x1, x2, axis, keepdims)
+    # The plan key, built inline for ndarray pairs (see `_signature`): every attribute
+    # read and function call here is a visible part of a tiny call's cost.
+    key: Any = None
+    if _PLANS_ON and not _dispatch.preferences_active():
+        t = type(x1)
+        if type(x2) is not t or type(axis) is not int or type(keepdims) is not bool:
+            pass
+        elif t is _ndarray:
+            key = (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
+        elif t is _tensor:
+            key = _tensor_key(x1, x2, axis, keepdims)
+        else:
+            key = _signature(x1, x2, axis, keepdims)
         if key is not None:
-            plan = PLANS.get(key)
+            plan = _lookup(key)
             if plan is not None:
                 return plan(x1, x2)
     return _dispatch.invoke_planned(

@@ -29,6 +29,7 @@ import torch
 from ... import extend
 from ..._ops.vecdot import VecdotArgs
 from ...extend import Priority
+from ..numpy import vecdot as numpy_vecdot
 from ..numpy.vecdot import CACHE_BYTES, _kernel, vecdot_numpy
 
 # Dtypes NumPy shares with torch; uint16/32/64 also lack torch CPU sum kernels.
@@ -233,33 +234,90 @@ def _native(axis: int, keepdims: bool) -> Any:
 
 
 def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
-    """``torch.matmul`` as a plan when one input is a single vector along the last axis
-    (real dtypes: conj(x1) = x1) and the other a matrix or stack of them; else None."""
+    """A plan when one input is a single vector along the last axis (real dtypes:
+    conj(x1) = x1) and the other a matrix or stack of them; else None.
+
+    ``torch.matmul``; for a matrix ``torch.mv``, the same GEMV at less fixed cost
+    (1.2 us against 1.4). Not NumPy's GEMV plan (vecdot_matvec) on views: in a process
+    whose OpenMP threads torch has woken, BLAS's own threads compete with them
+    (256x4096: 285 us against torch's 133).
+    """
     if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
         return None
     many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
     n = one.shape[0]
     if n < 2 or many.shape[-1] != n:
         return None
-    if n < MATVEC_SHORT and many.numel() * many.element_size() >= CACHE_BYTES:
+    nbytes = many.numel() * many.element_size()
+    if n < MATVEC_SHORT and nbytes >= CACHE_BYTES:
         return None
+    if many.ndim == 2:
+        return torch.mv if many is x1 else lambda x1, x2: torch.mv(x2, x1)
     return torch.matmul if many is x1 else lambda x1, x2: torch.matmul(x2, x1)
 
 
-def _numpy_wins(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> bool:
-    """Whether NumPy's fused loops (on zero-copy views) beat torch's product and sum for
-    equal shapes: short contiguous vectors, which NumPy sums column by column
-    (``einsum`` in Fortran order), and long contiguous ones past the caches, where
-    reading the inputs once beats writing and rereading a product (see the module
-    docstring). Elsewhere torch's own call costs less per call and uses every core.
+# torch splits an elementwise loop over its threads from this many elements on
+# (at::internal::GRAIN_SIZE); below it every call runs on one thread.
+GRAIN = 32768
+
+
+def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
+    """How to reduce two tensors of one shape (no gradients):
+
+    - ``"numpy"``: NumPy's fused loops on zero-copy views read each input once, where
+      torch's product and sum write and reread a product: three times the traffic.
+      So: short contiguous vectors (``einsum`` in Fortran order), any vectors whose
+      product leaves the caches (CACHE_BYTES), and long or strided ones from the size
+      where torch goes multithreaded (GRAIN) when it has fewer than MUL_SUM_THREADS
+      threads, which cannot make up for that traffic, and which hand work over by
+      spinning, so that they stall whenever another process holds a core.
+    - ``"bmm"``: short contiguous vectors past the caches: one batched matrix product
+      reads each input once with every thread, where NumPy's einsum pays per vector.
+    - ``"native"``: ``torch.linalg.vecdot``, the cheapest call below those sizes.
     """
     if _mul_sum_wins(x1, x2, axis):
-        return False
+        return "native"
     a, b = _numpy_view(x1), _numpy_view(x2)
     kernel = _kernel(a, b, axis)
     if kernel == "einsum_f":
-        return True
-    return kernel == "vecdot" and a.nbytes + b.nbytes >= CACHE_BYTES and a.shape[axis] >= SHORT
+        return "numpy"
+    nbytes = a.nbytes + b.nbytes
+    few_threads = torch.get_num_threads() < MUL_SUM_THREADS
+    if kernel == "einsum" and numpy_vecdot._unit(a, axis) and numpy_vecdot._unit(b, axis):
+        return "bmm" if nbytes >= CACHE_BYTES and axis == -1 else "native"
+    # In the caches, torch's threads can read faster than NumPy's one (256x1024 on a
+    # quiet machine: 36 us against 43), but on a loaded one they stall (250 us to
+    # 16 ms against NumPy's steady 40 to 180 us): a bounded loss against an unbounded.
+    if nbytes >= CACHE_BYTES or (few_threads and x1.numel() >= GRAIN):
+        return "numpy"
+    return "native"
+
+
+def _numpy_plan(x1: torch.Tensor, x2: torch.Tensor) -> Any:
+    """NumPy's kernel for equal shapes along the last axis, called on zero-copy views,
+    or None where :func:`vecdot_numpy`'s general path is needed (1-d inputs, whose
+    result is a scalar; complex einsum, which needs ``conj(x1)``)."""
+    if x1.ndim < 2 or x1.dtype not in _NATIVE_SMALL:
+        return None
+    kernel = _kernel(_numpy_view(x1), _numpy_view(x2), -1)
+    f: Any = np.vecdot
+    if kernel != "vecdot":
+        if x1.dtype.is_complex:
+            return None
+        order: Any = "F" if kernel == "einsum_f" else "K"
+
+        def f(a: np.ndarray, b: np.ndarray) -> Any:
+            return np.einsum("...i,...i->...", a, b, order=order)
+
+    def plan(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(f(_numpy_view(x1), _numpy_view(x2)))
+
+    return plan
+
+
+def _bmm(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    """Equal shapes along the last axis as one batched product of (1, n) and (n, 1)."""
+    return torch.matmul(x1.unsqueeze(-2), x2.unsqueeze(-1))[..., 0, 0]
 
 
 def _plan_cpu(a: VecdotArgs) -> Any:
@@ -278,8 +336,16 @@ def _plan_cpu(a: VecdotArgs) -> Any:
                 return matvec
         if x1.numel() < NATIVE_SMALL and x2.numel() < NATIVE_SMALL:
             return _native(axis, keepdims)  # tiny: the trip through NumPy costs more
-        if x1.shape == x2.shape and not _numpy_wins(x1, x2, axis):
-            return _native(axis, keepdims)
+        if x1.shape == x2.shape:
+            how = _equal_shapes(x1, x2, axis)
+            if how == "native":
+                return _native(axis, keepdims)
+            if how == "bmm" and not keepdims and x1.dtype in _REAL:
+                return _bmm
+            if how == "numpy" and axis == -1 and not keepdims:
+                direct = _numpy_plan(x1, x2)
+                if direct is not None:
+                    return direct
     return lambda x1, x2: forward_cpu(x1, x2, axis, keepdims)
 
 
