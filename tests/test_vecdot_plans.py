@@ -9,7 +9,6 @@ import pytest
 
 import portops
 from portops._backends.numpy import vecdot as numpy_vecdot
-from portops._backends.numpy import vecdot_matvec
 from portops._ops import vecdot as vecdot_module
 
 torch = pytest.importorskip("torch")
@@ -158,21 +157,19 @@ def test_numpy_direct_plans() -> None:
     assert numpy_vecdot._direct(a[0], a) is numpy_vecdot._dot_swapped
     assert numpy_vecdot._direct(a.T, a[0]) is numpy_vecdot._dot
     assert numpy_vecdot._direct(a[::2], a[0]) is np.matmul
-    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB: BLAS would thread
-    plan = numpy_vecdot._direct(big, big[0])
-    assert isinstance(plan, vecdot_matvec.Matvec) and not plan.swap
-    assert numpy_vecdot._direct(big[0], big).swap
+    big = np.ones((1 << 16, 16), np.float32)  # 4 MiB: BLAS threads its GEMV
+    assert numpy_vecdot._direct(big, big[0]) is np.matmul
+    assert numpy_vecdot._direct(big[0], big) is numpy_vecdot._matmul_swapped
     assert numpy_vecdot._direct(big.T.copy().T, big[0]) is numpy_vecdot._dot  # F order
 
 
 @pytest.mark.parametrize(("rows", "n"), [(70001, 3), (1000, 1000), (3, 40000)])
 @pytest.mark.parametrize("vector_first", [False, True])
-def test_matvec_both_ways(rows, n, vector_first) -> None:
-    """The first call runs the row blocks, the second the threaded product (see
-    vecdot_matvec.Matvec): both give the reference, with a partial last block and with
-    fewer rows than one block."""
+def test_large_matvec(rows, n, vector_first) -> None:
+    """One vector against a large matrix: np.matmul's GEMV, on the first call and on
+    reuse, either argument order."""
     gen = np.random.default_rng(rows)
-    for call in range(3):
+    for _ in range(3):
         a = gen.standard_normal((rows, n)).astype(np.float32)
         b = gen.standard_normal(n).astype(np.float32)
         want = a.astype(np.float64) @ b
@@ -180,53 +177,5 @@ def test_matvec_both_ways(rows, n, vector_first) -> None:
         got = portops.vecdot(x1, x2)
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-3 * np.sqrt(n))
         (plan,) = vecdot_module.PLANS._plans.values()
-        assert isinstance(plan, vecdot_matvec.Matvec)
-        blocks, threads = plan.took
-        assert blocks < float("inf") and (threads > 0) == (call > 0), call
-
-
-def test_blocked_rows() -> None:
-    gen = np.random.default_rng(0)
-    for rows, n in [(1, 5), (17, 1 << 16), (100003, 2)]:
-        a = gen.standard_normal((rows, n)).astype(np.float32)
-        b = gen.standard_normal(n).astype(np.float32)
-        np.testing.assert_allclose(vecdot_matvec.blocked(a, b), a @ b, rtol=1e-4, atol=1e-3)
+        assert plan in (np.matmul, numpy_vecdot._matmul_swapped)
     assert numpy_vecdot._direct(a.astype(np.float16), a.astype(np.float16)) is None
-
-
-def test_matvec_backs_off_stalled_threads(monkeypatch) -> None:
-    """On a fake clock: a stalled threaded call moves the plan to row blocks; it tries
-    threads again after PROBE_S, then after twice that while they keep stalling, and
-    stays on them once a try runs without a stall."""
-    blocks_s, stall_s, fast_s = 1e-4, 5e-3, 5e-5
-    # (start time, seconds the call takes, the way it must take: True = threads)
-    script = [
-        (0.0, blocks_s, False),  # the first call probes the row blocks
-        (0.01, stall_s, True),  # threads, and a stall
-        (0.02, blocks_s, False),  # row blocks until PROBE_S has passed
-        (0.52, stall_s, True),  # the probe of threads stalls again: wait 2 * PROBE_S
-        (1.0, blocks_s, False),
-        (1.53, fast_s, True),  # threads run: back on them
-        (1.6, fast_s, True),
-        (2.04, blocks_s, False),  # PROBE_S later, a probe of the row blocks
-        (2.05, fast_s, True),
-    ]
-    times = []
-    for start, took, _ in script:
-        times += [start, start + took]
-    clock = iter(times)
-    monkeypatch.setattr(vecdot_matvec, "time", type("Clock", (), {"perf_counter": clock.__next__}))
-    blocked_calls = []
-
-    def blocked(many, one):
-        blocked_calls.append(1)
-        return vecdot_matvec.np.matmul(many, one)
-
-    monkeypatch.setattr(vecdot_matvec, "blocked", blocked)
-    plan = vecdot_matvec.Matvec(swap=False)
-    a = np.arange(12.0).reshape(4, 3)
-    b = np.ones(3)
-    for start, _, threads in script:
-        before = len(blocked_calls)
-        np.testing.assert_array_equal(plan(a, b), a @ b)
-        assert (len(blocked_calls) == before) == threads, start

@@ -17,7 +17,6 @@ from ..._ops.vecdot import VecdotArgs
 from ..._threads import available_cores
 from ...extend import Priority
 from .shift_sum import _l2_bytes
-from .vecdot_matvec import BLOCK_BYTES, Matvec
 
 # Which kernel wins, from a cost model of NumPy's loops (float32, 2-core AMD EPYC:
 # np.vecdot costs about 0.8 us plus 7 ns per vector, einsum about 2 us plus a faster
@@ -31,14 +30,15 @@ from .vecdot_matvec import BLOCK_BYTES, Matvec
 # - a single vector against many: one matrix-vector product (BLAS), at every size.
 #   The fused loops call their inner loop once per vector (np.vecdot: 65536x16, 1.1 ms
 #   against 84 us) and BLAS's threaded GEMV reads the matrix faster than one core past
-#   the caches (4096x1024: 0.34 ms against 0.68 ms). Its threads stall while another
-#   process holds a core: past the size BLAS threads, vecdot_matvec.Matvec steps
-#   around that (plans of 2-d matrices; the general path keeps to the fused loops
-#   past CACHE_BYTES instead).
+#   the caches (4096x1024: 0.34 ms against 0.68 ms). ndarray.dot reaches it at a
+#   third of np.matmul's fixed cost (0.3 us against 0.9 us) and serves matrices up to
+#   DOT_BYTES; past that np.matmul, faster on short rows, which BLAS splits over its
+#   threads (they stall while another process holds a core: NumPy's own calls too).
 FEW_VECTORS = 128
 SHORT = 32
 SHORT_BYTES = 8
 CACHE_BYTES = _l2_bytes() * available_cores()
+DOT_BYTES = max(1 << 15, _l2_bytes() // 8)  # well below the size BLAS threads from
 
 
 def _unit(x: np.ndarray, axis: int) -> bool:
@@ -212,16 +212,20 @@ def _direct(x1: np.ndarray, x2: np.ndarray) -> Any:
     n = one.shape[0]
     if n < 2 or many.shape[1] != n:
         return None
-    if many.flags.c_contiguous and many.nbytes > BLOCK_BYTES:
-        return Matvec(swap=many is not x1)
+    if many.flags.c_contiguous and many.nbytes > DOT_BYTES:
+        return np.matmul if many is x1 else _matmul_swapped
     if many.flags.c_contiguous or many.flags.f_contiguous:
         # ndarray.dot reaches the same GEMV as np.matmul at a third of its fixed cost
         # (0.3 us against 0.9 us); on other strides it would copy the matrix first.
         return _dot if many is x1 else _dot_swapped
-    return np.matmul if many is x1 else lambda x1, x2: np.matmul(x2, x1)
+    return np.matmul if many is x1 else _matmul_swapped
 
 
 _dot = np.ndarray.dot
+
+
+def _matmul_swapped(x1: np.ndarray, x2: np.ndarray) -> Any:
+    return np.matmul(x2, x1)
 
 
 def _dot_swapped(x1: np.ndarray, x2: np.ndarray) -> Any:

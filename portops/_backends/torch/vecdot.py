@@ -238,9 +238,9 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     conj(x1) = x1) and the other a matrix or stack of them; else None.
 
     ``torch.matmul``; for a matrix ``torch.mv``, the same GEMV at less fixed cost
-    (1.2 us against 1.4). Not NumPy's GEMV plan (vecdot_matvec) on views: in a process
-    whose OpenMP threads torch has woken, BLAS's own threads compete with them
-    (256x4096: 285 us against torch's 133).
+    (1.2 us against 1.4). Not NumPy's GEMV on views: in a process whose OpenMP
+    threads torch has woken, BLAS's own threads compete with them (256x4096: 285 us
+    against torch's 133).
     """
     if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
         return None
