@@ -115,7 +115,6 @@ def test_which_plan(monkeypatch) -> None:
     contiguous vectors past the caches, NumPy's kernels where they read less."""
     monkeypatch.setattr(torch_vecdot, "CACHE_BYTES", 1 << 20)
     monkeypatch.setattr(torch_vecdot, "_mul_sum_wins", lambda *args: False)
-    monkeypatch.setattr(torch_vecdot, "MUL_SUM_THREADS", 1 << 10)  # few threads
     cases = {
         ((4, 8), (4, 8)): torch.linalg.vecdot,
         ((4, 8), (8,)): torch.mv,
@@ -127,8 +126,8 @@ def test_which_plan(monkeypatch) -> None:
         ((1 << 15, 16), (1 << 15, 16)): torch_vecdot._bmm,  # short, past the caches
         ((1024, 16), (1024, 16)): torch.linalg.vecdot,  # short, in the caches
         ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
-        ((128, 512), (128, 512)): None,  # past torch's grain on few threads: NumPy
-        ((64, 64), (64, 64)): torch.linalg.vecdot,  # one thread in torch: its own call
+        ((128, 512), (128, 512)): torch.linalg.vecdot,  # in the caches: torch's threads
+        ((64, 64), (64, 64)): torch.linalg.vecdot,
     }
     from array_api_compat import torch as xp  # the records' namespace
 
@@ -141,11 +140,10 @@ def test_which_plan(monkeypatch) -> None:
             assert plan not in (torch.linalg.vecdot, torch.matmul, torch.mv), (s1, s2)
         else:
             assert plan is want, (s1, s2)
-    strided = torch.ones(64, 1024).T  # past torch's grain: NumPy's einsum on few threads
-    assert plan_of(strided, strided) is not torch.linalg.vecdot
-    monkeypatch.setattr(torch_vecdot, "MUL_SUM_THREADS", 1)  # many threads: torch's call
+    strided = torch.ones(64, 1024).T  # in the caches: torch's own call
     assert plan_of(strided, strided) is torch.linalg.vecdot
-    assert plan_of(torch.ones(128, 512), torch.ones(128, 512)) is torch.linalg.vecdot
+    strided = torch.ones(64, 1 << 13).T  # past them: NumPy's einsum reads each once
+    assert plan_of(strided, strided) is not torch.linalg.vecdot
 
 
 def test_numpy_direct_plans() -> None:

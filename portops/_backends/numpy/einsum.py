@@ -17,6 +17,13 @@ from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
 from .vecdot import SHORT_BYTES
 
+__all__ = ["c_einsum", "loop_order", "loop_wins", "tiny"]
+
+try:  # numpy.einsum's C loop itself: the Python wrapper around it costs ~0.7 µs a call
+    from numpy._core.multiarray import c_einsum
+except ImportError:  # pragma: no cover - a NumPy that moved it
+    c_einsum = np.einsum
+
 
 def _blas_ready(x: np.ndarray) -> bool:
     """True when one of the last two axes has unit stride (BLAS's transpose flag covers
@@ -150,7 +157,7 @@ def plan_einsum_loop(a: EinsumArgs) -> Callable[..., Any] | None:
         return None
     subscripts = a.subscripts
     order = loop_order(subscripts, list(a.operands))
-    einsum = np.einsum
+    einsum = c_einsum
     if order == "K":  # the default: a keyword costs numpy.einsum's wrapper about 1 us
 
         def loop_k(*operands: Any) -> Any:
@@ -243,7 +250,7 @@ def loop_order(subscripts: str, operands: list[np.ndarray]) -> Literal["K", "F"]
 def numpy_einsum_loop(a: EinsumArgs) -> Any:
     """numpy.einsum without optimize: one C loop, no temporaries (small or GEMM-free)."""
     ops = cast(a.operands, a.dtype, _OPS)
-    return np.einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
+    return c_einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
 
 
 def _native_applies(a: EinsumArgs) -> str | None:

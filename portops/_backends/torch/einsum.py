@@ -19,7 +19,7 @@ from ..._einsum.execute import ArrayAPIOps, cast, run
 from ..._einsum.program import Program, Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
-from ..numpy.einsum import loop_order, loop_wins, tiny
+from ..numpy.einsum import c_einsum, loop_order, loop_wins, tiny
 
 
 def integer_matmul(a: Any, b: Any) -> Any:
@@ -211,7 +211,7 @@ _NUMPY_DTYPES = frozenset(
 def torch_numpy_loop(a: EinsumArgs) -> Any:
     """numpy.einsum's loop on zero-copy NumPy views of CPU tensors (no autograd)."""
     ops = [x.resolve_conj().resolve_neg().numpy() for x in cast(a.operands, a.dtype, _ops(a.xp))]
-    r = np.einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
+    r = c_einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
     return torch.from_numpy(np.asarray(r))
 
 
@@ -223,7 +223,7 @@ def plan_numpy_loop(a: EinsumArgs) -> Any:
     order = loop_order(subscripts, [_numpy_view(x) for x in a.operands])
 
     def loop(*operands: Any) -> Any:
-        r = np.einsum(subscripts, *[_numpy_view(x) for x in operands], order=order)
+        r = c_einsum(subscripts, *[_numpy_view(x) for x in operands], order=order)
         return torch.from_numpy(np.asarray(r))
 
     return loop

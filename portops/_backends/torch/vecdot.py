@@ -256,21 +256,13 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     return torch.matmul if many is x1 else lambda x1, x2: torch.matmul(x2, x1)
 
 
-# torch splits an elementwise loop over its threads from this many elements on
-# (at::internal::GRAIN_SIZE); below it every call runs on one thread.
-GRAIN = 32768
-
-
 def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
     """How to reduce two tensors of one shape (no gradients):
 
     - ``"numpy"``: NumPy's fused loops on zero-copy views read each input once, where
       torch's product and sum write and reread a product: three times the traffic.
       So: short contiguous vectors (``einsum`` in Fortran order), any vectors whose
-      product leaves the caches (CACHE_BYTES), and long or strided ones from the size
-      where torch goes multithreaded (GRAIN) when it has fewer than MUL_SUM_THREADS
-      threads, which cannot make up for that traffic, and which hand work over by
-      spinning, so that they stall whenever another process holds a core.
+      product leaves the caches (CACHE_BYTES).
     - ``"bmm"``: short contiguous vectors past the caches: one batched matrix product
       reads each input once with every thread, where NumPy's einsum pays per vector.
     - ``"native"``: ``torch.linalg.vecdot``, the cheapest call below those sizes.
@@ -282,15 +274,11 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
     if kernel == "einsum_f":
         return "numpy"
     nbytes = a.nbytes + b.nbytes
-    few_threads = torch.get_num_threads() < MUL_SUM_THREADS
     if kernel == "einsum" and numpy_vecdot._unit(a, axis) and numpy_vecdot._unit(b, axis):
         return "bmm" if nbytes >= CACHE_BYTES and axis == -1 else "native"
-    # In the caches, torch's threads can read faster than NumPy's one (256x1024 on a
-    # quiet machine: 36 us against 43), but on a loaded one they stall (250 us to
-    # 16 ms against NumPy's steady 40 to 180 us): a bounded loss against an unbounded.
-    if nbytes >= CACHE_BYTES or (few_threads and x1.numel() >= GRAIN):
-        return "numpy"
-    return "native"
+    # In the caches torch's threads read faster than NumPy's one (256x1024 on a quiet
+    # machine: 36 us against 43); on a loaded one they stall, as torch's own call does.
+    return "numpy" if nbytes >= CACHE_BYTES else "native"
 
 
 def _numpy_plan(x1: torch.Tensor, x2: torch.Tensor) -> Any:
