@@ -474,3 +474,38 @@ def test_small_masked_forward_from_many_threads():
 
     with ThreadPoolExecutor(6) as pool:
         assert all(pool.map(run, range(6)))
+
+
+@pytest.mark.parametrize("numpy_bytes", [0, 1 << 40], ids=["torch-loop", "numpy-views"])
+@pytest.mark.parametrize(
+    ("shape", "step", "axes", "mask_shape", "dtype"),
+    [
+        ((2, 5, 6, 7), 2, {}, None, "float32"),
+        ((2, 5, 6, 7), 1, {}, (6, 7), "float64"),
+        ((1, 6, 7, 4), 3, {"axis": -2, "channel_axis": -1}, (6, 1, 4), "float32"),
+        ((3, 4, 9), (0, 2, 5, 7), {"axis": -1, "channel_axis": -2}, (4, 9), "complex128"),
+        ((2, 3, 5, 6), -1, {}, (3, 1, 6), "float64"),
+    ],
+)
+def test_torch_forward_either_kernel(
+    monkeypatch, numpy_bytes, shape, step, axes, mask_shape, dtype
+):
+    """torch CPU forward without gradients: NumPy's kernels on views (small x) and
+    torch's slice-adds (large x) give the reference, with and without a mask, keepdims
+    too; inputs are not modified."""
+    torch = pytest.importorskip("torch")
+    from portops._backends.torch import shift_sum as torch_shift_sum
+
+    monkeypatch.setattr(torch_shift_sum, "NUMPY_FORWARD_BYTES", numpy_bytes)
+    rng = np.random.default_rng(len(shape) + numpy_bytes % 7)
+    x = rng.standard_normal(shape).astype(dtype)
+    mask = None if mask_shape is None else rng.uniform(size=mask_shape).astype(dtype)
+    tx = torch.from_numpy(x.copy())
+    tm = None if mask is None else torch.from_numpy(mask.copy())
+    for keepdims in (False, True):
+        want = ref.forward(x, step, mask=mask, keepdims=keepdims, **axes)
+        for _ in range(2):  # the first call, then the signature's plan
+            got = portops.shift_sum(tx, step, mask=tm, keepdims=keepdims, **axes)
+            assert isinstance(got, torch.Tensor) and got.dtype == tx.dtype
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(tx.numpy(), x)
