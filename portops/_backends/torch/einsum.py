@@ -16,10 +16,12 @@ import torch
 
 from ... import extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
+from ..._einsum.plan import Plan
 from ..._einsum.program import Program, Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
 from ..numpy.einsum import c_einsum, loop_order, loop_wins, tiny
+from .views import numpy_view
 
 
 def integer_matmul(a: Any, b: Any) -> Any:
@@ -136,11 +138,10 @@ def plan_matmul(a: EinsumArgs) -> Any:
         return None
     plan, plan_for, ops = a.plan, a.plan_for, _ops(a.xp)
     dtype, device = a.dtype, a.operands[0].device.type  # not the operands: kept
-
-    def program() -> Program:
-        return _PROGRAMS.get(plan, dtype, ops, (device,), _native_gemm(dtype, device))
-
-    return runner(program, lambda *operands: run(plan, operands, ops, plan_for))
+    return runner(
+        lambda: _program_of(plan, dtype, device, ops),
+        lambda *operands: run(plan, operands, ops, plan_for),
+    )
 
 
 SPELLING = Spelling(
@@ -161,14 +162,14 @@ SPELLING = Spelling(
 _PROGRAMS = Programs(SPELLING)
 
 
-def _native_gemm(dtype: Any, device: str) -> bool:
+def _program_of(plan: Plan, dtype: Any, device: str, ops: TorchOps) -> Program:
     # CUDA's dot/mv/mm refuse integers: those GEMMs stay with TorchOps.matmul.
-    return device == "cpu" or dtype.is_floating_point or dtype.is_complex
+    native = device == "cpu" or dtype.is_floating_point or dtype.is_complex
+    return _PROGRAMS.get(plan, dtype, ops, (device,), native)
 
 
 def _program(a: EinsumArgs) -> Program:
-    device = a.operands[0].device.type
-    return _PROGRAMS.get(a.plan, a.dtype, _ops(a.xp), (device,), _native_gemm(a.dtype, device))
+    return _program_of(a.plan, a.dtype, a.operands[0].device.type, _ops(a.xp))
 
 
 def plan_einsum(a: EinsumArgs) -> Any:
@@ -210,7 +211,7 @@ _NUMPY_DTYPES = frozenset(
 
 def torch_numpy_loop(a: EinsumArgs) -> Any:
     """numpy.einsum's loop on zero-copy NumPy views of CPU tensors (no autograd)."""
-    ops = [x.resolve_conj().resolve_neg().numpy() for x in cast(a.operands, a.dtype, _ops(a.xp))]
+    ops = [numpy_view(x) for x in cast(a.operands, a.dtype, _ops(a.xp))]
     r = c_einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
     return torch.from_numpy(np.asarray(r))
 
@@ -220,18 +221,13 @@ def plan_numpy_loop(a: EinsumArgs) -> Any:
     if not _no_casts(a):
         return None
     subscripts = a.subscripts
-    order = loop_order(subscripts, [_numpy_view(x) for x in a.operands])
+    order = loop_order(subscripts, [numpy_view(x) for x in a.operands])
 
     def loop(*operands: Any) -> Any:
-        r = c_einsum(subscripts, *[_numpy_view(x) for x in operands], order=order)
+        r = c_einsum(subscripts, *[numpy_view(x) for x in operands], order=order)
         return torch.from_numpy(np.asarray(r))
 
     return loop
-
-
-def _numpy_view(x: Any) -> np.ndarray:
-    view: np.ndarray = x.resolve_conj().resolve_neg().numpy()
-    return view
 
 
 def _numpy_loop_applies(a: EinsumArgs) -> str | None:

@@ -39,6 +39,7 @@ from ..._shear.layout import (
 )
 from ...extend import Priority
 from ..numpy import shear as numpy_kernels
+from .views import numpy_view
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
 # CPU dtypes whose shear the NumPy kernels write through zero-copy views (see
@@ -62,14 +63,6 @@ def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def _numpy_view(t: torch.Tensor) -> np.ndarray:
-    """A NumPy view of a CPU tensor (a lazy conjugate or negative view made real)."""
-    t = t.detach()
-    if t.is_conj() or t.is_neg():
-        t = t.resolve_conj().resolve_neg()
-    return t.numpy()
-
-
 def _via_numpy(x: torch.Tensor, fractions: list[float], mask: torch.Tensor | None) -> bool:
     """Whether shear goes to the NumPy kernels: CPU, a dtype NumPy has, integer offsets
     and no mask. There its staged block copies beat torch's zero-fill and strided
@@ -83,7 +76,7 @@ def _numpy_kernel(
 ) -> torch.Tensor:
     """:func:`blocked.shear_into` on NumPy views, writing a new tensor of `shape`."""
     out = _empty(shape, x.dtype, x.device)
-    a = ShearArgs.make("shear", _numpy_view(x), tuple(offsets), None, axis, channel_axis, None, np)
+    a = ShearArgs.make("shear", numpy_view(x), tuple(offsets), None, axis, channel_axis, None, np)
     blocked.shear_into(np, out.numpy(), a, numpy_kernels.runner(x.numel()))
     return out
 

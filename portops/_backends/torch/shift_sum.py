@@ -30,6 +30,7 @@ from ..._generic import shift_sum as generic
 from ..._ops.shift_sum import ShiftSumArgs
 from ...extend import Priority
 from ..numpy import shift_sum as numpy_shift_sum
+from .views import numpy_view
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -385,11 +386,6 @@ _NUMPY_MASKS |= {torch.int32, torch.int64}
 NUMPY_FORWARD_BYTES = numpy_shift_sum._l2_bytes() // 2
 
 
-def _numpy_view(t: torch.Tensor) -> np.ndarray:
-    view: np.ndarray = (t.detach() if t.requires_grad else t).resolve_neg().numpy()
-    return view
-
-
 def _numpy_forward(a: ShiftSumArgs) -> Run | None:
     """A small forward without gradients: NumPy's kernels on zero-copy views (the same
     arguments, raw or normalised: the forward's x is never reshaped), which pick the
@@ -405,16 +401,16 @@ def _numpy_forward(a: ShiftSumArgs) -> Run | None:
         type(mask) is not torch.Tensor or mask.dtype not in _NUMPY_MASKS or mask.is_conj()
     ):
         return None
-    m = None if mask is None else _numpy_view(mask)
+    m = None if mask is None else numpy_view(mask)
     record = ShiftSumArgs.make(
-        "forward", _numpy_view(x), a.offsets, a.axis, a.channel_axis, m, a.keepdims, np
+        "forward", numpy_view(x), a.offsets, a.axis, a.channel_axis, m, a.keepdims, np
     )
     kernel = numpy_shift_sum.plan_forward(record)
     if kernel is None:
         return None
 
     def via_numpy(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        return torch.from_numpy(kernel(_numpy_view(arr), None if m is None else _numpy_view(m)))
+        return torch.from_numpy(kernel(numpy_view(arr), None if m is None else numpy_view(m)))
 
     return via_numpy
 

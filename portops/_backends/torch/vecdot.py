@@ -31,6 +31,7 @@ from ..._ops.vecdot import VecdotArgs
 from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
 from ..numpy.vecdot import CACHE_BYTES, _kernel, vecdot_numpy
+from .views import numpy_view
 
 # Dtypes NumPy shares with torch; uint16/32/64 also lack torch CPU sum kernels.
 _VIA_NUMPY = frozenset(
@@ -63,13 +64,6 @@ GRAD_SMALL = 1 << 20  # with gradients, native autograd wins below this many ele
 BLOCK = 1 << 19  # elements per operand converted at a time (2 MB as float32)
 
 
-def _numpy_view(t: torch.Tensor) -> np.ndarray:
-    try:
-        return t.numpy()
-    except RuntimeError:  # requires grad, or a lazy conjugate/negative view
-        return t.detach().resolve_conj().resolve_neg().numpy()
-
-
 def _mul_sum(
     x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool, dtype: torch.dtype
 ) -> torch.Tensor:
@@ -94,16 +88,16 @@ def _half_blocks(
     step = max(1, BLOCK // per_row)
     # Split along the first dimension unless it is the contracted one or unsplittable.
     if ndim + axis == 0 or rows <= step:
-        r = vecdot_numpy(_numpy_view(x1.float()), _numpy_view(x2.float()), axis, keepdims)
+        r = vecdot_numpy(numpy_view(x1.float()), numpy_view(x2.float()), axis, keepdims)
         return torch.from_numpy(r).to(dtype)
     split1 = x1.ndim == ndim and x1.shape[0] > 1
     split2 = x2.ndim == ndim and x2.shape[0] > 1
-    whole1 = None if split1 else _numpy_view(x1.float())
-    whole2 = None if split2 else _numpy_view(x2.float())
+    whole1 = None if split1 else numpy_view(x1.float())
+    whole2 = None if split2 else numpy_view(x2.float())
     parts = []
     for i in range(0, rows, step):
-        b1 = _numpy_view(x1[i : i + step].float()) if whole1 is None else whole1
-        b2 = _numpy_view(x2[i : i + step].float()) if whole2 is None else whole2
+        b1 = numpy_view(x1[i : i + step].float()) if whole1 is None else whole1
+        b2 = numpy_view(x2[i : i + step].float()) if whole2 is None else whole2
         parts.append(vecdot_numpy(b1, b2, axis, keepdims))
     return torch.from_numpy(np.concatenate(parts)).to(dtype)
 
@@ -120,7 +114,7 @@ def forward_cpu(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -
     d1, d2 = x1.dtype, x2.dtype
     numpy_wins = not _mul_sum_wins(x1, x2, axis)
     if d1 is d2 and d1 in _VIA_NUMPY and numpy_wins:  # the common case first
-        return torch.from_numpy(vecdot_numpy(_numpy_view(x1), _numpy_view(x2), axis, keepdims))
+        return torch.from_numpy(vecdot_numpy(numpy_view(x1), numpy_view(x2), axis, keepdims))
     dtype = d1 if d1 is d2 else torch.promote_types(d1, d2)
     if dtype in _HALF and numpy_wins:
         return _half_blocks(x1, x2, axis, keepdims, dtype)
@@ -130,7 +124,7 @@ def forward_cpu(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -
         x1 = x1.to(dtype)
     if d2 is not dtype:
         x2 = x2.to(dtype)
-    return torch.from_numpy(vecdot_numpy(_numpy_view(x1), _numpy_view(x2), axis, keepdims))
+    return torch.from_numpy(vecdot_numpy(numpy_view(x1), numpy_view(x2), axis, keepdims))
 
 
 @torch.library.custom_op("portops::vecdot", mutates_args=(), device_types="cpu")
@@ -269,7 +263,7 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
     """
     if _mul_sum_wins(x1, x2, axis):
         return "native"
-    a, b = _numpy_view(x1), _numpy_view(x2)
+    a, b = numpy_view(x1), numpy_view(x2)
     kernel = _kernel(a, b, axis)
     if kernel == "einsum_f":
         return "numpy"
@@ -287,7 +281,7 @@ def _numpy_plan(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     result is a scalar; complex einsum, which needs ``conj(x1)``)."""
     if x1.ndim < 2 or x1.dtype not in _NATIVE_SMALL:
         return None
-    kernel = _kernel(_numpy_view(x1), _numpy_view(x2), -1)
+    kernel = _kernel(numpy_view(x1), numpy_view(x2), -1)
     f: Any = np.vecdot
     if kernel != "vecdot":
         if x1.dtype.is_complex:
@@ -298,7 +292,7 @@ def _numpy_plan(x1: torch.Tensor, x2: torch.Tensor) -> Any:
             return np.einsum("...i,...i->...", a, b, order=order)
 
     def plan(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(f(_numpy_view(x1), _numpy_view(x2)))
+        return torch.from_numpy(f(numpy_view(x1), numpy_view(x2)))
 
     return plan
 
