@@ -4,6 +4,7 @@ possible), making sure every matrix handed to ``matmul`` is one BLAS can read; a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -15,14 +16,10 @@ from ..._einsum.plan import Step
 from ..._einsum.program import Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
+from .c_loops import c_einsum
 from .vecdot import SHORT_BYTES
 
 __all__ = ["c_einsum", "loop_order", "loop_wins", "tiny"]
-
-try:  # numpy.einsum's C loop itself: the Python wrapper around it costs ~0.7 µs a call
-    from numpy._core.multiarray import c_einsum
-except ImportError:  # pragma: no cover - a NumPy that moved it
-    c_einsum = np.einsum
 
 
 def _blas_ready(x: np.ndarray) -> bool:
@@ -157,18 +154,10 @@ def plan_einsum_loop(a: EinsumArgs) -> Callable[..., Any] | None:
         return None
     subscripts = a.subscripts
     order = loop_order(subscripts, list(a.operands))
-    einsum = c_einsum
-    if order == "K":  # the default: a keyword costs numpy.einsum's wrapper about 1 us
-
-        def loop_k(*operands: Any) -> Any:
-            return einsum(subscripts, *operands)
-
-        return loop_k
-
-    def loop(*operands: Any) -> Any:
-        return einsum(subscripts, *operands, order=order)
-
-    return loop
+    # A partial runs in C: no Python frame between the call and the loop.
+    if order == "K":
+        return functools.partial(c_einsum, subscripts)
+    return functools.partial(c_einsum, subscripts, order=order)
 
 
 def numpy_einsum(a: EinsumArgs) -> Any:

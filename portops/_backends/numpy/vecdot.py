@@ -16,14 +16,17 @@ from ... import extend
 from ..._ops.vecdot import VecdotArgs
 from ..._threads import available_cores
 from ...extend import Priority
+from .c_loops import c_einsum
 from .shift_sum import _l2_bytes
 
-# Which kernel wins, from a cost model of NumPy's loops (float32, 2-core AMD EPYC:
-# np.vecdot costs about 0.8 us plus 7 ns per vector, einsum about 2 us plus a faster
-# per-vector step, and either runs at memory speed once vectors are long):
+# Which kernel wins, from a cost model of NumPy's loops (float32, 2-core Intel Xeon:
+# np.vecdot costs about 0.8 us plus 7 ns per vector, einsum's C loop about 1 us plus a
+# faster per-vector step, and either runs at memory speed once vectors are long;
+# numpy.einsum's Python wrapper would add 0.9 us, so the C loop is called directly):
 # - np.vecdot calls its inner loop once per vector: cheapest for few vectors, and for
 #   long unit-stride ones; 70x slower than einsum along a strided axis (4096x4096,
-#   axis 0: 213 ms vs 3.2 ms) and 2-3x slower for short ones.
+#   axis 0: 213 ms vs 3.2 ms) and 2-3x slower for short ones, unless they are very
+#   few (FEW_STRIDED vectors of at most STRIDED_SHORT elements).
 # - einsum iterates over the whole broadcast shape; for vectors of at most SHORT_BYTES
 #   in memory order its per-vector loop is the bottleneck, and Fortran order (one pass
 #   per column over all vectors) is 3-5x faster (10^6 x 2: 1.6 ms vs 8.6 ms).
@@ -34,11 +37,14 @@ from .shift_sum import _l2_bytes
 #   third of np.matmul's fixed cost (0.3 us against 0.9 us) and serves matrices up to
 #   DOT_BYTES; past that np.matmul, faster on short rows, which BLAS splits over its
 #   threads (they stall while another process holds a core: NumPy's own calls too).
-FEW_VECTORS = 128
+FEW_VECTORS = 32
 SHORT = 32
 SHORT_BYTES = 8
 CACHE_BYTES = _l2_bytes() * available_cores()
 DOT_BYTES = max(1 << 15, _l2_bytes() // 8)  # well below the size BLAS threads from
+FEW_STRIDED = 16
+STRIDED_SHORT = 128
+_EQUATION = "...i,...i->..."
 
 
 def _unit(x: np.ndarray, axis: int) -> bool:
@@ -51,8 +57,8 @@ def _kernel(x1: np.ndarray, x2: np.ndarray, axis: int) -> str:
     unit = _unit(x1, axis) and _unit(x2, axis)
     if x1.size <= n or (unit and x1.size < FEW_VECTORS * max(n, 1)):
         return "vecdot"
-    if not unit:  # np.vecdot's inner loop on strided vectors is slow at any count
-        return "einsum"
+    if not unit:  # np.vecdot's inner loop on strided vectors is slow past a few
+        return "vecdot" if x1.size <= FEW_STRIDED * n and n <= STRIDED_SHORT else "einsum"
     if n >= SHORT:
         return "vecdot"
     if n * x1.itemsize <= SHORT_BYTES and x1.ndim == 2 and axis in (-1, 1):
@@ -101,9 +107,9 @@ def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int, order: Literal["K", "F"] 
     dtype = np.result_type(x1, x2)
     if dtype == np.float16:
         # einsum would accumulate into a float16 output; sum in float32 instead.
-        r = np.einsum("...i,...i->...", x1, x2, dtype=np.float32, order=order)
+        r = c_einsum(_EQUATION, x1, x2, dtype=np.float32, order=order)
         return np.asarray(r).astype(np.float16)
-    return np.einsum("...i,...i->...", x1, x2, order=order)
+    return c_einsum(_EQUATION, x1, x2, order=order)
 
 
 def _outer_dims(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[list[int], ...] | None:
@@ -189,9 +195,6 @@ def _as_array(f: Any) -> Any:
     return wrapped
 
 
-_EQUATION = "...i,...i->..."
-
-
 def _direct(x1: np.ndarray, x2: np.ndarray) -> Any:
     """A plan that is one NumPy call, for the common calls: same dtype (single or double
     precision), last axis, no keepdims, and equal shapes or one single vector."""
@@ -203,8 +206,9 @@ def _direct(x1: np.ndarray, x2: np.ndarray) -> Any:
             return np.vecdot
         if x1.dtype.kind == "c":
             return None  # einsum needs conj(x1)
-        order: Literal["K", "F"] = "F" if kernel == "einsum_f" else "K"
-        return lambda x1, x2: np.einsum(_EQUATION, x1, x2, order=order)
+        if kernel == "einsum_f":
+            return lambda x1, x2: c_einsum(_EQUATION, x1, x2, order="F")
+        return lambda x1, x2: c_einsum(_EQUATION, x1, x2)
     # One single vector: a matrix-vector product (real dtypes: conj(x1) = x1).
     if x1.dtype.kind == "c" or x1.ndim + x2.ndim != 3:
         return None
