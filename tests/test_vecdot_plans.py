@@ -47,8 +47,9 @@ def _expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # Sizes that reach each plan: tiny (torch's own call), a single vector (matmul; NumPy's
 # kernels past the caches for short vectors), short contiguous vectors (einsum in
-# Fortran order), long ones past the caches (np.vecdot), strided ones (einsum), short
-# contiguous ones past the caches (a batched matrix product on torch).
+# Fortran order), long ones past the caches (np.vecdot), strided ones (einsum; np.vecdot
+# for a few short ones), short contiguous ones past the caches (a batched matrix
+# product on torch).
 SHAPES = [
     (1, 3),
     (16, 16),
@@ -59,6 +60,8 @@ SHAPES = [
     (1, 4096),
     (3, 1),
     (40000, 16),
+    (40, 16),
+    (16, 100),
 ]
 LAYOUTS = [
     "contiguous",
@@ -114,6 +117,7 @@ def test_which_plan(monkeypatch) -> None:
     inputs, a matrix-vector product for a single vector, a batched product for short
     contiguous vectors past the caches, NumPy's kernels where they read less."""
     monkeypatch.setattr(torch_vecdot, "CACHE_BYTES", 1 << 20)
+    monkeypatch.setattr(torch_vecdot, "L2_BYTES", 1 << 19)
     monkeypatch.setattr(torch_vecdot, "_mul_sum_wins", lambda *args: False)
     cases = {
         ((4, 8), (4, 8)): torch.linalg.vecdot,
@@ -126,7 +130,9 @@ def test_which_plan(monkeypatch) -> None:
         ((1 << 15, 16), (1 << 15, 16)): torch_vecdot._bmm,  # short, past the caches
         ((1024, 16), (1024, 16)): torch.linalg.vecdot,  # short, in the caches
         ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
-        ((128, 512), (128, 512)): torch.linalg.vecdot,  # in the caches: torch's threads
+        ((128, 512), (128, 512)): torch.linalg.vecdot,  # past one core's L2: torch's threads
+        ((64, 256), (64, 256)): None,  # in one core's L2: np.vecdot
+        ((16, 256), (16, 256)): torch.linalg.vecdot,  # the views cost more than they save
         ((64, 64), (64, 64)): torch.linalg.vecdot,
     }
     from array_api_compat import torch as xp  # the records' namespace
@@ -140,10 +146,30 @@ def test_which_plan(monkeypatch) -> None:
             assert plan not in (torch.linalg.vecdot, torch.matmul, torch.mv), (s1, s2)
         else:
             assert plan is want, (s1, s2)
-    strided = torch.ones(64, 1024).T  # in the caches: torch's own call
+    strided = torch.ones(64, 128).T  # few elements: torch's own call
     assert plan_of(strided, strided) is torch.linalg.vecdot
-    strided = torch.ones(64, 1 << 13).T  # past them: NumPy's einsum reads each once
+    strided = torch.ones(64, 1024).T  # NumPy's einsum reads each input once
     assert plan_of(strided, strided) is not torch.linalg.vecdot
+    strided = torch.ones(2, 1 << 17).T  # vectors of 8 bytes past the caches: torch's
+    assert plan_of(strided, strided) is torch.linalg.vecdot
+
+
+def test_numpy_kernels() -> None:
+    """np.vecdot for few vectors (strided ones only when few and short), einsum for
+    many short ones (in Fortran order when each is at most SHORT_BYTES), np.vecdot for
+    long unit-stride ones."""
+
+    def kernel(shape: tuple[int, int], transposed: bool = False) -> str:
+        a = np.ones(shape[::-1], np.float32).T if transposed else np.ones(shape, np.float32)
+        return numpy_vecdot._kernel(a, a, -1)
+
+    assert kernel((16, 16)) == "vecdot"
+    assert kernel((64, 16)) == "einsum"
+    assert kernel((64, 2)) == "einsum_f"
+    assert kernel((256, 64)) == "vecdot"
+    assert kernel((16, 100), transposed=True) == "vecdot"
+    assert kernel((16, 1024), transposed=True) == "einsum"
+    assert kernel((256, 2), transposed=True) == "einsum"
 
 
 def test_numpy_direct_plans() -> None:
