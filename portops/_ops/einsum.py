@@ -91,6 +91,7 @@ class _Entry(NamedTuple):
 
 
 _fast_types: dict[type, tuple[str, Any]] = {}
+_numpy_types: set[type] = set()  # the NumPy ones among them
 _CACHE_MAX = 4096
 _OPERAND_NAMES = tuple(f"operand {k}" for k in range(64))
 
@@ -187,6 +188,8 @@ def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
     lib = inspect_arrays(_operand_names(len(ops)), ops)
     if lib.library in (NUMPY, TORCH) and kind not in _fast_types:
         _fast_types[kind] = (lib.library, lib.xp)  # one dict store: atomic, no lock needed
+        if lib.library == NUMPY:
+            _numpy_types.add(kind)
     return lib
 
 
@@ -340,6 +343,13 @@ def _torch_extra() -> tuple[Any, ...] | None:
 
 
 def _signature_key(subscripts: str, ops: tuple[Any, ...], optimize: Any) -> tuple[Any, ...] | None:
+    # One or two NumPy operands, the commonest calls: the same key, built in one go
+    # (a tiny call's overhead is made of such steps).
+    if len(ops) <= 2 and type(ops[0]) in _numpy_types and type(ops[-1]) in _numpy_types:
+        a, b = ops[0], ops[-1]
+        if len(ops) == 1:
+            return (subscripts, optimize, a.shape, a.strides, a.dtype)
+        return (subscripts, optimize, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
     key: list[Any] = [subscripts, optimize]
     torch_seen = False
     for a in ops:
