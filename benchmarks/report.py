@@ -156,7 +156,10 @@ def report_text(run: dict[str, Any]) -> str:
     head.append("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
     ops, sweeps = split(run["entries"])
     parts = ["\n".join(head), COLUMNS, *(op_table(op, g) for op, g in ops.items())]
-    parts += [SWEEP_TEXT, *(sweep_table(k, p) for k, p in sweeps.items())] if sweeps else []
+    if sweeps:
+        every = [e for points in sweeps.values() for e in points]
+        parts += [f"{SWEEP_TEXT}\n\nEvery sweep together: {sweep_summary(every)}."]
+        parts += [sweep_table(k, p) for k, p in sweeps.items()]
     skips = [f"  - {u['file']}: {u['reason']} ({u['count']} skipped)" for u in skipped]
     parts.append("\n".join(["Skipped:", *skips]) if skips else "No benchmark was skipped.")
     return "\n\n".join(parts) + "\n"

@@ -125,6 +125,7 @@ def test_main_writes_tables_and_chart(tmp_path: Path, capsys: pytest.CaptureFixt
     ]
     assert "| paired " in text and "3.00x paired" in text
     assert "## vecdot numpy cpu sweep (4 points, 1 miss" in text and "1.50x MISS" in text
+    assert "Every sweep together: 4 points, 1 miss, worst ratio 2.00x" in text
     assert "benchmarks/test_x.py: no CUDA device (3 skipped)" in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
