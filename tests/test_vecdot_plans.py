@@ -164,7 +164,10 @@ def test_numpy_kernels() -> None:
         return numpy_vecdot._kernel(a, a, -1)
 
     assert kernel((16, 16)) == "vecdot"
+    assert kernel((32, 8)) == "vecdot"
     assert kernel((64, 16)) == "einsum"
+    a = np.ones((64, 16))  # double precision: np.vecdot up to more vectors
+    assert numpy_vecdot._kernel(a, a, -1) == "vecdot"
     assert kernel((64, 2)) == "einsum_f"
     assert kernel((256, 64)) == "vecdot"
     assert kernel((16, 100), transposed=True) == "vecdot"

@@ -55,7 +55,10 @@ def _kernel(x1: np.ndarray, x2: np.ndarray, axis: int) -> str:
     """``"vecdot"``, ``"einsum"`` or ``"einsum_f"`` for equal-shape inputs (see above)."""
     n = x1.shape[axis]
     unit = _unit(x1, axis) and _unit(x2, axis)
-    if x1.size <= n or (unit and x1.size < FEW_VECTORS * max(n, 1)):
+    # np.vecdot's per-vector loop is cheaper for double precision (1.2 us against 1.4 us
+    # for einsum at 64x16 float64; 1.8 against 1.3 us as float32).
+    few = FEW_VECTORS if x1.itemsize <= 4 else 4 * FEW_VECTORS
+    if x1.size <= n or (unit and x1.size <= few * max(n, 1)):
         return "vecdot"
     if not unit:  # np.vecdot's inner loop on strided vectors is slow past a few
         return "vecdot" if x1.size <= FEW_STRIDED * n and n <= STRIDED_SHORT else "einsum"
