@@ -117,6 +117,28 @@ def test_narrowest_calls(eq: str, shapes: tuple, calls: int, call: str) -> None:
     assert call == "*" or call.split(".")[1] in names
 
 
+def test_small_operand_with_interleaved_batches_is_packed() -> None:
+    """A batched GEMM's small operand goes through the spelling's pack: on torch CPU a
+    contiguous copy when its batches interleave in memory, the operand itself
+    otherwise; the result is the same either way."""
+    torch = pytest.importorskip("torch")
+    pack = _backend_module("torch")._pack_interleaved
+    y = torch.rand(50, 8, 16)
+    interleaved = y.permute(1, 2, 0)  # (n, d, j): batch stride 16, matrices of 800
+    packed = pack(interleaved)
+    assert packed.is_contiguous() and torch.equal(packed, interleaved)
+    regular = torch.rand(8, 50, 16).transpose(1, 2)  # a transposed view, batches apart
+    assert pack(regular) is regular
+    broadcast = torch.rand(16, 50).expand(8, 16, 50)  # batch stride 0: left as it is
+    assert pack(broadcast) is broadcast
+    x = torch.rand(16, 50, 8, 16)  # the MXNet bind,jnd->bnij layout, scaled down
+    eq = "bind,jnd->bnij"
+    program, _ = _program(eq, [x, y])
+    assert "_pack(" in program.source
+    want = np.einsum(eq, x.numpy(), y.numpy())
+    np.testing.assert_allclose(program.build()(x, y).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_repeated_call_runs_the_program() -> None:
     """The second call of a signature runs its program; tiny ones choose it over
     numpy.einsum's loop on views when it is one torch call."""

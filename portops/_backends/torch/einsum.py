@@ -144,6 +144,16 @@ def plan_matmul(a: EinsumArgs) -> Any:
     )
 
 
+def _pack_interleaved(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of the batched matrices `t` (a small GEMM operand on the CPU)
+    whose batches interleave in memory (a batch stride below one matrix's elements, as
+    when the batch axis is not the outermost): CPU ``bmm`` reads them slowly
+    (``bind,jnd->bnij``, MXNet shapes: 3.53 ms against 3.15 ms with the copy)."""
+    if t.is_cpu and 0 < t.stride(0) < t.shape[1] * t.shape[2]:
+        return t.contiguous()
+    return t
+
+
 SPELLING = Spelling(
     module=torch,
     permute="{a}.permute({perm!r})",
@@ -157,6 +167,7 @@ SPELLING = Spelling(
     batched="xp.matmul({a}, {b})",
     outer="xp.outer({a}, {b})",
     ops_calls=3,  # TorchOps primitives: permutes, views, then the call
+    pack=_pack_interleaved,
 )
 
 _PROGRAMS = Programs(SPELLING)
