@@ -30,7 +30,6 @@ from ... import extend
 from ..._ops.vecdot import VecdotArgs
 from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
-from ..numpy.c_loops import c_einsum
 from ..numpy.shift_sum import _l2_bytes
 from ..numpy.vecdot import CACHE_BYTES, SHORT_BYTES, _kernel, vecdot_numpy
 from .views import numpy_view
@@ -296,20 +295,15 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
 
 
 def _numpy_plan(x1: torch.Tensor, x2: torch.Tensor) -> Any:
-    """NumPy's kernel for equal shapes along the last axis, called on zero-copy views,
-    or None where :func:`vecdot_numpy`'s general path is needed (1-d inputs, whose
-    result is a scalar; complex einsum, which needs ``conj(x1)``)."""
+    """NumPy's kernel for equal shapes along the last axis (NumPy's own one-call plan,
+    :func:`~portops._backends.numpy.vecdot._direct`), called on zero-copy views, or None
+    where :func:`vecdot_numpy`'s general path is needed (1-d inputs, whose result is a
+    scalar; complex einsum, which needs ``conj(x1)``)."""
     if x1.ndim < 2 or x1.dtype not in _NATIVE_SMALL:
         return None
-    kernel = _kernel(numpy_view(x1), numpy_view(x2), -1)
-    f: Any = np.vecdot
-    if kernel != "vecdot":
-        if x1.dtype.is_complex:
-            return None
-        order: Any = "F" if kernel == "einsum_f" else "K"
-
-        def f(a: np.ndarray, b: np.ndarray) -> Any:
-            return c_einsum("...i,...i->...", a, b, order=order)
+    f = numpy_vecdot._direct(numpy_view(x1), numpy_view(x2))
+    if f is None:
+        return None
 
     def plan(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(f(numpy_view(x1), numpy_view(x2)))
