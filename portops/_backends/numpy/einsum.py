@@ -19,7 +19,7 @@ from ...extend import Priority
 from .c_loops import c_einsum
 from .vecdot import SHORT_BYTES
 
-__all__ = ["c_einsum", "loop_order", "loop_wins", "tiny"]
+__all__ = ["loop_order", "loop_wins", "tiny"]
 
 
 def _blas_ready(x: np.ndarray) -> bool:
@@ -257,8 +257,6 @@ extend.register(
     priority=Priority.SPECIALIZED,
     planner=plan_matmul,
 )(numpy_matmul)
-
-
 extend.register(
     "einsum",
     "numpy_einsum_loop",

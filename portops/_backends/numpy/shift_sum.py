@@ -75,13 +75,6 @@ def _l2_bytes() -> int:
     return _cache_bytes(2, 1 << 20)
 
 
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 # Sizes (elements of x) where the approach changes, derived from the cache and core
 # count this machine reports (the factors measured on a 2-core virtual machine with
 # 2 MiB of L2 per core, where they come to 1, 8, 4 and 4 Mi elements):
@@ -92,11 +85,12 @@ def _cores() -> int:
 # - below _THREADED_*, the threads' GIL hand-overs (two per NumPy call, microseconds
 #   each) cost more than they save: each thread needs about 4 Mi elements (forward)
 #   or 2 Mi (adjoint) of work.
-_L2_ELEMENTS = _l2_bytes() * _cores() // 4  # float32 elements that fit the cores' L2
+_CORES = _threads.available_cores()
+_L2_ELEMENTS = _l2_bytes() * _CORES // 4  # float32 elements that fit the cores' L2
 _SMALL_FORWARD = _L2_ELEMENTS
 _SMALL_ADJOINT = 4 * _L2_ELEMENTS
-_THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _cores())
-_THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _cores())
+_THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _CORES)
+_THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _CORES)
 # Rows per channel (the product of the dims before the shifted one, channels aside)
 # from which the blocked forward beats the sheared sum (and the slice-add loop) on a
 # small x: those restart NumPy's inner loop on every row of every channel, the blocked
@@ -532,7 +526,7 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
 # Buffers kept per thread (one per geometry, the most recently used), and the largest
 # kept (bytes): a few times the cores' L2, which the small x it serves fit in.
 _SHEARED_KEPT = 2
-_SHEARED_KEPT_BYTES = 4 * _l2_bytes() * _cores()
+_SHEARED_KEPT_BYTES = 4 * _l2_bytes() * _CORES
 
 
 class _Sheared(NamedTuple):

@@ -20,7 +20,8 @@ from ..._einsum.plan import Plan
 from ..._einsum.program import Program, Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
 from ...extend import Priority
-from ..numpy.einsum import c_einsum, loop_order, loop_wins, tiny
+from ..numpy.c_loops import c_einsum
+from ..numpy.einsum import loop_order, loop_wins, tiny
 from .views import numpy_view
 
 
