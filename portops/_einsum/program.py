@@ -162,7 +162,7 @@ def _matmul(w: _Writer, a: _Value, b: _Value) -> _Value:
             r = _gemm(w, s.mm, shape, shape, a=w.made(a), b=w.made(b))
     elif len(a.shape) == len(b.shape) == 3 and batch_a == batch_b:
         x, y = w.made(a), w.made(b)
-        if s.pack is not None and s.bmm is not None:
+        if s.pack is not None and s.bmm is not None and w.native_gemm:  # else unused
             size_a, size_b = math.prod(a.shape), math.prod(b.shape)
             if size_b * PACK_RATIO <= size_a and size_a >= PACK_MIN:
                 y = w.emit(f"_pack({y})", b.shape, view=True).name
