@@ -351,24 +351,31 @@ def test_blocked_numpy_kernels_on_every_case(
             np.testing.assert_allclose(got_t, want_t, rtol=1e-6, atol=0)
 
 
-def test_blocked_numpy_kernels_from_many_threads(monkeypatch, blocked_kernels):
-    """Concurrent calls share the thread pool: each gets its own, complete result."""
+def _every_thread_gets_the_reference(xs: list, masks: list, calls: int) -> bool:
+    """Whether `calls` shift_sums of each (x, mask), one thread per pair, all equal the
+    reference."""
     from concurrent.futures import ThreadPoolExecutor
 
+    want = [ref.forward(x, 2, mask=m) for x, m in zip(xs, masks, strict=True)]
+
+    def run(i: int) -> bool:
+        return all(
+            np.array_equal(portops.shift_sum(xs[i], 2, mask=masks[i]), want[i])
+            for _ in range(calls)
+        )
+
+    with ThreadPoolExecutor(len(xs)) as pool:
+        return all(pool.map(run, range(len(xs))))
+
+
+def test_blocked_numpy_kernels_from_many_threads(monkeypatch, blocked_kernels):
+    """Concurrent calls share the thread pool: each gets its own, complete result."""
     monkeypatch.setattr(blocked_kernels, "_FORWARD_BLOCK", 200)
     monkeypatch.setattr(blocked_kernels, "_BLOCK_ELEMENTS", 200)
     rng = np.random.default_rng(5)
     xs = [rng.integers(-9, 10, size=(3, 4, 20, 30 + i)) for i in range(6)]
     masks = [None, rng.integers(0, 2, size=(20, 30 + 1)), None, None, None, None]
-    want = [ref.forward(x, 2, mask=m) for x, m in zip(xs, masks, strict=True)]
-
-    def run(i: int) -> bool:
-        return all(
-            np.array_equal(portops.shift_sum(xs[i], 2, mask=masks[i]), want[i]) for _ in range(5)
-        )
-
-    with ThreadPoolExecutor(6) as pool:
-        assert all(pool.map(run, range(6)))
+    assert _every_thread_gets_the_reference(xs, masks, calls=5)
 
 
 # Small inputs on both sides of the forward's crossovers: the sheared sum (few rows per
@@ -460,20 +467,10 @@ def test_small_masked_forward_results_do_not_share_its_buffer():
 
 def test_small_masked_forward_from_many_threads():
     """Each thread has its own buffer for the masked product."""
-    from concurrent.futures import ThreadPoolExecutor
-
     rng = np.random.default_rng(6)
     xs = [rng.integers(-9, 10, size=(1, 3, 6, 7 + i)) for i in range(6)]
     masks = [rng.integers(0, 3, size=(6, 7 + i)) for i in range(6)]
-    want = [ref.forward(x, 2, mask=m) for x, m in zip(xs, masks, strict=True)]
-
-    def run(i: int) -> bool:
-        return all(
-            np.array_equal(portops.shift_sum(xs[i], 2, mask=masks[i]), want[i]) for _ in range(20)
-        )
-
-    with ThreadPoolExecutor(6) as pool:
-        assert all(pool.map(run, range(6)))
+    assert _every_thread_gets_the_reference(xs, masks, calls=20)
 
 
 @pytest.mark.parametrize("numpy_bytes", [0, 1 << 40], ids=["torch-loop", "numpy-views"])
