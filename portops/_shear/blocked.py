@@ -7,12 +7,11 @@ in the core's cache: its gaps zeroed and its windows copied in, so the cube goes
 memory once, in order, never as a zero-fill followed by a second strided pass.
 
 Where a window's row is a contiguous run of bytes in both arrays (the shifted axis and
-every axis after it contiguous), rows are copied as single elements of a raw-bytes
-dtype (``V<row bytes>``): one NumPy loop over rows, one ``memcpy`` each, instead of a
-loop call per row. In the usual ``(..., C, rows..., W, inner...)`` layout with evenly
-spaced integer offsets, the zeros are written the same way, only into the gaps (a gap
-run between two windows is one element of its own raw-bytes dtype); elsewhere a block
-is zeroed whole first.
+every axis after it contiguous), rows are copied as runs of bytes (a trailing ``uint8``
+axis): one ``memcpy`` per row, whatever the axes after the shifted one. In the usual
+``(..., C, rows..., W, inner...)`` layout with evenly spaced integer offsets, large
+cubes are written through a zeroed stage (see :class:`_Staged`); elsewhere a block is
+zeroed whole first.
 
 Channels are handled in groups whose windows form one strided view (all of them for
 evenly spaced integer offsets, see :func:`portops._shear.layout.channel_groups`): one
@@ -100,11 +99,6 @@ def _sub(a: Any, unit: Unit) -> Any:
     return a[tuple(slice(None) if n == 1 else s for n, s in zip(a.shape, unit, strict=False))]
 
 
-def _at(a: Any, idx: tuple[slice, ...]) -> Any:
-    """``a[idx]``, a view even for a 0-d `a` (which ``a[()]`` would turn into a scalar)."""
-    return a[idx] if idx else a
-
-
 def _tail_contiguous(a: Any, axis: int) -> bool:
     """Whether `a`'s axes from `axis` on form one C-contiguous run of elements."""
     expected = a.itemsize
@@ -121,32 +115,16 @@ def _bytes(lib: Any, a: Any) -> Any:
 
 
 def _rows(lib: Any, a: Any, axis: int) -> Any:
-    """`a` (axes from `axis` on contiguous, see :func:`_tail_contiguous`) with each run
-    over those axes as one raw-bytes element: shape ``a.shape[:axis]``; copies of it
-    move the same bytes."""
-    run = math.prod(a.shape[axis:]) * a.itemsize
-    flat = a.reshape(*a.shape[:axis], math.prod(a.shape[axis:]))
+    """`a` (axes from `axis` on contiguous, see :func:`_tail_contiguous`) as bytes, each
+    run over those axes one row: shape ``(*a.shape[:axis], run bytes)``, a view.
+
+    Not one raw-bytes (``V<run>``) element per row: NumPy keeps the GIL through copies
+    of fewer than 500 elements, which would stall portops' other threads.
+    """
+    run = math.prod(a.shape[axis:])
+    flat = a.reshape(*a.shape[:axis], run)
     assert lib.may_share_memory(flat, a) or a.size == 0  # a view, not a copy
-    return flat.view(lib.dtype(f"V{run}"))[..., 0]
-
-
-def _raw(
-    lib: Any,
-    buffer: Any,
-    shape: tuple[int, ...],
-    strides: tuple[int, ...],
-    offset: int,
-    nbytes: int,
-) -> Any:
-    """A view of raw-bytes elements of `nbytes` each over the flat byte array `buffer`."""
-    return lib.ndarray(
-        shape, dtype=lib.dtype(f"V{nbytes}"), buffer=buffer, offset=offset, strides=strides
-    )
-
-
-def _zero(lib: Any, a: Any) -> Any:
-    """A zero element to fill raw-bytes arrays like `a` with."""
-    return lib.zeros((), dtype=a.dtype)
+    return flat.view(lib.uint8)
 
 
 def _fill_zero(lib: Any, block: Any) -> None:
@@ -370,7 +348,7 @@ def shear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
         for unit in todo:
             _fill_zero(lib, out[unit])
             if rows is not None:
-                lib.copyto(_at(rows[0], unit[:ax]), _at(rows[1], unit[:ax]))
+                lib.copyto(rows[0][unit[:ax]], rows[1][unit[:ax]])
                 continue
             for g in groups:
                 part = _in_unit(unit, cax, g, channels)
@@ -413,7 +391,7 @@ def unshear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
     def work(todo: Iterable[Unit]) -> None:
         for unit in todo:
             if rows is not None:
-                lib.copyto(_at(rows[0], unit[:ax]), _at(rows[1], unit[:ax]))
+                lib.copyto(rows[0][unit[:ax]], rows[1][unit[:ax]])
                 continue
             for g in groups:
                 part = _in_unit(unit, cax, g, channels)
