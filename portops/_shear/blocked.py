@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from .._caches import l2_bytes
 from .._kernels.geometry import contiguous_strides, linear_step
 from .._ops.shear import ShearArgs
 from .layout import ChannelGroup, channel_groups, write_masked
@@ -44,10 +45,10 @@ __all__ = [
     "unshear_into",
 ]
 
-# Bytes of the result per block: half of a 2 MiB L2, so that a block and what it
-# reads stay cached together, and large enough that the few NumPy calls per block
-# (microseconds each) stay small beside its copy.
-BLOCK_BYTES = 1 << 20
+# Bytes of the result per block: half of one core's L2 (at least 256 KiB), so that a
+# block and what it reads stay cached together, and large enough that the few NumPy
+# calls per block (microseconds each) stay small beside its copy.
+BLOCK_BYTES = max(1 << 18, l2_bytes() // 2)
 
 Unit = tuple[slice, ...]
 Empty = Callable[[list[int], Any], Any]

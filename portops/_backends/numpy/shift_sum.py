@@ -23,7 +23,6 @@ below) or a plain slice-add loop (window copies for the adjoint).
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +34,7 @@ import numpy as np
 
 from ... import _buffers as buffers
 from ... import _threads, extend
+from ..._caches import cache_bytes, l2_bytes
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import linear_step
 from ..._ops.shift_sum import ShiftSumArgs
@@ -44,35 +44,6 @@ from ...extend import Priority
 _BLOCK_ELEMENTS = 1 << 17
 # ... and of the forward: larger, as each block pays a copy-out per distinct offset.
 _FORWARD_BLOCK = 1 << 20
-
-
-def _cache_bytes(level: int, default: int) -> int:
-    """The data (or unified) cache of one core at `level`, from sysfs (Linux) or
-    sysconf; `default` where unknown."""
-    try:
-        for index in sorted(os.listdir("/sys/devices/system/cpu/cpu0/cache")):
-            path = f"/sys/devices/system/cpu/cpu0/cache/{index}"
-            if not index.startswith("index"):
-                continue
-            with open(f"{path}/level") as f_level, open(f"{path}/type") as f_type:
-                if f_level.read().strip() != str(level) or "Instruction" in f_type.read():
-                    continue
-            with open(f"{path}/size") as f_size:
-                text = f_size.read().strip().upper()
-            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-            return int(text.rstrip("KM")) * scale
-    except (OSError, ValueError):
-        pass
-    name = "SC_LEVEL1_DCACHE_SIZE" if level == 1 else f"SC_LEVEL{level}_CACHE_SIZE"
-    try:
-        return max(0, os.sysconf(name)) or default
-    except (ValueError, OSError, AttributeError):
-        return default
-
-
-def _l2_bytes() -> int:
-    """The L2 cache of one core; 1 MiB where unknown."""
-    return _cache_bytes(2, 1 << 20)
 
 
 # Sizes (elements of x) where the approach changes, derived from the cache and core
@@ -86,7 +57,7 @@ def _l2_bytes() -> int:
 #   each) cost more than they save: each thread needs about 4 Mi elements (forward)
 #   or 2 Mi (adjoint) of work.
 _CORES = _threads.available_cores()
-_L2_ELEMENTS = _l2_bytes() * _CORES // 4  # float32 elements that fit the cores' L2
+_L2_ELEMENTS = l2_bytes() * _CORES // 4  # float32 elements that fit the cores' L2
 _SMALL_FORWARD = _L2_ELEMENTS
 _SMALL_ADJOINT = 4 * _L2_ELEMENTS
 _THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _CORES)
@@ -109,10 +80,10 @@ _SHEARED_GROWTH = 1
 # Bytes of x per forward block when its rows are strided (channels-last data, say):
 # every channel reads the block again, so it must stay in one core's L2 (half of it,
 # to leave room for the accumulator and the masked copy).
-_GATHER_BYTES = _l2_bytes() // 2
+_GATHER_BYTES = l2_bytes() // 2
 # Bytes of x per chunk when the sheared sum transposes strided rows (channels last):
 # each channel reads the chunk at a stride, so it must stay in one core's L1 (half).
-_TRANSPOSE_BYTES = _cache_bytes(1, 32 << 10) // 2
+_TRANSPOSE_BYTES = cache_bytes(1, 32 << 10) // 2
 
 _local = threading.local()
 worker_count = _threads.effective_threads
@@ -526,7 +497,7 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
 # Buffers kept per thread (one per geometry, the most recently used), and the largest
 # kept (bytes): a few times the cores' L2, which the small x it serves fit in.
 _SHEARED_KEPT = 2
-_SHEARED_KEPT_BYTES = 4 * _l2_bytes() * _CORES
+_SHEARED_KEPT_BYTES = 4 * l2_bytes() * _CORES
 
 
 class _Sheared(NamedTuple):

@@ -13,11 +13,11 @@ from typing import Any, Literal
 import numpy as np
 
 from ... import extend
+from ..._caches import l2_bytes
 from ..._ops.vecdot import VecdotArgs
 from ..._threads import available_cores
 from ...extend import Priority
 from .c_loops import c_einsum
-from .shift_sum import _l2_bytes
 
 # Which kernel wins, from a cost model of NumPy's loops (float32, 2-core Intel Xeon:
 # np.vecdot costs about 0.8 us plus 7 ns per vector, einsum's C loop about 1 us plus a
@@ -40,8 +40,8 @@ from .shift_sum import _l2_bytes
 FEW_VECTORS = 32
 SHORT = 32
 SHORT_BYTES = 8
-CACHE_BYTES = _l2_bytes() * available_cores()
-DOT_BYTES = max(1 << 15, _l2_bytes() // 8)  # well below the size BLAS threads from
+CACHE_BYTES = l2_bytes() * available_cores()
+DOT_BYTES = max(1 << 15, l2_bytes() // 8)  # well below the size BLAS threads from
 FEW_STRIDED = 16
 STRIDED_SHORT = 128
 _EQUATION = "...i,...i->..."

@@ -26,6 +26,7 @@ import torch
 
 from ... import _buffers as buffers
 from ... import extend
+from ..._caches import l2_bytes
 from ..._generic import shift_sum as generic
 from ..._ops.shift_sum import ShiftSumArgs
 from ...extend import Priority
@@ -383,7 +384,7 @@ _NUMPY_MASKS |= {torch.int32, torch.int64}
 # torch's adds pays its dispatch (B=1, C=28, 64x64 float32: 56-200 µs against 245-394
 # µs for the loop); past it torch's adds run on every core and win (B=1, C=8, 256x256:
 # 1.7x the other way, on 2 cores). Half a core's L2.
-NUMPY_FORWARD_BYTES = numpy_shift_sum._l2_bytes() // 2
+NUMPY_FORWARD_BYTES = l2_bytes() // 2
 
 
 def _numpy_forward(a: ShiftSumArgs) -> Run | None:

@@ -27,10 +27,10 @@ import numpy as np
 import torch
 
 from ... import extend
+from ..._caches import l2_bytes
 from ..._ops.vecdot import VecdotArgs
 from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
-from ..numpy.shift_sum import _l2_bytes
 from ..numpy.vecdot import CACHE_BYTES, SHORT_BYTES, _kernel, vecdot_numpy
 from .views import numpy_view
 
@@ -218,7 +218,7 @@ MATVEC_SHORT = 8
 # runs on one thread below 32768 elements (its grain size).
 NUMPY_MIN = 1 << 13
 STRIDED_NUMPY_MIN = 1 << 15
-L2_BYTES = _l2_bytes()
+L2_BYTES = l2_bytes()
 
 
 def _native(axis: int, keepdims: bool) -> Any:
