@@ -129,3 +129,74 @@ def test_result_does_not_alias_numpy_inputs() -> None:
     y = portops.vecdot(t, t)
     y += 1
     np.testing.assert_array_equal(a, 1)
+
+
+# ------------------------------------------------------------ NumPy views, remembered
+
+
+def _memo_pair(shape=(64, 256)):
+    from portops._backends.torch.views import ViewMemo
+
+    g = torch.Generator().manual_seed(0)
+    return ViewMemo(), torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+
+
+def test_view_memo_reuses_views_of_the_same_tensors() -> None:
+    memo, x1, x2 = _memo_pair()
+    first = memo.views(x1, x2)
+    second = memo.views(x1, x2)  # builds views that own nothing
+    third = memo.views(x1, x2)
+    assert third[0] is second[0] and third[1] is second[1]
+    for views in (first, second, third):
+        assert np.shares_memory(views[0], x1.numpy()) and np.shares_memory(views[1], x2.numpy())
+        np.testing.assert_array_equal(views[0], x1.numpy())
+    assert not third[0].flags.writeable
+
+
+def test_view_memo_follows_values_and_storage() -> None:
+    memo, x1, x2 = _memo_pair((8, 5, 300))
+    x1 = x1[:, 1:, ::2]  # a strided view: its memory span is not its size
+    x2 = x2[:, :4, 1::2]
+    for _ in range(3):
+        memo.views(x1, x2)
+    x1.mul_(3)  # in place: the remembered views see it
+    a1, a2 = memo.views(x1, x2)
+    np.testing.assert_array_equal(a2, x2.numpy())
+    np.testing.assert_array_equal(a1, x1.numpy())
+    other = torch.randn(x1.shape)
+    x1.set_(other.untyped_storage(), 0, other.shape, other.stride())
+    a1, _ = memo.views(x1, x2)  # new memory: new views
+    np.testing.assert_array_equal(a1, other.numpy())
+
+
+def test_view_memo_keeps_no_tensor_alive() -> None:
+    import gc
+    import weakref
+
+    memo, x1, x2 = _memo_pair()
+    for _ in range(3):
+        memo.views(x1, x2)
+    refs = weakref.ref(x1), weakref.ref(x2)
+    del x1, x2
+    gc.collect()
+    assert refs[0]() is None and refs[1]() is None
+    _, y1, y2 = _memo_pair()
+    np.testing.assert_array_equal(memo.views(y1, y2)[0], y1.numpy())
+
+
+def test_view_memo_copies_tensors_numpy_cannot_view() -> None:
+    memo, x1, x2 = _memo_pair()
+    x1.requires_grad_()
+    for _ in range(3):
+        a1, _ = memo.views(x1, x2)
+        np.testing.assert_array_equal(a1, x1.detach().numpy())
+
+
+def test_numpy_plan_of_repeated_operands_matches_torch() -> None:
+    """The L2-sized equal-shape plan, called again and again on the same tensors and on
+    tensors changed in place between calls."""
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn((300, 200), generator=g), torch.randn((300, 200), generator=g)
+    for i in range(4):
+        torch.testing.assert_close(portops.vecdot(a, b), torch.linalg.vecdot(a, b))
+        a.add_(float(i))
