@@ -110,11 +110,6 @@ def _tail_contiguous(a: Any, axis: int) -> bool:
     return True
 
 
-def _bytes(lib: Any, a: Any) -> Any:
-    """The C-contiguous `a` as a flat array of bytes (a view)."""
-    return a.reshape(-1).view(lib.uint8)
-
-
 def _rows(lib: Any, a: Any, axis: int) -> Any:
     """`a` (axes from `axis` on contiguous, see :func:`_tail_contiguous`) as bytes, each
     run over those axes one row: shape ``(*a.shape[:axis], run bytes)``, a view.
@@ -131,7 +126,7 @@ def _rows(lib: Any, a: Any, axis: int) -> Any:
 def _fill_zero(lib: Any, block: Any) -> None:
     """Zero a block; as bytes where it is contiguous (NumPy then calls ``memset``)."""
     if block.flags.c_contiguous:
-        _bytes(lib, block).fill(0)
+        _rows(lib, block, 0).fill(0)
     else:
         block.fill(0)
 
