@@ -17,3 +17,17 @@ def test_an_unknown_level_falls_back_to_the_default() -> None:
 
 def test_l2_is_the_level_two_size() -> None:
     assert _caches.l2_bytes() == _caches.cache_bytes(2, 1 << 20)
+
+
+def test_a_shared_cache_is_divided_among_the_cpus_that_share_it(tmp_path) -> None:
+    for text, count in (("0-1\n", 2), ("0\n", 1), ("0-3,8-11\n", 8), ("5,7\n", 2)):
+        (tmp_path / "shared_cpu_list").write_text(text)
+        assert _caches._sharing(str(tmp_path)) == count
+
+
+def test_a_cache_without_a_sharing_list_is_one_cpus(tmp_path) -> None:
+    assert _caches._sharing(str(tmp_path / "missing")) == 1
+
+
+def test_the_l3_share_is_at_most_the_whole_l3() -> None:
+    assert 0 <= _caches.l3_share_bytes() <= _caches.cache_bytes(3, 0)

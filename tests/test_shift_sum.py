@@ -257,11 +257,26 @@ def test_tolerance_helper_is_strict_for_float64():
 
 
 @pytest.fixture
-def blocked_kernels(monkeypatch):
+def fresh_plans():
+    """No shift_sum plans before or after the test: those it makes under patched
+    thresholds stay with it."""
+    from portops._ops import shift_sum as ops
+
+    caches = (ops.FORWARD_PLANS, ops.ADJOINT_PLANS, ops.PINV_PLANS)
+    for cache in caches:
+        cache.clear()
+    yield
+    for cache in caches:
+        cache.clear()
+
+
+@pytest.fixture
+def blocked_kernels(monkeypatch, fresh_plans):
     """The NumPy kernels with every size threshold at 0: blocked and threaded always."""
     from portops._backends.numpy import shift_sum as kernels
 
-    for name in ("_SMALL_FORWARD", "_SMALL_ADJOINT", "_THREADED_FORWARD", "_THREADED_ADJOINT"):
+    thresholds = ("_SMALL_FORWARD", "_SMALL_ADJOINT", "_THREADED_FORWARD", "_THREADED_ADJOINT")
+    for name in (*thresholds, "_THREADED_STRIDED"):
         monkeypatch.setattr(kernels, name, 0)
     return kernels
 
@@ -297,6 +312,8 @@ def test_blocked_numpy_kernels_on_large_arrays(
     with portops.prefer(shift_sum="numpy_blocked"):
         got = portops.shift_sum(x, step, **kw)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for _ in range(2):  # the default dispatch: the first call, then the signature's plan
+        np.testing.assert_allclose(portops.shift_sum(x, step, **kw), want, rtol=1e-5, atol=1e-5)
     y = rng.standard_normal(want.shape).astype(np.float32)
     for op in ("shift_sum_adjoint", "shift_sum_pinv"):
         fn = getattr(portops, op)
@@ -473,7 +490,11 @@ def test_small_masked_forward_from_many_threads():
     assert _every_thread_gets_the_reference(xs, masks, calls=20)
 
 
-@pytest.mark.parametrize("numpy_bytes", [0, 1 << 40], ids=["torch-loop", "numpy-views"])
+@pytest.mark.parametrize(
+    ("numpy_bytes", "strided_bytes"),
+    [(0, 1 << 40), (1 << 40, 1 << 40), (0, 0)],
+    ids=["torch-loop", "numpy-views", "numpy-views-strided-rows"],
+)
 @pytest.mark.parametrize(
     ("shape", "step", "axes", "mask_shape", "dtype"),
     [
@@ -485,15 +506,16 @@ def test_small_masked_forward_from_many_threads():
     ],
 )
 def test_torch_forward_either_kernel(
-    monkeypatch, numpy_bytes, shape, step, axes, mask_shape, dtype
+    monkeypatch, fresh_plans, numpy_bytes, strided_bytes, shape, step, axes, mask_shape, dtype
 ):
-    """torch CPU forward without gradients: NumPy's kernels on views (small x) and
-    torch's slice-adds (large x) give the reference, with and without a mask, keepdims
-    too; inputs are not modified."""
+    """torch CPU forward without gradients: NumPy's kernels on views (small x, and large
+    x with strided rows) and torch's slice-adds (large x) give the reference, with and
+    without a mask, keepdims too; inputs are not modified."""
     torch = pytest.importorskip("torch")
     from portops._backends.torch import shift_sum as torch_shift_sum
 
     monkeypatch.setattr(torch_shift_sum, "NUMPY_FORWARD_BYTES", numpy_bytes)
+    monkeypatch.setattr(torch_shift_sum, "STRIDED_NUMPY_BYTES", strided_bytes)
     rng = np.random.default_rng(len(shape) + numpy_bytes % 7)
     x = rng.standard_normal(shape).astype(dtype)
     mask = None if mask_shape is None else rng.uniform(size=mask_shape).astype(dtype)
@@ -506,3 +528,16 @@ def test_torch_forward_either_kernel(
             assert isinstance(got, torch.Tensor) and got.dtype == tx.dtype
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(tx.numpy(), x)
+
+
+def test_blocks_split_the_first_dim_longer_than_one():
+    """A batch of one is indexed, and the rows below it are split among the workers."""
+    from portops._backends.numpy import shift_sum as kernels
+
+    units = kernels._blocks((1, 256), 2048, 1 << 20, workers=2)
+    assert units == [((0,), slice(0, 128)), ((0,), slice(128, 256))]
+    assert kernels._blocks((1, 256), 2048, 1 << 20, workers=1) == [((0,), slice(0, 256))]
+    # Every row in exactly one unit, with more dims of one.
+    units = kernels._blocks((1, 1, 5, 7), 3, 10, workers=2)
+    rows = [(p, r) for p, sl in units for r in range(7)[sl]]
+    assert sorted(rows) == [((0, 0, i), r) for i in range(5) for r in range(7)]

@@ -34,7 +34,7 @@ import numpy as np
 
 from ... import _buffers as buffers
 from ... import _threads, extend
-from ..._caches import cache_bytes, l2_bytes
+from ..._caches import cache_bytes, l2_bytes, l3_share_bytes
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import linear_step
 from ..._ops.shift_sum import ShiftSumArgs
@@ -78,9 +78,20 @@ _LOOP_ROWS = 128
 # sheared sum's one transpose in L1-sized chunks and its longer contiguous adds.
 _SHEARED_GROWTH = 1
 # Bytes of x per forward block when its rows are strided (channels-last data, say):
-# every channel reads the block again, so it must stay in one core's L2 (half of it,
-# to leave room for the accumulator and the masked copy).
-_GATHER_BYTES = l2_bytes() // 2
+# every channel reads the block again, so it should stay in the cache; but each
+# channel costs a NumPy call per block, about as much as a few thousand strided
+# element adds, so blocks are as large as that allows: a quarter of a core's share of
+# the L3 (the rest holds y's rows and the other threads' blocks), or half its L2 where
+# there is no L3. On a 2-core AMD EPYC (1 MiB L2, 32 MiB L3), B=1, C=28, 256x256
+# channels last: 4 MiB blocks 1.9 ms, 1 MiB 3.8 ms, whole halves of x (16 MiB, one
+# per thread) 15 ms at B=16, C=8.
+_GATHER_BYTES = max(l2_bytes() // 2, l3_share_bytes() // 4)
+# Elements of x from which the strided forward is spread over the threads: its adds
+# cost several times a contiguous add per element, so threads repay their hand-overs
+# from a smaller x than the contiguous forward's, from about twice the cores' L2 (the
+# AMD EPYC above: B=1, C=28, 256x256, 1.8 Mi elements, 2.0 ms on two threads against
+# 3.0 ms on one; C=8, 512 Ki elements, 0.53 ms against 0.45 ms).
+_THREADED_STRIDED = 2 * _L2_ELEMENTS
 # Bytes of x per chunk when the sheared sum transposes strided rows (channels last):
 # each channel reads the chunk at a stride, so it must stay in one core's L1 (half).
 _TRANSPOSE_BYTES = cache_bytes(1, 32 << 10) // 2
@@ -146,24 +157,30 @@ def _layout(x: np.ndarray, a: ShiftSumArgs) -> Layout:
 
 
 def _blocks(
-    outer: tuple[int, ...], row_elements: int, target: int = _BLOCK_ELEMENTS
+    outer: tuple[int, ...],
+    row_elements: int,
+    target: int = _BLOCK_ELEMENTS,
+    workers: int | None = None,
 ) -> list[tuple[tuple[int, ...], slice]]:
     """Work units of about `target` elements, given the elements per outer row.
 
     A unit is an index into the leading outer dims and a range of the next one; it
     covers every dim after that range. Ranges are of even length, and their count a
-    multiple of the worker count where the dim allows, so the threads finish together.
+    multiple of `workers` (default: the worker count) where the dim allows, so the
+    threads finish together.
     """
     if not outer:
         return [((), slice(None))]
+    # Leading dims of length 1 (a batch of one) are indexed, never split.
+    first = next((d for d, n in enumerate(outer) if n > 1), len(outer) - 1)
     split = len(outer) - 1
-    while split > 0 and math.prod(outer[split:]) * row_elements <= target:
+    while split > first and math.prod(outer[split:]) * row_elements <= target:
         split -= 1
     below = math.prod(outer[split + 1 :]) * row_elements
     last = outer[split]
     count = -(-last // max(1, target // max(1, below)))
-    if split == 0:
-        workers = worker_count()
+    if split == first:
+        workers = worker_count() if workers is None else workers
         count = min(last, -(-count // workers) * workers)
     step = -(-last // count)
     return [
@@ -253,19 +270,14 @@ def _as_words(a: np.ndarray) -> np.ndarray:
 
 def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.dtype) -> None:
     """Fill ``y`` (``(*outer, W + grow, inner)``, contiguous, dtype `acc`)."""
+    if not _rows_contiguous(lay.x):
+        _strided_forward_into(y, lay, offsets)
+        return
     xv, mv, outer, width, grow, inner = lay
     row, out_row = width * inner, (width + grow) * inner
     # Channels by flat offset, ascending (the smallest is 0).
     order = sorted(range(len(offsets)), key=lambda c: offsets[c])
     groups = [(o * inner, list(cs)) for o, cs in groupby(order, key=lambda c: offsets[c])]
-
-    # Rows of x (W * inner elements) contiguous: each channel is added straight from x,
-    # in blocks sized by y. Otherwise (channels-last data, say) blocks are sized for x's
-    # block to stay in the cache while every channel reads it at a stride: each channel
-    # is added straight from there (one strided loop, as fast as a copy to a contiguous
-    # scratch and one call fewer), and a mask is multiplied into the whole block at once,
-    # into a channels-first scratch whose channels are then contiguous.
-    direct = _rows_contiguous(xv)
 
     def work(units: Iterable[tuple[tuple[int, ...], slice]]) -> None:
         for prefix, rows in units:
@@ -274,10 +286,6 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
             yr = y[prefix][rows].reshape(-1, out_row)
             n = yr.shape[0] * row
             flat = _scratch("accumulator", n + grow * inner, acc)
-            if mu is not None and not direct:
-                z = _scratch("masked", xu.size, acc).reshape(xu.shape)
-                np.multiply(xu, mu, out=z, casting="unsafe")
-                xu, mu = z, None
             for i, (start, channels) in enumerate(groups):
                 for c in channels:
                     if mu is None:
@@ -302,12 +310,62 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
                     done.fill(0)  # the next channels wrap into these columns
                     yr[:, stop:following] = 0  # no channel reaches these (grow > W)
 
-    if direct:
-        units = _blocks(outer, out_row, _FORWARD_BLOCK)
-    else:  # sized by the block of x, which every channel's copy reads
-        target = max(1, _GATHER_BYTES // xv.itemsize)
-        units = _blocks(outer, len(offsets) * row, target)
+    units = _blocks(outer, out_row, _FORWARD_BLOCK)
     _run(units, work, xv.size >= _THREADED_FORWARD)
+
+
+def _strided_units(
+    outer: tuple[int, ...], row_elements: int, size: int, itemsize: int
+) -> tuple[list[tuple[tuple[int, ...], slice]], bool]:
+    """(units, threaded) of the strided forward (see _strided_forward_into)."""
+    threaded = size >= _THREADED_STRIDED
+    target = max(1, _GATHER_BYTES // itemsize)
+    return _blocks(outer, row_elements, target, None if threaded else 1), threaded
+
+
+def _strided_forward_into(
+    y: np.ndarray,
+    lay: Layout,
+    offsets: tuple[int, ...],
+    units: list[tuple[tuple[int, ...], slice]] | None = None,
+    threaded: bool = False,
+) -> None:
+    """Fill ``y`` from an x whose rows are strided (channels-last data, say).
+
+    Every channel's add reads x at a stride, one element per cache line or so, at the
+    same speed wherever it lands: so each channel is added straight into its window of
+    ``y``'s block, one NumPy call per channel and block (a mask times the channel into
+    a contiguous scratch first). Blocks are as large as a core's share of the cache
+    keeps while every channel reads them again (_GATHER_BYTES), and the threads share
+    them from the size where one NumPy call's work outweighs its hand-over. `units`
+    and `threaded` are :func:`_strided_units`' (a plan's, precomputed), else derived.
+    """
+    xv, mv, outer, width, _, inner = lay
+    first = offsets.index(0)  # its copy initialises the block's first W columns
+    channels = [first, *(c for c in range(len(offsets)) if c != first)]
+    windows = [(..., slice(o, o + width), slice(None)) for o in offsets]
+
+    def work(units: Iterable[tuple[tuple[int, ...], slice]]) -> None:
+        for prefix, rows in units:
+            xu = _sub(xv, prefix, rows, 1)
+            mu = None if mv is None else _sub(mv, prefix, rows, 1)
+            yb = y[prefix][rows]
+            yb[..., width:, :] = 0
+            for c in channels:
+                xc = xu[c]
+                if mu is not None:
+                    z = _scratch("channel", xc.size, y.dtype).reshape(xc.shape)
+                    np.multiply(xc, mu[c if mu.shape[0] > 1 else 0], out=z, casting="unsafe")
+                    xc = z
+                dst = yb[windows[c]]
+                if c == first:
+                    np.copyto(dst, xc, casting="unsafe")
+                else:
+                    np.add(dst, xc, out=dst, casting="unsafe")
+
+    if units is None:
+        units, threaded = _strided_units(outer, len(offsets) * width * inner, xv.size, xv.itemsize)
+    _run(units, work, threaded)
 
 
 def _rows_contiguous(xv: np.ndarray) -> bool:
@@ -509,23 +567,17 @@ class _Sheared(NamedTuple):
     runs: list[np.ndarray]  # channel c's run of n elements (any offsets)
 
 
-def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
-    """The sheared sum of `a`'s geometry: precomputed shapes, a buffer per thread."""
-    x, cax, ax, offsets = a.array, a.channel_axis, a.axis, a.offsets
-    channels, width, grow = x.shape[cax], x.shape[ax], max(offsets)
-    outer = tuple(n for d, n in enumerate(x.shape[:ax]) if d != cax)
-    inner = math.prod(n for d, n in enumerate(x.shape) if d > ax and d != cax)
-    rows = math.prod(outer)
-    n = rows * (width + grow) * inner  # elements of y, and of each channel's copy
-    head = grow * inner  # zeros before channel 0's copy, read by offsets above 0
-    acc, out_dtype = np.dtype(a.acc_dtype), np.dtype(a.dtype)
-    lin = linear_step(offsets)
-    key = (acc, channels, outer, width, inner, offsets)
-    final = a.shape
+def _canonical_views(
+    a: ShiftSumArgs,
+) -> tuple[tuple[int, ...], tuple[int, ...], Callable[[Any], np.ndarray]]:
+    """(perm, shape, canonical_mask) for `a`'s geometry: ``x.transpose(perm).reshape(shape)``
+    is x's canonical view (:class:`Layout`), ``canonical_mask(raw mask)`` the mask's.
+
+    Precomputed for plans: np.moveaxis costs more than the rest of a small call. A mask
+    broadcast over some of the merged inner dims is first expanded over all of them.
+    """
+    x, cax, ax = a.array, a.channel_axis, a.axis
     normalize = _mask_normalizer(a)
-    # Canonical views by a precomputed transpose and reshape (np.moveaxis costs more
-    # than the rest of a small call); a mask broadcast over some of the merged inner
-    # dims is first expanded over all of them.
     perm = (cax, *(d for d in range(x.ndim) if d != cax))
     x_shape = _canonical_shape(x.shape, cax, ax)
     m_full: tuple[int, ...] | None = None
@@ -544,6 +596,47 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
             m = np.broadcast_to(m, m_full)
         mv: np.ndarray = m.transpose(perm).reshape(m_shape)
         return mv
+
+    return perm, x_shape, canonical_mask
+
+
+def _strided_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
+    """The blocked forward of an x with strided rows, its views and blocks precomputed
+    (a call's setup otherwise costs tens of microseconds beside the work)."""
+    x, offsets = a.array, a.offsets
+    perm, x_shape, canonical_mask = _canonical_views(a)
+    channels, *outer_list, width, inner = x_shape
+    outer, grow = tuple(outer_list), max(offsets)
+    y_shape = (*outer, width + grow, inner)
+    acc, out_dtype, final = np.dtype(a.acc_dtype), np.dtype(a.dtype), a.shape
+    units, threaded = _strided_units(outer, channels * width * inner, x.size, x.itemsize)
+
+    def run(x: Any, mask: Any) -> np.ndarray:
+        xv = x.transpose(perm).reshape(x_shape)
+        mv = None if mask is None else canonical_mask(mask)
+        y = buffers.empty(y_shape, acc)
+        lay = Layout(xv, mv, outer, width, grow, inner)
+        _strided_forward_into(y, lay, offsets, units, threaded)
+        return y.astype(out_dtype, copy=False).reshape(final)
+
+    return run
+
+
+def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
+    """The sheared sum of `a`'s geometry: precomputed shapes, a buffer per thread."""
+    x, cax, ax, offsets = a.array, a.channel_axis, a.axis, a.offsets
+    channels, width, grow = x.shape[cax], x.shape[ax], max(offsets)
+    outer = tuple(n for d, n in enumerate(x.shape[:ax]) if d != cax)
+    inner = math.prod(n for d, n in enumerate(x.shape) if d > ax and d != cax)
+    rows = math.prod(outer)
+    n = rows * (width + grow) * inner  # elements of y, and of each channel's copy
+    head = grow * inner  # zeros before channel 0's copy, read by offsets above 0
+    acc, out_dtype = np.dtype(a.acc_dtype), np.dtype(a.dtype)
+    lin = linear_step(offsets)
+    key = (acc, channels, outer, width, inner, offsets)
+    final = a.shape
+    normalize = _mask_normalizer(a)
+    perm, x_shape, canonical_mask = _canonical_views(a)
 
     def make() -> _Sheared:
         buf = np.zeros(head + channels * n, dtype=acc)
@@ -710,7 +803,17 @@ def plan_forward(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
     kind = _forward_kind(a.array.shape, a.channel_axis, a.axis, max(a.offsets))
     if kind != "blocked":
         return _small_plan(a, kind)
+    if strided_rows(a):
+        return _strided_forward_plan(a)
     return _general_plan(forward, a, expand=False)
+
+
+def strided_rows(a: ShiftSumArgs) -> bool:
+    """Whether the rows of the forward's x are strided (channels-last data, say), which
+    the blocked forward adds with :func:`_strided_forward_into`."""
+    perm, x_shape, _ = _canonical_views(a)
+    xv = a.array.transpose(perm).reshape(x_shape)  # (a copy, were it one, is contiguous)
+    return bool(a.array.size) and not _rows_contiguous(xv)
 
 
 def plan_adjoint(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
