@@ -117,6 +117,7 @@ def test_which_plan(monkeypatch) -> None:
     inputs, a matrix-vector product for a single vector, a batched product for short
     contiguous vectors past the caches, NumPy's kernels where they read less."""
     monkeypatch.setattr(torch_vecdot, "CACHE_BYTES", 1 << 20)
+    monkeypatch.setattr(torch_vecdot, "LLC_BYTES", 1 << 21)
     monkeypatch.setattr(torch_vecdot, "L2_BYTES", 1 << 19)
     monkeypatch.setattr(torch_vecdot, "_mul_sum_wins", lambda *args: False)
     cases = {
@@ -125,9 +126,11 @@ def test_which_plan(monkeypatch) -> None:
         ((1024, 32), (32,)): torch.mv,
         ((4096, 64), (64,)): torch.mv,
         ((2, 4096, 64), (64,)): torch.matmul,
-        ((1 << 17, 2), (2,)): None,  # short vectors past the caches: NumPy
+        ((1 << 18, 2), (2,)): None,  # short vectors past the caches: NumPy
         ((1 << 17, 2), (1 << 17, 2)): None,  # einsum in Fortran order
         ((1 << 15, 16), (1 << 15, 16)): torch_vecdot._bmm,  # short, past the caches
+        ((1 << 13, 16), (1 << 13, 16)): torch.linalg.vecdot,  # short, in the L3
+        ((1 << 17, 2), (2,)): torch.mv,  # short vectors in the L3
         ((1024, 16), (1024, 16)): torch.linalg.vecdot,  # short, in the caches
         ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
         ((128, 512), (128, 512)): torch.linalg.vecdot,  # past one core's L2: torch's threads

@@ -156,12 +156,13 @@ _PLANS_ON = PLANS.maxsize > 0  # PORTOPS_PLAN_CACHE=0: no keys, no planning
 _ndarray: Any = None
 _tensor: Any = None
 _torch: Any = None
+_COMPLEX: frozenset[Any] = frozenset()  # torch's complex dtypes, once torch is seen
 
 
 def _learn(t: type) -> bool:
     """Remember `t` if it is NumPy's ndarray or torch's Tensor (see `vecdot`); whether
     it is one."""
-    global _ndarray, _tensor, _torch
+    global _ndarray, _tensor, _torch, _COMPLEX
     if t.__module__ == "numpy" and t.__name__ == "ndarray":
         _ndarray = t
         return True
@@ -169,6 +170,7 @@ def _learn(t: type) -> bool:
         import torch  # already imported: a tensor was passed
 
         _torch, _tensor = torch, t
+        _COMPLEX = frozenset({torch.complex32, torch.complex64, torch.complex128})
         return True
     return False
 
@@ -201,8 +203,9 @@ def _tensor_key(x1: Any, x2: Any, axis: int, keepdims: bool) -> Any:
         d2, x2.shape, x2.stride(), x2.get_device(),
         axis, keepdims,
         (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled(),
-        # A conjugate view is only possible for complex dtypes.
-        (d1.is_complex and x1.is_conj()) or (d2.is_complex and x2.is_conj()),
+        # A conjugate view is only possible for complex dtypes (a set lookup costs
+        # less than reading dtype.is_complex).
+        (d1 in _COMPLEX and x1.is_conj()) or (d2 in _COMPLEX and x2.is_conj()),
     )  # fmt: skip
 
 
