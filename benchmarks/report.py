@@ -31,7 +31,7 @@ Sweep: each point times portops' default and every native call of the same libra
 the seed baselines) in interleaved rounds; "ratio" is portops / the best native call
 (below 1: portops is faster). A point misses when portops takes over {MISS_RATIO}x the best
 native call and over {MISS_SECONDS * 1e6:g} us more; such a point is measured once more,
-portops then taking its turn among the natives in their rotating order, and the second
+portops then taking its turn among the natives in their shuffled order, and the second
 measurement is shown."""
 
 

@@ -2,7 +2,8 @@
 
 Each sweep point is one benchmark: pytest-benchmark times ``calls`` back-to-back
 portops calls per round, and before every round the setup times each native call
-(and each seed baseline) the same way, in an order that rotates from round to round.
+(and each seed baseline) the same way, in an order shuffled from round to round (the
+same shuffles in every run), each after one untimed call (see ``_warm_time``).
 So every candidate sees the machine in the same state, which on a shared host drifts
 within seconds. Per-call medians of the natives and baselines land in ``extra_info``
 (``native``, ``baseline``: name -> seconds per call); the report divides portops'
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +51,15 @@ def _time(fn: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter() - t0) / calls
 
 
+def _warm_time(fn: Callable[[], Any], calls: int) -> float:
+    """`_time` after one untimed call when a round has several: the first call after
+    another candidate's pays for the state it left (evicted caches, torch's threads
+    asleep after NumPy's calls), which is no property of this candidate."""
+    if calls > 1:
+        fn()
+    return _time(fn, calls)
+
+
 def _calls_for(seconds: float) -> int:
     return max(1, min(10_000, math.ceil(ROUND_TIME / max(seconds, 1e-8))))
 
@@ -78,11 +89,14 @@ def run_point(
     portops_calls = _calls_for(t_portops)
     times: dict[tuple[str, str], list[float]] = {key: [] for key in others}
     order = list(others)
+    shuffle = random.Random(f"{op} {backend} {case}").shuffle  # the same order every run
 
     def setup() -> None:
-        order.append(order.pop(0)) if order else None
+        shuffle(order)
         for key in order:
-            times[key].append(_time(others[key], calls[key]))
+            times[key].append(_warm_time(others[key], calls[key]))
+        if portops_calls > 1:  # its first call, untimed (see _warm_time)
+            portops_fn()
 
     benchmark = bench(
         lambda: _time(portops_fn, portops_calls),
@@ -105,15 +119,15 @@ def run_point(
     t = benchmark.stats.stats.median / portops_calls
     best = min(benchmark.extra_info["native"].values())
     if t > max(MISS_RATIO * best, best + MISS_SECONDS):
-        # Once more, portops now among the natives in the rotating order, so that no
-        # candidate always follows the same one (torch's threads, say, asleep after
-        # NumPy's calls) and each sees the machine in the same state on average.
+        # Once more, portops now among the natives in a shuffled order, so that each
+        # candidate follows each other one (some leave the machine in a state that
+        # slows the next: torch's threads asleep after NumPy's calls, say).
         fns = {"portops": (portops_fn, portops_calls)}
         fns.update({k: (others[kind, k], calls[kind, k]) for kind, k in others if kind == "native"})
         rerun: dict[str, list[float]] = {k: [] for k in fns}
         names = list(fns)
         for _ in range(benchmark.stats.stats.rounds):  # as many as a time budget allowed
-            names.append(names.pop(0))
+            shuffle(names)
             for k in names:
-                rerun[k].append(_time(*fns[k]))
+                rerun[k].append(_warm_time(*fns[k]))
         benchmark.extra_info["rerun"] = {k: statistics.median(v) for k, v in rerun.items()}

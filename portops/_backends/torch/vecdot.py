@@ -21,6 +21,7 @@ CUDA tensors: ``vecdot_cuda.py``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -236,14 +237,33 @@ def _native(axis: int, keepdims: bool) -> Any:
     return native
 
 
+@functools.cache
+def numpy_gemv_wins() -> bool:
+    """Whether NumPy's GEMV beats torch's: torch's BLAS is Intel's MKL, which runs a
+    generic path on other vendors' CPUs, and NumPy's is OpenBLAS, which has kernels
+    for them. 2-core AMD EPYC, float32, NumPy's plan (``ndarray.dot``, ``np.matmul``
+    past DOT_BYTES) against torch.mv: 4096x2 2.1 us against 4.3; 256x1024 18 us
+    against 30; 4096x128 27 us against 86; 10^6x2 0.36 ms against 0.84 ms."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            intel = "GenuineIntel" in f.read(4096)
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    mkl = torch.backends.mkl.is_available()  # type: ignore[no-untyped-call]
+    return bool(mkl) and not intel and "openblas" in str(blas).lower()
+
+
 def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     """A plan when one input is a single vector along the last axis (real dtypes:
     conj(x1) = x1) and the other a matrix or stack of them; else None.
 
     ``torch.matmul``; for a matrix ``torch.mv``, the same GEMV at less fixed cost
-    (1.2 us against 1.4). Not NumPy's GEMV on views: in a process whose OpenMP
-    threads torch has woken, BLAS's own threads compete with them (256x4096: 285 us
-    against torch's 133).
+    (1.2 us against 1.4). NumPy's GEMV on views (a C or Fortran ordered matrix of at
+    least NUMPY_MIN elements, which repay the views) only where
+    :func:`numpy_gemv_wins`: with an MKL that runs its own path, in a process
+    whose OpenMP threads torch has woken, BLAS's own threads compete with them
+    (2-core Intel Xeon, 256x4096: 285 us against torch's 133).
     """
     if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
         return None
@@ -251,6 +271,11 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     n = one.shape[0]
     if n < 2 or many.shape[-1] != n:
         return None
+    if many.ndim == 2 and many.numel() >= NUMPY_MIN and numpy_gemv_wins():
+        if many.is_contiguous() or many.t().is_contiguous():
+            plan = _numpy_plan(x1, x2)
+            if plan is not None:
+                return plan
     nbytes = many.numel() * many.element_size()
     if n < MATVEC_SHORT and nbytes >= LLC_BYTES:
         return None
@@ -264,8 +289,9 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
 
     - ``"numpy"``: NumPy's fused loops on zero-copy views read each input once, where
       torch's product and sum write and reread a product: three times the traffic.
-      So: short contiguous vectors (``einsum`` in Fortran order); any vectors whose
-      product leaves the caches (CACHE_BYTES); long contiguous ones from NUMPY_MIN
+      So: short contiguous vectors (``einsum`` in Fortran order); contiguous vectors
+      whose product leaves the cores' L2s (CACHE_BYTES), and strided ones whose product
+      leaves all the caches (LLC_BYTES); long contiguous ones from NUMPY_MIN
       elements while both inputs fit one core's L2 (NumPy's one thread reads them at
       the cache's speed; 256x128: 7 us against 21); strided ones from
       STRIDED_NUMPY_MIN elements (einsum, 256x128: 10 us against 23).
@@ -276,8 +302,11 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
       65536x16: 240-348 us against 276-462 us for bmm).
     - ``"native"``: ``torch.linalg.vecdot``: below those sizes (the trip through NumPy
       costs more), for short contiguous vectors in the caches and long ones past one
-      core's L2 (torch's threads read faster), and for strided vectors of at most
-      SHORT_BYTES past the caches (10^6x2: 0.94 ms against NumPy's 1.17 ms).
+      core's L2 (torch's threads read faster), and for strided vectors past the cores'
+      L2s: those of at most SHORT_BYTES at any size (10^6x2: 0.94 ms against NumPy's
+      1.17 ms), the others while they fit the L3, which torch's threads read faster
+      than NumPy's one (AMD EPYC, 32 MiB L3, 256x4096 transposed: 141 us against 178;
+      past it NumPy's single pass wins, 4096x1024: 1.42 ms against 1.89).
     """
     if _mul_sum_wins(x1, x2, axis):
         return "native"
@@ -290,7 +319,7 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
     if nbytes >= CACHE_BYTES:
         if unit and kernel == "einsum":
             return "bmm" if axis == -1 and nbytes >= LLC_BYTES else "native"
-        if not unit and a.shape[axis] * a.itemsize <= SHORT_BYTES:
+        if not unit and (a.shape[axis] * a.itemsize <= SHORT_BYTES or nbytes < LLC_BYTES):
             return "native"
         return "numpy"
     if unit:
@@ -300,11 +329,12 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
 
 
 def _numpy_plan(x1: torch.Tensor, x2: torch.Tensor) -> Any:
-    """NumPy's kernel for equal shapes along the last axis (NumPy's own one-call plan,
-    :func:`~portops._backends.numpy.vecdot._direct`), called on zero-copy views, or None
-    where :func:`vecdot_numpy`'s general path is needed (1-d inputs, whose result is a
-    scalar; complex einsum, which needs ``conj(x1)``)."""
-    if x1.ndim < 2 or x1.dtype not in _NATIVE_SMALL:
+    """NumPy's kernel for equal shapes, or a matrix and a single vector, along the last
+    axis (NumPy's own one-call plan, :func:`~portops._backends.numpy.vecdot._direct`),
+    called on zero-copy views, or None where :func:`vecdot_numpy`'s general path is
+    needed (1-d inputs, whose result is a scalar; complex einsum, which needs
+    ``conj(x1)``)."""
+    if max(x1.ndim, x2.ndim) < 2 or x1.dtype not in _NATIVE_SMALL:
         return None
     f = numpy_vecdot._direct(numpy_view(x1), numpy_view(x2))
     if f is None:
