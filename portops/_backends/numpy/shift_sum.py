@@ -310,8 +310,8 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
                     done.fill(0)  # the next channels wrap into these columns
                     yr[:, stop:following] = 0  # no channel reaches these (grow > W)
 
-    units = _blocks(outer, out_row, _FORWARD_BLOCK)
-    _run(units, work, xv.size >= _THREADED_FORWARD)
+    threaded = xv.size >= _THREADED_FORWARD
+    _run(_blocks(outer, out_row, _FORWARD_BLOCK, None if threaded else 1), work, threaded)
 
 
 def _strided_units(
@@ -437,7 +437,9 @@ def _adjoint_into(
                         window, mb[c if mb.shape[0] > 1 else 0], out=ob[c], casting="unsafe"
                     )
 
-    _run(_blocks(outer, (width + lay.grow) * inner), work, out.size >= _THREADED_ADJOINT)
+    threaded = out.size >= _THREADED_ADJOINT
+    units = _blocks(outer, (width + lay.grow) * inner, workers=None if threaded else 1)
+    _run(units, work, threaded)
 
 
 def _canonical_y(y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:

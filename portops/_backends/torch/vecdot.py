@@ -215,6 +215,7 @@ _REAL = frozenset({torch.float32, torch.float64})
 # caches (LLC_BYTES: all of them, the L3 included; 2-core AMD EPYC, 32 MiB L3,
 # 10^6x2 (8 MB): torch.mv 0.77-0.82 ms against NumPy's 1.0-1.06 ms).
 MATVEC_SHORT = 8
+MATVEC_LONG = 128
 LLC_BYTES = max(CACHE_BYTES, cache_bytes(3, 0))
 # Equal shapes in the caches (see _equal_shapes): from these many elements NumPy's fused
 # loops on views repay the views' cost (about 1.5 us); torch's own product and sum
@@ -238,20 +239,19 @@ def _native(axis: int, keepdims: bool) -> Any:
 
 
 @functools.cache
-def numpy_gemv_wins() -> bool:
-    """Whether NumPy's GEMV beats torch's: torch's BLAS is Intel's MKL, which runs a
-    generic path on other vendors' CPUs, and NumPy's is OpenBLAS, which has kernels
-    for them. 2-core AMD EPYC, float32, NumPy's plan (``ndarray.dot``, ``np.matmul``
-    past DOT_BYTES) against torch.mv: 4096x2 2.1 us against 4.3; 256x1024 18 us
-    against 30; 4096x128 27 us against 86; 10^6x2 0.36 ms against 0.84 ms."""
+def torch_gemv_slow() -> bool:
+    """Whether torch's BLAS is Intel's MKL on another vendor's CPU, where MKL runs a
+    generic GEMV: NumPy's fused per-vector loop then beats ``torch.mv`` on long rows
+    (2-core AMD EPYC, float32: 256x1024 22-24 us against 28-31; 4096x1024 0.49-0.66
+    ms against 0.67-0.89 ms). Not NumPy's own GEMV (OpenBLAS), faster still alone:
+    its threads spin on after each call and starve torch's (a torch reduction after
+    it, 256x1024: 211 us against 53)."""
     try:
         with open("/proc/cpuinfo") as f:
             intel = "GenuineIntel" in f.read(4096)
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]
-    except (OSError, KeyError, TypeError, ValueError):
+    except OSError:
         return False
-    mkl = torch.backends.mkl.is_available()  # type: ignore[no-untyped-call]
-    return bool(mkl) and not intel and "openblas" in str(blas).lower()
+    return bool(torch.backends.mkl.is_available()) and not intel  # type: ignore[no-untyped-call]
 
 
 def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
@@ -259,11 +259,10 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     conj(x1) = x1) and the other a matrix or stack of them; else None.
 
     ``torch.matmul``; for a matrix ``torch.mv``, the same GEMV at less fixed cost
-    (1.2 us against 1.4). NumPy's GEMV on views (a C or Fortran ordered matrix of at
-    least NUMPY_MIN elements, which repay the views) only where
-    :func:`numpy_gemv_wins`: with an MKL that runs its own path, in a process
-    whose OpenMP threads torch has woken, BLAS's own threads compete with them
-    (2-core Intel Xeon, 256x4096: 285 us against torch's 133).
+    (1.2 us against 1.4); ``np.vecdot`` on views for rows of at least MATVEC_LONG
+    where :func:`torch_gemv_slow`. Not NumPy's GEMV on views: in a process whose
+    OpenMP threads torch has woken, BLAS's own threads compete with them (256x4096:
+    285 us against torch's 133).
     """
     if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
         return None
@@ -271,11 +270,13 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     n = one.shape[0]
     if n < 2 or many.shape[-1] != n:
         return None
-    if many.ndim == 2 and many.numel() >= NUMPY_MIN and numpy_gemv_wins():
-        if many.is_contiguous() or many.t().is_contiguous():
-            plan = _numpy_plan(x1, x2)
-            if plan is not None:
-                return plan
+    if n >= MATVEC_LONG and many.stride(-1) == 1 and torch_gemv_slow():
+        views = ViewMemo().views
+
+        def numpy_vecdot_plan(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(np.vecdot(*views(x1, x2)))
+
+        return numpy_vecdot_plan
     nbytes = many.numel() * many.element_size()
     if n < MATVEC_SHORT and nbytes >= LLC_BYTES:
         return None
@@ -329,12 +330,11 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
 
 
 def _numpy_plan(x1: torch.Tensor, x2: torch.Tensor) -> Any:
-    """NumPy's kernel for equal shapes, or a matrix and a single vector, along the last
-    axis (NumPy's own one-call plan, :func:`~portops._backends.numpy.vecdot._direct`),
-    called on zero-copy views, or None where :func:`vecdot_numpy`'s general path is
-    needed (1-d inputs, whose result is a scalar; complex einsum, which needs
-    ``conj(x1)``)."""
-    if max(x1.ndim, x2.ndim) < 2 or x1.dtype not in _NATIVE_SMALL:
+    """NumPy's kernel for equal shapes along the last axis (NumPy's own one-call plan,
+    :func:`~portops._backends.numpy.vecdot._direct`), called on zero-copy views, or None
+    where :func:`vecdot_numpy`'s general path is needed (1-d inputs, whose result is a
+    scalar; complex einsum, which needs ``conj(x1)``)."""
+    if x1.ndim < 2 or x1.dtype not in _NATIVE_SMALL:
         return None
     f = numpy_vecdot._direct(numpy_view(x1), numpy_view(x2))
     if f is None:
