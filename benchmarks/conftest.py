@@ -102,8 +102,10 @@ STATE = pytest.StashKey[State]()
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    for option, variable in (("quick", "PORTOPS_BENCH_QUICK"), ("sweep", "PORTOPS_BENCH_SWEEP")):
-        if config.getoption(option):
+    options = {"quick": "PORTOPS_BENCH_QUICK", "sweep": "PORTOPS_BENCH_SWEEP"}
+    options["benchmark_disable_gc"] = "PORTOPS_BENCH_NO_GC"  # the sweep's own timings too
+    for option, variable in options.items():
+        if config.getoption(option, False):
             os.environ[variable] = "1"
     config.stash[STATE] = State(config)
     config.pluginmanager.register(config.stash[STATE], "portops-bench-state")

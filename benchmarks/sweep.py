@@ -15,15 +15,20 @@ runs (``SLICE``), so that the default run shows every operation's behaviour too.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import os
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 FULL = os.environ.get("PORTOPS_BENCH_SWEEP") == "1"
+# pytest-benchmark's --benchmark-disable-gc turns the collector off while it times
+# portops; the natives' timings here (the setup, a re-run) then go without it too.
+NO_GC = os.environ.get("PORTOPS_BENCH_NO_GC") == "1"
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 ROUNDS = 2 if QUICK else 7
 ROUND_TIME = 1e-3  # seconds of calls per candidate and round, at least
@@ -49,6 +54,19 @@ def _time(fn: Callable[[], Any], calls: int) -> float:
     for _ in range(calls):
         fn()
     return (time.perf_counter() - t0) / calls
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The garbage collector off (under NO_GC) while the sweep times calls itself."""
+    enabled = gc.isenabled()
+    if NO_GC:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _warm_time(fn: Callable[[], Any], calls: int) -> float:
@@ -93,8 +111,9 @@ def run_point(
 
     def setup() -> None:
         shuffle(order)
-        for key in order:
-            times[key].append(_warm_time(others[key], calls[key]))
+        with _collector_paused():
+            for key in order:
+                times[key].append(_warm_time(others[key], calls[key]))
         if portops_calls > 1:  # its first call, untimed (see _warm_time)
             portops_fn()
 
@@ -128,6 +147,7 @@ def run_point(
         names = list(fns)
         for _ in range(benchmark.stats.stats.rounds):  # as many as a time budget allowed
             shuffle(names)
-            for k in names:
-                rerun[k].append(_warm_time(*fns[k]))
+            with _collector_paused():
+                for k in names:
+                    rerun[k].append(_warm_time(*fns[k]))
         benchmark.extra_info["rerun"] = {k: statistics.median(v) for k, v in rerun.items()}

@@ -223,10 +223,11 @@ def test_matrix_vector_plans_on_either_gemv(monkeypatch, slow, swapped, order) -
     """A matrix and a single vector: torch.mv, or np.vecdot on views for long rows
     where torch's GEMV is slow (:func:`torch_gemv_slow`), give the reference over
     repeated calls (the remembered views), the matrix in either memory order, either
-    argument first; short rows, and strided ones, stay with torch."""
+    argument first; short rows, small matrices and strided rows stay with torch."""
     from array_api_compat import torch as xp  # the records' namespace
 
     monkeypatch.setattr(torch_vecdot, "torch_gemv_slow", lambda: slow)
+    monkeypatch.setattr(torch_vecdot, "L2_BYTES", 1 << 14)
     vecdot_module.PLANS.clear()
     gen = np.random.default_rng(3)
     n = torch_vecdot.MATVEC_LONG
@@ -242,7 +243,7 @@ def test_matrix_vector_plans_on_either_gemv(monkeypatch, slow, swapped, order) -
             got = portops.vecdot(x1, x2)
             assert got.dtype == tm.dtype and got.shape == (40,)
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
-    short = torch.ones(40, n - 1)
-    plan = torch_vecdot._plan_cpu(vecdot_module.VecdotArgs.make(short, short[0], -1, False, xp))
-    assert plan is torch.mv
+    for small in (torch.ones(40, n - 1), torch.ones(4, n)):  # short rows, a small matrix
+        plan = torch_vecdot._plan_cpu(vecdot_module.VecdotArgs.make(small, small[0], -1, False, xp))
+        assert plan is torch.mv
     vecdot_module.PLANS.clear()

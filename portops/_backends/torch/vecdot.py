@@ -259,8 +259,9 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     conj(x1) = x1) and the other a matrix or stack of them; else None.
 
     ``torch.matmul``; for a matrix ``torch.mv``, the same GEMV at less fixed cost
-    (1.2 us against 1.4); ``np.vecdot`` on views for rows of at least MATVEC_LONG
-    where :func:`torch_gemv_slow`. Not NumPy's GEMV on views: in a process whose
+    (1.2 us against 1.4); ``np.vecdot`` on views for rows of at least MATVEC_LONG in
+    a matrix of at least a core's L2 (smaller ones do not repay the views and the
+    per-row calls) where :func:`torch_gemv_slow`. Not NumPy's GEMV on views: in a process whose
     OpenMP threads torch has woken, BLAS's own threads compete with them (256x4096:
     285 us against torch's 133).
     """
@@ -270,7 +271,8 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     n = one.shape[0]
     if n < 2 or many.shape[-1] != n:
         return None
-    if n >= MATVEC_LONG and many.stride(-1) == 1 and torch_gemv_slow():
+    long_rows = n >= MATVEC_LONG and many.stride(-1) == 1
+    if long_rows and many.numel() * many.element_size() >= L2_BYTES and torch_gemv_slow():
         views = ViewMemo().views
 
         def numpy_vecdot_plan(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
