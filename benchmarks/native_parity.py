@@ -1,0 +1,100 @@
+"""The cases where portops must be at least as fast as the library's own call, CPU.
+
+``python -m benchmarks.native_parity [rounds]`` times, in interleaved rounds whose
+order is shuffled from round to round (each candidate after one untimed call), the
+tall-skinny ``einsum("nc,nc->n")`` (N = 10^6, c = 2) on NumPy and torch, ``vecdot`` on
+the same operands and on 500x500 on torch, and ``einsum("bind,jnd->bnij")`` on torch
+(MXNet's shapes), against every native call that computes the same; it prints the
+median per call of each and portops / the fastest native.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import portops
+
+Candidates = dict[str, Callable[[], Any]]
+
+
+def _per_call(fn: Callable[[], Any], calls: int) -> float:
+    fn()  # untimed: the state the previous candidate left is not this one's cost
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def compare(name: str, candidates: Candidates, rounds: int, seconds: float = 5e-3) -> None:
+    """Print the median per call of each candidate ("portops" first) and the ratio."""
+    calls = {k: max(1, int(seconds / _per_call(f, 1))) for k, f in candidates.items()}
+    times: dict[str, list[float]] = {k: [] for k in candidates}
+    order, shuffle = list(candidates), random.Random(name).shuffle
+    for _ in range(rounds):
+        shuffle(order)
+        for k in order:
+            times[k].append(_per_call(candidates[k], calls[k]))
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    best = min((t, k) for k, t in medians.items() if k != "portops")
+    cells = "  ".join(f"{k} {t * 1e3:.3f} ms" for k, t in medians.items())
+    print(f"{name}: {cells}  ->  {medians['portops'] / best[0]:.2f}x {best[1]}")
+
+
+def cases() -> dict[str, Candidates]:
+    import torch
+
+    gen = np.random.default_rng(0)
+    a, b = (gen.standard_normal((1_000_000, 2), dtype=np.float32) for _ in range(2))
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    s, t = (torch.from_numpy(gen.standard_normal((500, 500), dtype=np.float32)) for _ in range(2))
+    x = torch.from_numpy(gen.standard_normal((64, 100, 8, 128), dtype=np.float32))
+    y = torch.from_numpy(gen.standard_normal((50, 8, 128), dtype=np.float32))
+    tall = "nc,nc->n"
+    return {
+        "einsum nc,nc->n NumPy": {
+            "portops": lambda: portops.einsum(tall, a, b),
+            "np.einsum": lambda: np.einsum(tall, a, b),
+            "np.einsum(optimize=True)": lambda: np.einsum(tall, a, b, optimize=True),
+            "(a*b).sum(-1)": lambda: (a * b).sum(-1),
+            "np.vecdot": lambda: np.vecdot(a, b),
+        },
+        "einsum nc,nc->n torch": {
+            "portops": lambda: portops.einsum(tall, ta, tb),
+            "torch.einsum": lambda: torch.einsum(tall, ta, tb),
+            "(a*b).sum(-1)": lambda: (ta * tb).sum(-1),
+            "torch.linalg.vecdot": lambda: torch.linalg.vecdot(ta, tb),
+        },
+        "vecdot 10^6x2 torch": {
+            "portops": lambda: portops.vecdot(ta, tb),
+            "torch.linalg.vecdot": lambda: torch.linalg.vecdot(ta, tb),
+            "torch.einsum": lambda: torch.einsum(tall, ta, tb),
+            "(a*b).sum(-1)": lambda: (ta * tb).sum(-1),
+        },
+        "vecdot 500x500 torch": {
+            "portops": lambda: portops.vecdot(s, t),
+            "torch.linalg.vecdot": lambda: torch.linalg.vecdot(s, t),
+            "(a*b).sum(-1)": lambda: (s * t).sum(-1),
+            "torch.einsum": lambda: torch.einsum("ij,ij->i", s, t),
+            "bmm": lambda: torch.bmm(s[:, None, :], t[:, :, None])[:, 0, 0],
+        },
+        "einsum bind,jnd->bnij torch": {
+            "portops": lambda: portops.einsum("bind,jnd->bnij", x, y),
+            "torch.einsum": lambda: torch.einsum("bind,jnd->bnij", x, y),
+        },
+    }
+
+
+def main(rounds: int = 31) -> None:
+    for name, candidates in cases().items():
+        compare(name, candidates, rounds)
+
+
+if __name__ == "__main__":
+    main(*(int(v) for v in sys.argv[1:2]))
