@@ -154,6 +154,8 @@ def test_which_plan(monkeypatch) -> None:
     assert plan_of(strided, strided) is torch.linalg.vecdot
     strided = torch.ones(64, 1024).T  # NumPy's einsum reads each input once
     assert plan_of(strided, strided) is not torch.linalg.vecdot
+    strided = torch.ones(4096, 16).T  # few vectors: einsum's inner loop is short
+    assert plan_of(strided, strided) is torch.linalg.vecdot
     strided = torch.ones(2, 1 << 17).T  # vectors of 8 bytes past the caches: torch's
     assert plan_of(strided, strided) is torch.linalg.vecdot
     strided = torch.ones(128, 1024).T  # past the L2s, in the L3: torch's threads
