@@ -6,7 +6,9 @@ from __future__ import annotations
 import functools
 import os
 
-__all__ = ["cache_bytes", "l2_bytes", "l3_share_bytes"]
+from ._threads import available_cores
+
+__all__ = ["cache_bytes", "l2_bytes", "l3_share_bytes", "llc_bytes"]
 
 
 def _sharing(path: str) -> int:
@@ -57,3 +59,9 @@ def l2_bytes() -> int:
 def l3_share_bytes() -> int:
     """One core's share of the L3 cache; 0 where there is none or it is unknown."""
     return cache_bytes(3, 0, share=True)
+
+
+def llc_bytes() -> int:
+    """All this process's cores cache: the L3 (shared), or the cores' L2s together
+    where they hold more or there is no L3."""
+    return max(cache_bytes(3, 0), l2_bytes() * available_cores())

@@ -31,3 +31,10 @@ def test_a_cache_without_a_sharing_list_is_one_cpus(tmp_path) -> None:
 
 def test_the_l3_share_is_at_most_the_whole_l3() -> None:
     assert 0 <= _caches.l3_share_bytes() <= _caches.cache_bytes(3, 0)
+
+
+def test_the_last_level_holds_at_least_the_l3_and_the_cores_l2s() -> None:
+    from portops._threads import available_cores
+
+    assert _caches.llc_bytes() >= _caches.cache_bytes(3, 0)
+    assert _caches.llc_bytes() >= _caches.l2_bytes() * available_cores()

@@ -26,10 +26,9 @@ import torch
 
 from ... import _buffers as buffers
 from ... import extend
-from ..._caches import cache_bytes, l2_bytes
+from ..._caches import l2_bytes, llc_bytes
 from ..._generic import shift_sum as generic
 from ..._ops.shift_sum import ShiftSumArgs
-from ..._threads import available_cores
 from ...extend import Priority
 from ..numpy import shift_sum as numpy_shift_sum
 from .views import numpy_view
@@ -391,7 +390,7 @@ _NUMPY_MASKS |= {torch.int32, torch.int64}
 # torch's gathers are about twice as fast as NumPy's (B=16, C=8, 256x256 (32 MiB):
 # 6.5 ms against 7.6 ms; B=1, C=8, 660x660: 1.2 ms against 2.5 ms).
 NUMPY_FORWARD_BYTES = l2_bytes() // 2
-STRIDED_NUMPY_BYTES = max(cache_bytes(3, 0), l2_bytes() * available_cores())
+STRIDED_NUMPY_BYTES = llc_bytes()
 
 
 def _numpy_forward(a: ShiftSumArgs) -> Run | None:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ... import extend
-from ..._caches import cache_bytes, l2_bytes
+from ..._caches import l2_bytes, llc_bytes
 from ..._ops.vecdot import VecdotArgs
 from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
@@ -215,8 +215,9 @@ _REAL = frozenset({torch.float32, torch.float64})
 # caches (LLC_BYTES: all of them, the L3 included; 2-core AMD EPYC, 32 MiB L3,
 # 10^6x2 (8 MB): torch.mv 0.77-0.82 ms against NumPy's 1.0-1.06 ms).
 MATVEC_SHORT = 8
+LLC_BYTES = llc_bytes()
+# Rows from which np.vecdot's per-row loop beats a slow torch GEMV (torch_gemv_slow).
 MATVEC_LONG = 128
-LLC_BYTES = max(CACHE_BYTES, cache_bytes(3, 0))
 # Equal shapes in the caches (see _equal_shapes): from these many elements NumPy's fused
 # loops on views repay the views' cost (about 1.5 us); torch's own product and sum
 # runs on one thread below 32768 elements (its grain size).
@@ -261,9 +262,9 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     ``torch.matmul``; for a matrix ``torch.mv``, the same GEMV at less fixed cost
     (1.2 us against 1.4); ``np.vecdot`` on views for rows of at least MATVEC_LONG in
     a matrix of at least a core's L2 (smaller ones do not repay the views and the
-    per-row calls) where :func:`torch_gemv_slow`. Not NumPy's GEMV on views: in a process whose
-    OpenMP threads torch has woken, BLAS's own threads compete with them (256x4096:
-    285 us against torch's 133).
+    per-row calls) where :func:`torch_gemv_slow`. Not NumPy's GEMV on views: in a
+    process whose OpenMP threads torch has woken, BLAS's own threads compete with them
+    (256x4096: 285 us against torch's 133).
     """
     if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
         return None
@@ -271,15 +272,15 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     n = one.shape[0]
     if n < 2 or many.shape[-1] != n:
         return None
+    nbytes = many.numel() * many.element_size()
     long_rows = n >= MATVEC_LONG and many.stride(-1) == 1
-    if long_rows and many.numel() * many.element_size() >= L2_BYTES and torch_gemv_slow():
+    if long_rows and nbytes >= L2_BYTES and torch_gemv_slow():
         views = ViewMemo().views
 
         def numpy_vecdot_plan(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
             return torch.from_numpy(np.vecdot(*views(x1, x2)))
 
         return numpy_vecdot_plan
-    nbytes = many.numel() * many.element_size()
     if n < MATVEC_SHORT and nbytes >= LLC_BYTES:
         return None
     if many.ndim == 2:
