@@ -230,7 +230,6 @@ def test_matrix_vector_plans_on_either_gemv(monkeypatch, slow, swapped, order) -
 
     monkeypatch.setattr(torch_vecdot, "torch_gemv_slow", lambda: slow)
     monkeypatch.setattr(torch_vecdot, "L2_BYTES", 1 << 14)
-    vecdot_module.PLANS.clear()
     gen = np.random.default_rng(3)
     n = torch_vecdot.MATVEC_LONG
     m = np.asarray(gen.standard_normal((40, n)), order=order)
@@ -248,4 +247,3 @@ def test_matrix_vector_plans_on_either_gemv(monkeypatch, slow, swapped, order) -
     for small in (torch.ones(40, n - 1), torch.ones(4, n)):  # short rows, a small matrix
         plan = torch_vecdot._plan_cpu(vecdot_module.VecdotArgs.make(small, small[0], -1, False, xp))
         assert plan is torch.mv
-    vecdot_module.PLANS.clear()
