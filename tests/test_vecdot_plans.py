@@ -101,6 +101,23 @@ def test_plans_match_the_reference(library, dtype, layout, rows, n) -> None:
 
 
 @pytest.mark.parametrize("library", ["numpy", "torch"])
+def test_a_process_first_call_keys_its_plan_as_later_calls_do(library) -> None:
+    """The first call of a process learns the array type (the generic signature keys
+    it); later ones build the key inline. Both must be the same key: one plan."""
+    import subprocess
+    import sys
+
+    make = "torch.ones(3, 4)" if library == "torch" else "numpy.ones((3, 4))"
+    code = (
+        f"import numpy, torch, portops; from portops._ops import vecdot as v; a = {make}; "
+        "[portops.vecdot(a, a) for _ in range(3)]; print(len(v.PLANS))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"
+
+
+@pytest.mark.parametrize("library", ["numpy", "torch"])
 @pytest.mark.parametrize(("axis", "keepdims"), [(-2, False), (-1, True), (0, True)])
 def test_plans_with_other_axes_and_keepdims(library, axis, keepdims) -> None:
     gen = np.random.default_rng(1)

@@ -179,34 +179,15 @@ def _signature(x1: Any, x2: Any, axis: int, keepdims: bool) -> Any:
     """The plan key of a call on two arrays of one type other than the ndarray and
     Tensor types already seen (see `vecdot`), or None when it gets no plan.
 
-    The first ndarray or Tensor pair gets the flat key `vecdot` builds from then on;
-    other types the generic pair signature, whose keys begin with the type and so
-    never equal a flat key.
+    The first ndarray or Tensor pair gets the flat key `vecdot` builds from then on
+    (for tensors :func:`portops._plans.pair_signature` builds the same one); other
+    types the generic pair signature, whose keys begin with the type and so never
+    equal a flat key.
     """
     t = type(x1)
-    if _learn(t):
-        if t is _ndarray:
-            return (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
-        return _tensor_key(x1, x2, axis, keepdims)
+    if _learn(t) and t is _ndarray:
+        return (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
     return pair_signature(x1, x2, axis, keepdims)
-
-
-def _tensor_key(x1: Any, x2: Any, axis: int, keepdims: bool) -> Any:
-    """The flat plan key of two tensors, or None while torch.compile traces."""
-    torch = _torch
-    # Looked up on the module at each call: dynamo folds this very attribute to True.
-    if torch.compiler.is_compiling():
-        return None
-    d1, d2 = x1.dtype, x2.dtype
-    return (
-        d1, x1.shape, x1.stride(), x1.get_device(),
-        d2, x2.shape, x2.stride(), x2.get_device(),
-        axis, keepdims,
-        (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled(),
-        # A conjugate view is only possible for complex dtypes (a set lookup costs
-        # less than reading dtype.is_complex).
-        (d1 in _COMPLEX and x1.is_conj()) or (d2 in _COMPLEX and x2.is_conj()),
-    )  # fmt: skip
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
@@ -270,7 +251,20 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> An
         elif t is _ndarray:
             key = (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
         elif t is _tensor:
-            key = _tensor_key(x1, x2, axis, keepdims)
+            # _plans.pair_signature's key for two tensors, inline (a call costs about
+            # 0.1 us). is_compiling is looked up on the module at each call: dynamo
+            # folds this very attribute to True, and no plan is used while it traces.
+            if not _torch.compiler.is_compiling():
+                d1, d2 = x1.dtype, x2.dtype
+                key = (
+                    d1, x1.shape, x1.stride(), x1.get_device(),
+                    d2, x2.shape, x2.stride(), x2.get_device(),
+                    axis, keepdims,
+                    (x1.requires_grad or x2.requires_grad) and _torch.is_grad_enabled(),
+                    # Only complex dtypes have conjugate views (a set lookup costs
+                    # less than reading dtype.is_complex).
+                    (d1 in _COMPLEX and x1.is_conj()) or (d2 in _COMPLEX and x2.is_conj()),
+                )  # fmt: skip
         else:
             key = _signature(x1, x2, axis, keepdims)
         if key is not None:
