@@ -15,8 +15,13 @@ from typing import Any
 
 KINDS = {"copy": 0, "default": 1, "native": 2, "baseline": 3}  # the order of a group's rows
 # A sweep point misses when portops takes more than MISS_RATIO times the best native call
-# and more than MISS_SECONDS longer (per-call overhead on tiny inputs, noise).
+# and more than MISS_SECONDS longer (per-call overhead on tiny inputs, noise). Such a
+# point is measured once more (benchmarks/sweep.py), in RERUN_ROUNDS times the rounds: on
+# a 2-core VM the rounds of one call swing by 20% (torch.linalg.vecdot, 10^6x2
+# transposed: 1.31-1.80 ms in 15 rounds), and the medians of seven rounds of two
+# candidates making that very call differed by as much.
 MISS_RATIO, MISS_SECONDS = 1.1, 3e-6
+RERUN_ROUNDS = 3
 COLUMNS = """\
 Columns: "median" is the median time of one call. "x copy": that time over a copy of the
 group's bytes on the same device (its "copy" rows; "paired": a copy timed just before each
@@ -31,8 +36,8 @@ Sweep: each point times portops' default and every native call of the same libra
 the seed baselines) in interleaved rounds; "ratio" is portops / the best native call
 (below 1: portops is faster). A point misses when portops takes over {MISS_RATIO}x the best
 native call and over {MISS_SECONDS * 1e6:g} us more; such a point is measured once more,
-portops then taking its turn among the natives in their shuffled order, and the second
-measurement is shown."""
+in {RERUN_ROUNDS} times as many rounds, portops then taking its turn among the natives in
+their shuffled order, and the second measurement is shown."""
 
 
 def load(path: str | Path) -> dict[str, Any]:

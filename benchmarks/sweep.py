@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from benchmarks.report import MISS_RATIO, MISS_SECONDS, RERUN_ROUNDS
+
 FULL = os.environ.get("PORTOPS_BENCH_SWEEP") == "1"
 # pytest-benchmark's --benchmark-disable-gc turns the collector off while it times
 # portops; the natives' timings here (the setup, a re-run) then go without it too.
@@ -32,9 +34,6 @@ NO_GC = os.environ.get("PORTOPS_BENCH_NO_GC") == "1"
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 ROUNDS = 2 if QUICK else 7
 ROUND_TIME = 1e-3  # seconds of calls per candidate and round, at least
-# A point that misses (see benchmarks/report.py) is measured once more: on a shared
-# machine a burst of load can fall on one candidate's calls.
-MISS_RATIO, MISS_SECONDS = 1.1, 3e-6
 # A candidate this much slower than portops, and slower than SLOW_S, runs once per
 # round (it cannot be the best native call).
 HOPELESS = 20.0
@@ -79,7 +78,13 @@ def _warm_time(fn: Callable[[], Any], calls: int) -> float:
 
 
 def _calls_for(seconds: float) -> int:
-    return max(1, min(10_000, math.ceil(ROUND_TIME / max(seconds, 1e-8))))
+    """Calls per round: ROUND_TIME's worth, and at least two below SLOW_S, so that a
+    round of a call of a millisecond or more is still an untimed call and two timed
+    ones (a single call after another candidate's pays for the state it left: page
+    faults of a fresh heap, threads asleep)."""
+    if seconds >= SLOW_S:
+        return 1
+    return max(2, min(10_000, math.ceil(ROUND_TIME / max(seconds, 1e-8))))
 
 
 def run_point(
@@ -145,7 +150,8 @@ def run_point(
         fns.update({k: (others[kind, k], calls[kind, k]) for kind, k in others if kind == "native"})
         rerun: dict[str, list[float]] = {k: [] for k in fns}
         names = list(fns)
-        for _ in range(benchmark.stats.stats.rounds):  # as many as a time budget allowed
+        # RERUN_ROUNDS times as many rounds as a time budget allowed the point.
+        for _ in range(RERUN_ROUNDS * benchmark.stats.stats.rounds):
             shuffle(names)
             with _collector_paused():
                 for k in names:
