@@ -137,7 +137,7 @@ def test_which_plan(monkeypatch) -> None:
     monkeypatch.setattr(torch_vecdot, "LLC_BYTES", 1 << 21)
     monkeypatch.setattr(torch_vecdot, "L2_BYTES", 1 << 19)
     monkeypatch.setattr(torch_vecdot, "_mul_sum_wins", lambda *args: False)
-    monkeypatch.setattr(torch_vecdot, "torch_gemv_slow", lambda: False)
+    monkeypatch.setattr(torch_vecdot, "mkl_off_intel", lambda: False)
     cases = {
         ((4, 8), (4, 8)): torch.linalg.vecdot,
         ((4, 8), (8,)): torch.mv,
@@ -240,12 +240,12 @@ def test_large_matvec(rows, n, vector_first) -> None:
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_matrix_vector_plans_on_either_gemv(monkeypatch, slow, swapped, order) -> None:
     """A matrix and a single vector: torch.mv, or np.vecdot on views for long rows
-    where torch's GEMV is slow (:func:`torch_gemv_slow`), give the reference over
+    where torch's GEMV is slow (MKL on another vendor's CPU), give the reference over
     repeated calls (the remembered views), the matrix in either memory order, either
     argument first; short rows, small matrices and strided rows stay with torch."""
     from array_api_compat import torch as xp  # the records' namespace
 
-    monkeypatch.setattr(torch_vecdot, "torch_gemv_slow", lambda: slow)
+    monkeypatch.setattr(torch_vecdot, "mkl_off_intel", lambda: slow)
     monkeypatch.setattr(torch_vecdot, "L2_BYTES", 1 << 14)
     gen = np.random.default_rng(3)
     n = torch_vecdot.MATVEC_LONG

@@ -21,7 +21,6 @@ CUDA tensors: ``vecdot_cuda.py``.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from ..._ops.vecdot import VecdotArgs
 from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
 from ..numpy.vecdot import CACHE_BYTES, FEW_VECTORS, SHORT_BYTES, _kernel, vecdot_numpy
+from .cpu_blas import mkl_off_intel
 from .views import ViewMemo, numpy_view
 
 # Dtypes NumPy shares with torch; uint16/32/64 also lack torch CPU sum kernels.
@@ -216,7 +216,7 @@ _REAL = frozenset({torch.float32, torch.float64})
 # 10^6x2 (8 MB): torch.mv 0.77-0.82 ms against NumPy's 1.0-1.06 ms).
 MATVEC_SHORT = 8
 LLC_BYTES = llc_bytes()
-# Rows from which np.vecdot's per-row loop beats a slow torch GEMV (torch_gemv_slow).
+# Rows from which np.vecdot's per-row loop beats a slow torch GEMV (mkl_off_intel).
 MATVEC_LONG = 128
 # Equal shapes in the caches (see _equal_shapes): from these many elements NumPy's fused
 # loops on views repay the views' cost (about 1.5 us); torch's own product and sum
@@ -239,22 +239,6 @@ def _native(axis: int, keepdims: bool) -> Any:
     return native
 
 
-@functools.cache
-def torch_gemv_slow() -> bool:
-    """Whether torch's BLAS is Intel's MKL on another vendor's CPU, where MKL runs a
-    generic GEMV: NumPy's fused per-vector loop then beats ``torch.mv`` on long rows
-    (2-core AMD EPYC, float32: 256x1024 22-24 us against 28-31; 4096x1024 0.49-0.66
-    ms against 0.67-0.89 ms). Not NumPy's own GEMV (OpenBLAS), faster still alone:
-    its threads spin on after each call and starve torch's (a torch reduction after
-    it, 256x1024: 211 us against 53)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            intel = "GenuineIntel" in f.read(4096)
-    except OSError:
-        return False
-    return bool(torch.backends.mkl.is_available()) and not intel  # type: ignore[no-untyped-call]
-
-
 def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     """A plan when one input is a single vector along the last axis (real dtypes:
     conj(x1) = x1) and the other a matrix or stack of them; else None.
@@ -262,9 +246,11 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
     ``torch.matmul``; for a matrix ``torch.mv``, the same GEMV at less fixed cost
     (1.2 us against 1.4); ``np.vecdot`` on views for rows of at least MATVEC_LONG in
     a matrix of at least a core's L2 (smaller ones do not repay the views and the
-    per-row calls) where :func:`torch_gemv_slow`. Not NumPy's GEMV on views: in a
-    process whose OpenMP threads torch has woken, BLAS's own threads compete with them
-    (256x4096: 285 us against torch's 133).
+    per-row calls) where torch's BLAS is MKL on another vendor's CPU
+    (:func:`~portops._backends.torch.cpu_blas.mkl_off_intel`; 4096x1024 0.49-0.66 ms
+    against 0.67-0.89 ms for ``torch.mv``). Not NumPy's GEMV on views, faster still
+    alone: OpenBLAS's threads spin on after each call and starve torch's (a torch
+    reduction after it, 256x1024: 211 us against 53; 256x4096: 285 us against 133).
     """
     if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
         return None
@@ -274,7 +260,7 @@ def _matvec(x1: torch.Tensor, x2: torch.Tensor) -> Any:
         return None
     nbytes = many.numel() * many.element_size()
     long_rows = n >= MATVEC_LONG and many.stride(-1) == 1
-    if long_rows and nbytes >= L2_BYTES and torch_gemv_slow():
+    if long_rows and nbytes >= L2_BYTES and mkl_off_intel():
         views = ViewMemo().views
 
         def numpy_vecdot_plan(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
