@@ -15,7 +15,7 @@ def mkl_off_intel() -> bool:
     per-vector loop on long rows (2-core AMD EPYC, float32: 256x1024 22-24 us
     against 28-31), and its batched GEMM reads a B operand whose batches interleave
     in memory no slower than a contiguous copy of it (``bind,jnd->bnij``, MXNet
-    shapes: the copy costs 1.6-1.8% there, where on an Intel Xeon it saves 10%).
+    shapes: the copy costs 1.6-4% there, where on an Intel Xeon it saves 10%).
     """
     try:
         with open("/proc/cpuinfo") as f:

@@ -152,7 +152,7 @@ def _pack_interleaved(t: torch.Tensor) -> torch.Tensor:
     when the batch axis is not the outermost): MKL's ``bmm`` reads them slowly on an
     Intel CPU (``bind,jnd->bnij``, MXNet shapes: 3.53 ms against 3.15 ms with the copy).
     Not where MKL runs its generic kernels (:func:`.cpu_blas.mkl_off_intel`): there the
-    copy is the whole difference (2-core AMD EPYC: 1.6-1.8% slower with it)."""
+    copy is the whole difference (2-core AMD EPYC: 1.6-4% slower with it)."""
     if t.is_cpu and 0 < t.stride(0) < t.shape[1] * t.shape[2] and not mkl_off_intel():
         return t.contiguous()
     return t
