@@ -310,6 +310,11 @@ def preferences_active() -> bool:
 # Read eagerly while torch.compile traces, like _preferred_name below.
 preferences_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
+# The active prefer() choices or None: preferences_active() without a Python frame, for a
+# tiny call's hot path. torch.compile cannot trace a ContextVar read: only for code that
+# has ruled tracing out first (see portops._ops.vecdot).
+current_preferences = _preferred.get
+
 
 def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
     impls = {i.name: i for i in _registry[op]}

@@ -211,7 +211,7 @@ def _torch_pair(a: Any, b: Any, axis: int, keepdims: bool) -> Hashable | None:
     ``portops.vecdot`` builds the same key inline for the calls after its first.
 
     A conjugate view is only possible for complex dtypes; gradient flags count only
-    while gradients are enabled.
+    while gradients are enabled; two CPU tensors' devices are one flag (two cheap reads).
     """
     torch = _torch
     if torch is None:
@@ -222,8 +222,8 @@ def _torch_pair(a: Any, b: Any, axis: int, keepdims: bool) -> Hashable | None:
     da, db = a.dtype, b.dtype
     grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
     conj = (da.is_complex and a.is_conj()) or (db.is_complex and b.is_conj())
+    device = (a.is_cpu and b.is_cpu) or (a.get_device(), b.get_device())
     return (
-        da, a.shape, a.stride(), a.get_device(),
-        db, b.shape, b.stride(), b.get_device(),
+        da, a.shape, a.stride(), db, b.shape, b.stride(), device,
         axis, keepdims, grad, conj,
     )  # fmt: skip

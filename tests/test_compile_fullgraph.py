@@ -36,3 +36,26 @@ def test_fullgraph_forward_and_backward(name, fn, shapes):
     torch.testing.assert_close(value, expected)
     for got, want in zip(inputs, eager_inputs, strict=True):
         torch.testing.assert_close(got.grad, want.grad)
+
+
+def test_vecdot_traces_past_its_plans():
+    """A plan made by an eager call is not what torch.compile traces (plans may hold
+    NumPy views): a plan that raises, kept under the key of the traced call, is never
+    run while tracing."""
+    from portops._ops import vecdot as vecdot_module
+
+    a, b = torch.ones(3, 4), torch.full((3, 4), 2.0)
+    vecdot_module.PLANS.clear()
+    portops.vecdot(a, b)
+    (key,) = vecdot_module.PLANS._plans
+
+    def sentinel(x1, x2):
+        raise AssertionError("a plan was traced")
+
+    vecdot_module.PLANS._plans[key] = sentinel
+    try:
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda x, y: portops.vecdot(x, y), fullgraph=True, backend="eager")
+        torch.testing.assert_close(compiled(a, b), torch.full((3,), 8.0))
+    finally:
+        vecdot_module.PLANS.clear()

@@ -117,6 +117,25 @@ def test_a_process_first_call_keys_its_plan_as_later_calls_do(library) -> None:
     assert out.stdout.strip() == "1"
 
 
+def test_no_tensor_plan_while_tracing_or_preferring(monkeypatch) -> None:
+    """A tensor call's plan is skipped while torch.export's non-strict tracing runs (its
+    flag set) and inside portops.prefer; otherwise the plan runs."""
+    a, b = torch.ones(4, 3), torch.full((4, 3), 2.0)
+    portops.vecdot(a, b)
+    (key,) = vecdot_module.PLANS._plans
+
+    def sentinel(x1, x2):
+        raise AssertionError("the plan ran")
+
+    vecdot_module.PLANS._plans[key] = sentinel
+    with pytest.raises(AssertionError, match="the plan ran"):
+        portops.vecdot(a, b)
+    with portops.prefer(vecdot="generic"):
+        assert portops.vecdot(a, b).tolist() == [6.0] * 4
+    monkeypatch.setattr(torch.compiler, "_is_compiling_flag", True)
+    assert portops.vecdot(a, b).tolist() == [6.0] * 4
+
+
 @pytest.mark.parametrize("library", ["numpy", "torch"])
 @pytest.mark.parametrize(("axis", "keepdims"), [(-2, False), (-1, True), (0, True)])
 def test_plans_with_other_axes_and_keepdims(library, axis, keepdims) -> None:

@@ -7,6 +7,7 @@ lengths agree and whose other dimensions broadcast.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from .. import _dispatch
@@ -157,12 +158,20 @@ _ndarray: Any = None
 _tensor: Any = None
 _torch: Any = None
 _COMPLEX: frozenset[Any] = frozenset()  # torch's complex dtypes, once torch is seen
+# torch.compiler.is_compiling() in two cheaper parts, once torch is seen (it calls
+# torch.jit.is_scripting() first, always False outside TorchScript: 100 ns against 45):
+# torch.compile folds a call of is_dynamo_compiling to True, and torch.export's
+# non-strict tracing sets the flag; no plan is used while either traces.
+_is_dynamo_compiling: Any = None
+_compiler: Any = None
+_current_preferences = _dispatch.current_preferences
+_NOT_TRACING = SimpleNamespace(_is_compiling_flag=False)
 
 
 def _learn(t: type) -> bool:
     """Remember `t` if it is NumPy's ndarray or torch's Tensor (see `vecdot`); whether
     it is one."""
-    global _ndarray, _tensor, _torch, _COMPLEX
+    global _ndarray, _tensor, _torch, _COMPLEX, _is_dynamo_compiling, _compiler
     if t.__module__ == "numpy" and t.__name__ == "ndarray":
         _ndarray = t
         return True
@@ -170,6 +179,11 @@ def _learn(t: type) -> bool:
         import torch  # already imported: a tensor was passed
 
         _torch, _tensor = torch, t
+        compiler = torch.compiler
+        if hasattr(compiler, "is_dynamo_compiling") and hasattr(compiler, "_is_compiling_flag"):
+            _is_dynamo_compiling, _compiler = compiler.is_dynamo_compiling, compiler
+        else:  # another torch: the public function alone
+            _is_dynamo_compiling, _compiler = compiler.is_compiling, _NOT_TRACING
         _COMPLEX = frozenset({torch.complex32, torch.complex64, torch.complex128})
         return True
     return False
@@ -241,30 +255,35 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> An
     >>> portops.vecdot(np.array([1j, 2]), np.array([1j, 1]))  # conj(x1) . x2
     array(3.+0.j)
     """
-    # The plan key, built inline for ndarray pairs (see `_signature`): every attribute
-    # read and function call here is a visible part of a tiny call's cost.
+    # The plan key, built inline for ndarray and tensor pairs (see `_signature`): every
+    # attribute read and function call here is a visible part of a tiny call's cost.
     key: Any = None
-    if _PLANS_ON and not _dispatch.preferences_active():
+    if _PLANS_ON:
         t = type(x1)
         if type(x2) is not t or type(axis) is not int or type(keepdims) is not bool:
             pass
-        elif t is _ndarray:
-            key = (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
         elif t is _tensor:
             # _plans.pair_signature's key for two tensors, inline (a call costs about
-            # 0.1 us). is_compiling is looked up on the module at each call: dynamo
-            # folds this very attribute to True, and no plan is used while it traces.
-            if not _torch.compiler.is_compiling():
+            # 0.1 us). Tracing is ruled out first: torch.compile cannot read the
+            # preferences' ContextVar directly.
+            tracing = _is_dynamo_compiling() or _compiler._is_compiling_flag
+            if not tracing and _current_preferences() is None:
                 d1, d2 = x1.dtype, x2.dtype
                 key = (
-                    d1, x1.shape, x1.stride(), x1.get_device(),
-                    d2, x2.shape, x2.stride(), x2.get_device(),
+                    d1, x1.shape, x1.stride(), d2, x2.shape, x2.stride(),
+                    # Both on the CPU (the commonest pair, two cheap reads), else the
+                    # devices' indices.
+                    (x1.is_cpu and x2.is_cpu) or (x1.get_device(), x2.get_device()),
                     axis, keepdims,
                     (x1.requires_grad or x2.requires_grad) and _torch.is_grad_enabled(),
                     # Only complex dtypes have conjugate views (a set lookup costs
                     # less than reading dtype.is_complex).
                     (d1 in _COMPLEX and x1.is_conj()) or (d2 in _COMPLEX and x2.is_conj()),
                 )  # fmt: skip
+        elif _dispatch.preferences_active():
+            pass
+        elif t is _ndarray:
+            key = (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
         else:
             key = _signature(x1, x2, axis, keepdims)
         if key is not None:
