@@ -208,7 +208,8 @@ _UNSEEN: Any = object()
 def _torch_pair(a: Any, b: Any, axis: int, keepdims: bool) -> Hashable | None:
     """:func:`pair_signature` of two tensors, flat: the fewest attribute reads (each
     costs about 0.1 us on a tensor, the largest part of a tiny call's overhead).
-    ``portops.vecdot`` builds the same key inline for the calls after its first.
+    ``portops.vecdot`` builds the same key inline for the calls after its first; this
+    one keys its first call and tensor subclasses (``torch.nn.Parameter``).
 
     A conjugate view is only possible for complex dtypes; gradient flags count only
     while gradients are enabled; two CPU tensors' devices are one flag (two cheap reads).

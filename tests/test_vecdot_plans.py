@@ -117,6 +117,16 @@ def test_a_process_first_call_keys_its_plan_as_later_calls_do(library) -> None:
     assert out.stdout.strip() == "1"
 
 
+def test_tensor_subclasses_share_the_plain_tensors_plan() -> None:
+    """A Parameter pair (a Tensor subclass, keyed by _plans.pair_signature) gets the
+    key a plain tensor pair of the same layout gets inline: one plan for both."""
+    a = torch.ones(3, 4)
+    p = torch.nn.Parameter(torch.ones(3, 4), requires_grad=False)
+    for x in (a, a, p, p):
+        assert portops.vecdot(x, x).tolist() == [4.0] * 3
+    assert len(vecdot_module.PLANS) == 1
+
+
 def test_no_tensor_plan_while_tracing_or_preferring(monkeypatch) -> None:
     """A tensor call's plan is skipped while torch.export's non-strict tracing runs (its
     flag set) and inside portops.prefer; otherwise the plan runs."""

@@ -196,7 +196,8 @@ def _signature(x1: Any, x2: Any, axis: int, keepdims: bool) -> Any:
     The first ndarray or Tensor pair gets the flat key `vecdot` builds from then on
     (for tensors :func:`portops._plans.pair_signature` builds the same one); other
     types the generic pair signature, whose keys begin with the type and so never
-    equal a flat key.
+    equal a flat key, except tensor subclasses (``torch.nn.Parameter``), which get the
+    flat tensor key and share plans with plain tensors.
     """
     t = type(x1)
     if _learn(t) and t is _ndarray:
