@@ -4,8 +4,12 @@ first call (which plans) and on later ones with new values (which reuse the plan
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import portops
 from portops._backends.numpy import vecdot as numpy_vecdot
@@ -202,8 +206,12 @@ def test_which_plan(monkeypatch) -> None:
     assert plan_of(strided, strided) is not torch.linalg.vecdot
     strided = torch.ones(4096, 16).T  # few vectors: einsum's inner loop is short
     assert plan_of(strided, strided) is torch.linalg.vecdot
-    strided = torch.ones(2, 1 << 17).T  # vectors of 8 bytes past the caches: torch's
+    strided = torch.ones(2, 1 << 17).T  # columns of a core's L2: summed column by column
+    assert plan_of(strided, strided).__qualname__ == "_columns.<locals>.columns"
+    strided = torch.ones(2, 1 << 18)[:, ::2].T  # the same, but strided columns: torch's
     assert plan_of(strided, strided) is torch.linalg.vecdot
+    strided = torch.ones(33, 1 << 17).T  # more columns than COLUMNS_MAX
+    assert "columns" not in plan_of(strided, strided).__qualname__
     strided = torch.ones(128, 1024).T  # past the L2s, in the L3: torch's threads
     assert plan_of(strided, strided) is torch.linalg.vecdot
     strided = torch.ones(512, 1024).T  # past the L3: NumPy's single pass
@@ -293,3 +301,44 @@ def test_matrix_vector_plans_on_either_gemv(monkeypatch, slow, swapped, order) -
     for small in (torch.ones(40, n - 1), torch.ones(4, n)):  # short rows, a small matrix
         plan = torch_vecdot._plan_cpu(vecdot_module.VecdotArgs.make(small, small[0], -1, False, xp))
         assert plan is torch.mv
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, torch_vecdot.COLUMNS_MAX + 2),
+    rest=st.lists(st.integers(1, 40), min_size=1, max_size=2),
+    position=st.integers(0, 2),
+    keepdims=st.booleans(),
+    double=st.booleans(),
+    negative=st.booleans(),
+)
+def test_columns_plan(n, rest, position, keepdims, double, negative) -> None:
+    """Vectors along a strided axis whose slices are contiguous: the column-by-column
+    plan where they are short enough and each slice holds at least a core's L2 (here
+    256 bytes) in an input that is not tiny, with the reference result for every
+    axis, keepdims and real dtype, on the planning call and on reuse."""
+    from array_api_compat import torch as xp  # the records' namespace
+
+    vecdot_module.PLANS.clear()
+    dtype = torch.float64 if double else torch.float32
+    axis = min(position, len(rest))
+    gen = torch.Generator().manual_seed(n)
+    base = torch.randn(2, n, *rest, dtype=dtype, generator=gen)
+    x1, x2 = (b.movedim(0, axis) for b in base)  # slices along `axis` are contiguous
+    call_axis = axis - x1.ndim if negative else axis
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch_vecdot, "L2_BYTES", 256)
+        args = vecdot_module.VecdotArgs.make(x1, x2, call_axis, keepdims, xp)
+        planned = torch_vecdot._plan_cpu(args)
+        columns = (
+            n <= torch_vecdot.COLUMNS_MAX
+            and math.prod(rest) * x1.element_size() >= 256
+            and x1.numel() >= torch_vecdot.NATIVE_SMALL  # else torch's own call: tiny
+        )
+        assert ("_columns" in planned.__qualname__) == columns
+        want = torch.sum(x1.double() * x2.double(), dim=call_axis, keepdim=keepdims)
+        for _ in range(2):
+            got = portops.vecdot(x1, x2, axis=call_axis, keepdims=keepdims)
+            assert got.dtype == dtype and got.shape == want.shape
+            torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * n)
+    assert x1.equal(base[0].movedim(0, axis))  # inputs untouched
