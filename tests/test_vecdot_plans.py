@@ -66,6 +66,7 @@ SHAPES = [
     (40000, 16),
     (40, 16),
     (16, 100),
+    (500, 4),
 ]
 LAYOUTS = [
     "contiguous",
@@ -181,6 +182,8 @@ def test_which_plan(monkeypatch) -> None:
         ((1 << 17, 2), (1 << 17, 2)): None,  # einsum in Fortran order
         ((1 << 15, 16), (1 << 15, 16)): torch_vecdot._bmm,  # short, past the caches
         ((1 << 13, 16), (1 << 13, 16)): torch.linalg.vecdot,  # short, in the L3
+        ((1 << 14, 8), (1 << 14, 8)): torch_vecdot._bmm,  # under a line, half the L3
+        ((1 << 13, 8), (1 << 13, 8)): torch.linalg.vecdot,  # under a line, in the L2s
         ((1 << 17, 2), (2,)): torch.mv,  # short vectors in the L3
         ((1024, 16), (1024, 16)): torch.linalg.vecdot,  # short, in the caches
         ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
@@ -218,14 +221,22 @@ def test_which_plan(monkeypatch) -> None:
     assert plan_of(strided, strided) is not torch.linalg.vecdot
 
 
-def test_numpy_kernels() -> None:
+def test_numpy_kernels(monkeypatch) -> None:
     """np.vecdot for few vectors (strided ones only when few and short), einsum for
-    many short ones (in Fortran order when each is at most SHORT_BYTES), np.vecdot for
-    long unit-stride ones."""
+    many short ones (in Fortran order when each is at most F_ORDER_BYTES, and past
+    half the LLC only for two elements), np.vecdot for long unit-stride ones."""
+    monkeypatch.setattr(numpy_vecdot, "SPILL_BYTES", 1 << 20)
 
-    def kernel(shape: tuple[int, int], transposed: bool = False) -> str:
-        a = np.ones(shape[::-1], np.float32).T if transposed else np.ones(shape, np.float32)
+    def kernel(shape: tuple[int, int], transposed: bool = False, dtype=np.float32) -> str:
+        a = np.ones(shape[::-1], dtype).T if transposed else np.ones(shape, dtype)
         return numpy_vecdot._kernel(a, a, -1)
+
+    assert kernel((4096, 4)) == "einsum_f"  # 16 bytes, 128 KiB in all
+    assert kernel((4096, 5)) == "einsum"
+    assert kernel((1 << 17, 4)) == "einsum"  # past half the LLC: four passes lose
+    assert kernel((1 << 17, 2)) == "einsum_f"  # two still win
+    assert kernel((1 << 17, 2), dtype=np.float64) == "einsum_f"
+    assert kernel((4096, 3), dtype=np.float64) == "einsum"
 
     assert kernel((16, 16)) == "vecdot"
     assert kernel((32, 8)) == "vecdot"

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ... import extend
-from ..._caches import l2_bytes
+from ..._caches import l2_bytes, llc_bytes
 from ..._ops.vecdot import VecdotArgs
 from ..._threads import available_cores
 from ...extend import Priority
@@ -27,9 +27,12 @@ from .c_loops import c_einsum
 #   long unit-stride ones; 70x slower than einsum along a strided axis (4096x4096,
 #   axis 0: 213 ms vs 3.2 ms) and 2-3x slower for short ones, unless they are very
 #   few (FEW_STRIDED vectors of at most STRIDED_SHORT elements).
-# - einsum iterates over the whole broadcast shape; for vectors of at most SHORT_BYTES
-#   in memory order its per-vector loop is the bottleneck, and Fortran order (one pass
-#   per column over all vectors) is 3-5x faster (10^6 x 2: 1.6 ms vs 8.6 ms).
+# - einsum iterates over the whole broadcast shape; for vectors of at most
+#   F_ORDER_BYTES in memory order its per-vector loop is the bottleneck, and Fortran
+#   order (one pass per column over all vectors) is 3-5x faster (10^6 x 2: 1.6 ms vs
+#   8.6 ms; AMD EPYC, 65536x2 float64: 80 us vs 321, 65536x4 float32: 132 vs 295).
+#   Once the inputs fill half the LLC (SPILL_BYTES) those passes come from memory, and
+#   only two of them still win (10^6 x 4 float32: 4.97 ms vs 4.67).
 # - a single vector against many: one matrix-vector product (BLAS), at every size.
 #   The fused loops call their inner loop once per vector (np.vecdot: 65536x16, 1.1 ms
 #   against 84 us) and BLAS's threaded GEMV reads the matrix faster than one core past
@@ -40,6 +43,8 @@ from .c_loops import c_einsum
 FEW_VECTORS = 32
 SHORT = 32
 SHORT_BYTES = 8
+F_ORDER_BYTES = 16
+SPILL_BYTES = llc_bytes() // 2
 CACHE_BYTES = l2_bytes() * available_cores()
 DOT_BYTES = max(1 << 15, l2_bytes() // 8)  # well below the size BLAS threads from
 FEW_STRIDED = 16
@@ -64,8 +69,9 @@ def _kernel(x1: np.ndarray, x2: np.ndarray, axis: int) -> str:
         return "vecdot" if x1.size <= FEW_STRIDED * n and n <= STRIDED_SHORT else "einsum"
     if n >= SHORT:
         return "vecdot"
-    if n * x1.itemsize <= SHORT_BYTES and x1.ndim == 2 and axis in (-1, 1):
-        return "einsum_f"
+    if n * x1.itemsize <= F_ORDER_BYTES and x1.ndim == 2 and axis in (-1, 1):
+        if n <= 2 or x1.nbytes + x2.nbytes < SPILL_BYTES:
+            return "einsum_f"
     return "einsum"
 
 

@@ -226,6 +226,7 @@ MATVEC_LONG = 128
 NUMPY_MIN = 1 << 13
 STRIDED_NUMPY_MIN = 1 << 15
 L2_BYTES = l2_bytes()
+LINE_BYTES = 64  # a cache line
 # Vectors along a strided axis whose other axes are contiguous (a transposed matrix)
 # are summed one column at a time (see _columns) for up to this many columns.
 COLUMNS_MAX = 32
@@ -328,11 +329,14 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
       STRIDED_NUMPY_MIN elements (einsum, 256x128: 10 us against 23) and FEW_VECTORS
       vectors (einsum's inner loop runs across the vectors: 16x4096 transposed, 27.7
       us against torch's 24.7 on an AMD EPYC).
-    - ``"bmm"``: short contiguous vectors past all the caches (LLC_BYTES): one batched
-      matrix product reads each input once with every thread, where NumPy's einsum
-      pays per vector and torch's product and sum writes and rereads a product from
-      memory. Within the L3 that product stays in it, and ``"native"`` wins (AMD EPYC,
-      65536x16: 240-348 us against 276-462 us for bmm).
+    - ``"bmm"``: short contiguous vectors past all the caches (LLC_BYTES), and those
+      shorter than a cache line past half of them: one batched matrix product reads
+      each input once with every thread, where NumPy's einsum pays per vector and
+      torch's product and sum writes and rereads a product from memory. Within the L3
+      that product stays in it, and ``"native"`` wins (AMD EPYC, 65536x16: 240-348 us
+      against 276-462 us for bmm; 131072x16: 0.80 ms against 0.94), except for
+      vectors shorter than a cache line past half the L3 (262144x8: 0.74 ms against
+      0.91; 10^6x4: 2.6 ms against 3.9).
     - ``"native"``: ``torch.linalg.vecdot``: below those sizes (the trip through NumPy
       costs more), for short contiguous vectors in the caches and long ones past one
       core's L2 (torch's threads read faster), and for strided vectors past the cores'
@@ -353,7 +357,10 @@ def _equal_shapes(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> str:
     unit = numpy_vecdot._unit(a, axis) and numpy_vecdot._unit(b, axis)
     if nbytes >= CACHE_BYTES:
         if unit and kernel == "einsum":
-            return "bmm" if axis == -1 and nbytes >= LLC_BYTES else "native"
+            # Vectors shorter than a cache line: torch reduces each in scalar steps,
+            # and its product no longer stays in the L3 from half of it.
+            spills = nbytes >= LLC_BYTES // 2 and a.shape[axis] * a.itemsize < LINE_BYTES
+            return "bmm" if axis == -1 and (nbytes >= LLC_BYTES or spills) else "native"
         if not unit and (a.shape[axis] * a.itemsize <= SHORT_BYTES or nbytes < LLC_BYTES):
             return "native"
         return "numpy"
