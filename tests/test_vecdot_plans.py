@@ -17,6 +17,7 @@ from portops._ops import vecdot as vecdot_module
 
 torch = pytest.importorskip("torch")
 torch_vecdot = pytest.importorskip("portops._backends.torch.vecdot")
+row_dots = pytest.importorskip("portops._backends.torch.row_dots")
 
 
 def _layout(gen, rows: int, n: int, layout: str, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -166,12 +167,15 @@ def test_plans_with_other_axes_and_keepdims(library, axis, keepdims) -> None:
 def test_which_plan(monkeypatch) -> None:
     """The selection on fixed cache and thread figures: torch's own call for tiny
     inputs, a matrix-vector product for a single vector, a batched product for short
-    contiguous vectors past the caches, NumPy's kernels where they read less."""
+    contiguous vectors past the caches, one BLAS dot per long vector past a core's
+    L2, NumPy's kernels where they read less."""
     monkeypatch.setattr(torch_vecdot, "CACHE_BYTES", 1 << 20)
     monkeypatch.setattr(torch_vecdot, "LLC_BYTES", 1 << 21)
     monkeypatch.setattr(torch_vecdot, "L2_BYTES", 1 << 19)
     monkeypatch.setattr(torch_vecdot, "_mul_sum_wins", lambda *args: False)
     monkeypatch.setattr(torch_vecdot, "mkl_off_intel", lambda: False)
+    monkeypatch.setattr(row_dots, "MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     cases = {
         ((4, 8), (4, 8)): torch.linalg.vecdot,
         ((4, 8), (8,)): torch.mv,
@@ -186,7 +190,9 @@ def test_which_plan(monkeypatch) -> None:
         ((1 << 13, 8), (1 << 13, 8)): torch.linalg.vecdot,  # under a line, in the L2s
         ((1 << 17, 2), (2,)): torch.mv,  # short vectors in the L3
         ((1024, 16), (1024, 16)): torch.linalg.vecdot,  # short, in the caches
-        ((1024, 1024), (1024, 1024)): None,  # np.vecdot reads each input once
+        ((1024, 1024), (1024, 1024)): "row_dots",  # one BLAS dot per vector, threads
+        ((500, 500), (500, 500)): "row_dots",
+        ((2048, 128), (2048, 128)): None,  # 512-byte vectors: np.vecdot reads once
         ((128, 512), (128, 512)): torch.linalg.vecdot,  # past one core's L2: torch's threads
         ((64, 256), (64, 256)): None,  # in one core's L2: np.vecdot
         ((16, 256), (16, 256)): torch.linalg.vecdot,  # the views cost more than they save
@@ -201,6 +207,9 @@ def test_which_plan(monkeypatch) -> None:
         plan = plan_of(torch.ones(s1), torch.ones(s2))
         if want is None:
             assert plan not in (torch.linalg.vecdot, torch.matmul, torch.mv), (s1, s2)
+            assert "row_dots" not in getattr(plan, "__qualname__", ""), (s1, s2)
+        elif want == "row_dots":
+            assert plan.__qualname__.startswith("row_dots_plan."), (s1, s2)
         else:
             assert plan is want, (s1, s2)
     strided = torch.ones(64, 128).T  # few elements: torch's own call

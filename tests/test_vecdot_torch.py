@@ -30,13 +30,18 @@ GRAD_CASES = [
 
 
 @pytest.fixture(params=["small", "function"])
-def grad_path(request, monkeypatch) -> str:
-    """``function``: the autograd.Function that large inputs use, forced for small ones."""
+def grad_path(request, monkeypatch):
+    """``function``: the autograd.Function that large inputs use, forced for small ones.
+    Plans are made afresh (a plan made under the other setting would run instead)."""
+    from portops._ops.vecdot import PLANS
+
     if request.param == "function":
         from portops._backends.torch import vecdot as tv
 
         monkeypatch.setattr(tv, "GRAD_SMALL", 0)
-    return request.param
+    PLANS.clear()
+    yield request.param
+    PLANS.clear()
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -70,6 +75,27 @@ def test_gradient_one_input_and_mixed_dtypes(grad_path) -> None:
     (g,) = torch.autograd.grad(y.sum(), a)
     assert g.dtype == torch.float32
     torch.testing.assert_close(g, b.float().expand(4, 70))
+
+
+def test_calls_with_gradients_get_their_own_plan(grad_path) -> None:
+    """A call with gradients is planned under its own key (torch's differentiable
+    vecdot for small inputs, the autograd.Function for large ones), and the same
+    tensors without gradients get another plan."""
+    from portops._ops.vecdot import PLANS
+
+    a = torch.randn(4, 70, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, 70, dtype=torch.float64)
+    for _ in range(3):
+        y = portops.vecdot(a, b)
+        (g,) = torch.autograd.grad(y.sum(), a)
+        torch.testing.assert_close(g, b)
+        assert ("Vecdot" in type(y.grad_fn).__name__) is (grad_path == "function")
+    assert len(PLANS) == 1
+    (plan,) = PLANS._plans.values()
+    assert (plan is torch.linalg.vecdot) is (grad_path == "small")
+    with torch.no_grad():
+        assert not portops.vecdot(a, b).requires_grad
+    assert len(PLANS) == 2
 
 
 def test_no_grad_mode_with_leaf_requiring_grad() -> None:

@@ -10,6 +10,9 @@ own multithreaded product and sum only where enough threads make up for its movi
 three times the bytes (NumPy's single-threaded fused loop wins on a few cores).
 Short vectors along a strided axis (a transposed matrix) whose columns each pass a
 core's L2 are summed column by column with torch's streaming elementwise kernels.
+Plans of calls without gradients also use torch's own calls where they win, and give
+long contiguous vectors past a core's L2 one BLAS dot each on torch's threads
+(``row_dots.py``).
 
 Gradients with respect to both inputs: an ``autograd.Function`` in eager mode and the
 ``portops::vecdot`` custom op (``torch.library``) under ``torch.compile``, both with the
@@ -35,6 +38,7 @@ from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
 from ..numpy.vecdot import CACHE_BYTES, FEW_VECTORS, SHORT_BYTES, _kernel, vecdot_numpy
 from .cpu_blas import mkl_off_intel
+from .row_dots import row_dots_plan
 from .views import ViewMemo, numpy_view
 
 # Dtypes NumPy shares with torch; uint16/32/64 also lack torch CPU sum kernels.
@@ -116,6 +120,11 @@ def _mul_sum_wins(x1: torch.Tensor, x2: torch.Tensor, axis: int) -> bool:
 def forward_cpu(x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool) -> torch.Tensor:
     """vecdot of CPU tensors without autograd (the body of the custom op)."""
     d1, d2 = x1.dtype, x2.dtype
+    if axis == -1 and d1 is d2 and x1.shape == x2.shape:
+        row_dots = row_dots_plan(x1, x2, keepdims)  # a few microseconds: large inputs
+        if row_dots is not None:
+            out: torch.Tensor = row_dots(x1, x2)
+            return out
     numpy_wins = not _mul_sum_wins(x1, x2, axis)
     if d1 is d2 and d1 in _VIA_NUMPY and numpy_wins:  # the common case first
         return torch.from_numpy(vecdot_numpy(numpy_view(x1), numpy_view(x2), axis, keepdims))
@@ -396,14 +405,34 @@ def _bmm(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
     return torch.matmul(x1.unsqueeze(-2), x2.unsqueeze(-1))[..., 0, 0]
 
 
+def _grad_plan(a: VecdotArgs) -> Any:
+    """Plan of a call with gradients (the plan key records them), for one dtype that
+    torch's vecdot keeps: what :func:`_torch_cpu` runs, without its dispatch (about 20
+    us a call, half a 500x500 call): ``torch.linalg.vecdot``, differentiable, below
+    GRAD_SMALL elements, else the autograd Function; None for other dtypes."""
+    x1, x2 = a.x1, a.x2
+    if x1.dtype is not x2.dtype or x1.dtype not in _NATIVE_SMALL:
+        return None
+    axis, keepdims = a.axis, a.keepdims
+    if x1.numel() < GRAD_SMALL and x2.numel() < GRAD_SMALL:
+        return _native(axis, keepdims)
+
+    def differentiable(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = _Vecdot.apply(x1, x2, axis, keepdims)  # type: ignore[no-untyped-call]
+        return out
+
+    return differentiable
+
+
 def _plan_cpu(a: VecdotArgs) -> Any:
-    """Plan of a call without gradients (see portops._plans): one torch call where it is
-    the fastest, else NumPy's kernels on zero-copy views; None with gradients."""
+    """Plan of a call (see portops._plans): one torch call where it is the fastest,
+    else NumPy's kernels on zero-copy views or torch's per-vector BLAS dots; with
+    gradients, see :func:`_grad_plan`."""
     x1, x2 = a.x1, a.x2
     if torch.compiler.is_compiling():
         return None
     if (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled():
-        return None
+        return _grad_plan(a)
     axis, keepdims = a.axis, a.keepdims
     if x1.dtype is x2.dtype and x1.dtype in _NATIVE_SMALL:
         if x1.shape != x2.shape and x1.dtype in _REAL and axis == -1 and not keepdims:
@@ -413,6 +442,9 @@ def _plan_cpu(a: VecdotArgs) -> Any:
         if x1.numel() < NATIVE_SMALL and x2.numel() < NATIVE_SMALL:
             return _native(axis, keepdims)  # tiny: the trip through NumPy costs more
         if x1.shape == x2.shape:
+            row_dots = row_dots_plan(x1, x2, keepdims) if axis == -1 else None
+            if row_dots is not None:
+                return row_dots  # long contiguous vectors: one BLAS dot each
             how = _equal_shapes(x1, x2, axis)
             if how == "native":
                 return _native(axis, keepdims)
