@@ -82,16 +82,16 @@ def test_not_chosen_for_layouts_or_settings_it_cannot_serve(monkeypatch) -> None
 @given(
     lead=st.lists(st.integers(1, 5), min_size=1, max_size=3),
     n=st.integers(1, 40),
-    pad=st.integers(0, 3),
+    pads=st.tuples(st.integers(0, 3), st.integers(0, 3)),
     keepdims=st.booleans(),
     double=st.booleans(),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_row_dots_plan_matches_the_reference(lead, n, pad, keepdims, double, seed) -> None:
+def test_row_dots_plan_matches_the_reference(lead, n, pads, keepdims, double, seed) -> None:
     """With the thresholds lowered (and two threads reported), every shape reaches the
     plan: its result on the first call (which plans) and the second (which reuses the
-    plan) matches a float64 reference; rows padded apart in memory (a slice of wider
-    rows) too."""
+    plan) matches a float64 reference; rows padded apart in memory (slices of wider
+    rows, each input its own width) too."""
     saved = row_dots.ROW_BYTES, row_dots.MIN_BYTES, row_dots.GRAIN, torch_vecdot.NATIVE_SMALL
     row_dots.ROW_BYTES, row_dots.MIN_BYTES, row_dots.GRAIN, torch_vecdot.NATIVE_SMALL = 1, 0, 0, 0
     threads, torch.get_num_threads = torch.get_num_threads, lambda: 2
@@ -99,7 +99,7 @@ def test_row_dots_plan_matches_the_reference(lead, n, pad, keepdims, double, see
         gen = torch.Generator().manual_seed(seed)
         dtype = torch.float64 if double else torch.float32
         for _ in range(2):  # the first call plans, the second reuses the plan
-            wide = [torch.randn(*lead, n + pad, generator=gen, dtype=dtype) for _ in range(2)]
+            wide = [torch.randn(*lead, n + p, generator=gen, dtype=dtype) for p in pads]
             x1, x2 = (w[..., :n] for w in wide)
             before = [w.clone() for w in wide]
             got = portops.vecdot(x1, x2, keepdims=keepdims)
