@@ -200,6 +200,13 @@ class _Vecdot(torch.autograd.Function):
     backward = staticmethod(_backward)
 
 
+def _native_autograd_wins(x1: torch.Tensor, x2: torch.Tensor) -> bool:
+    """Whether torch's own differentiable product and sum beats the autograd Function
+    here: below GRAD_SMALL elements, where the Function's fixed cost outweighs its
+    faster forward."""
+    return x1.numel() < GRAD_SMALL and x2.numel() < GRAD_SMALL
+
+
 def _torch_cpu(a: VecdotArgs) -> torch.Tensor:
     """NumPy's fused kernels on zero-copy views; custom op for autograd and compile."""
     x1, x2 = a.x1, a.x2
@@ -207,8 +214,7 @@ def _torch_cpu(a: VecdotArgs) -> torch.Tensor:
         out: torch.Tensor = torch.ops.portops.vecdot(x1, x2, a.axis, a.keepdims)
         return out
     if (x1.requires_grad or x2.requires_grad) and torch.is_grad_enabled():
-        if x1.numel() < GRAD_SMALL and x2.numel() < GRAD_SMALL:
-            # autograd.Function's fixed cost outweighs the faster forward here.
+        if _native_autograd_wins(x1, x2):
             dtype = x1.dtype if x1.dtype is x2.dtype else torch.promote_types(x1.dtype, x2.dtype)
             return _mul_sum(x1, x2, a.axis, a.keepdims, dtype)
         grad: torch.Tensor = _Vecdot.apply(x1, x2, a.axis, a.keepdims)  # type: ignore[no-untyped-call]
@@ -414,7 +420,7 @@ def _grad_plan(a: VecdotArgs) -> Any:
     if x1.dtype is not x2.dtype or x1.dtype not in _NATIVE_SMALL:
         return None
     axis, keepdims = a.axis, a.keepdims
-    if x1.numel() < GRAD_SMALL and x2.numel() < GRAD_SMALL:
+    if _native_autograd_wins(x1, x2):
         return _native(axis, keepdims)
 
     def differentiable(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
