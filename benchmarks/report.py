@@ -171,13 +171,23 @@ def report_text(run: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+DPI = 110
 COLOURS = {"copy": "0.55", "default": "tab:blue", "native": "tab:green", "baseline": "tab:orange"}
 
 
 def write_chart(run: dict[str, Any], path: str | Path) -> None:
-    """A PNG: per operation, bars of each entry's "x copy" (its median where a group has no
-    copy) coloured by kind; per op and library, a scatter of the sweep's portops / best
-    native against the bytes each point moves, misses in red."""
+    """The chart of :func:`draw_chart`, as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_chart(run)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def draw_chart(run: dict[str, Any]) -> Any:
+    """A matplotlib figure: per operation, bars of each entry's "x copy" (its median where
+    a group has no copy) coloured by kind; per op and library, a scatter of the sweep's
+    portops / best native against the bytes each point moves, misses in red."""
     import matplotlib.pyplot as plt  # without a display, matplotlib draws with Agg
     from matplotlib.patches import Patch
 
@@ -202,7 +212,9 @@ def write_chart(run: dict[str, Any], path: str | Path) -> None:
         ax.set(xscale="log", yscale="log", xlabel="bytes moved", ylabel="portops / best native")
         ax.axhline(1.0, color="k", linewidth=0.8)
         ax.axhline(MISS_RATIO, color="tab:red", linewidth=0.6, linestyle="--")
-        ax.set_title(f"{key} sweep: {sweep_summary(pts)} (red: misses)", fontsize=9, loc="left")
+        # Two lines: in one, the summary ran past the figure's right edge.
+        title = f"{key} sweep (red: misses)\n{sweep_summary(pts)}"
+        ax.set_title(title, fontsize=9, loc="left")
     # Below the panels: a legend at the top would overlap the title and the first panel.
     handles = [Patch(color=c, label=k) for k, c in COLOURS.items()]
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=7)
@@ -210,8 +222,8 @@ def write_chart(run: dict[str, Any], path: str | Path) -> None:
     gpu = f", GPU: {machine['gpu']}" if machine.get("gpu") else ""
     cpu = (machine.get("cpu") or {}).get("brand_raw", "?")
     fig.suptitle(f"portops benchmarks (CPU: {cpu}{gpu})", fontsize=10)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    fig.set_dpi(DPI)
+    return fig
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -207,3 +207,27 @@ def test_selection_require_and_bad_kind(tmp_path: Path) -> None:
     assert rc == 1 and "torch CUDA is required" in out and "numpy CPU is required" not in out
     rc, out, _ = run_toy(tmp_path, "--quick", "-k", "bad")
     assert rc == 1 and "kind in ('copy', 'default', 'native', 'baseline')" in out
+
+
+def test_chart_titles_fit_in_the_figure(tmp_path: Path) -> None:
+    """Every panel's title lies within the figure, below the figure's own title (a
+    sweep's summary ran past the right edge beside long bar labels)."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    long_case = bench(("shift_sum", "B16 C28 " * 8, "numpy", "cpu"), "default", "portops", 1e-3)
+    fig = report.draw_chart(report.load(sample(tmp_path, long_case)))
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        top = fig.get_suptitle()
+        assert top
+        top_box = next(t for t in fig.texts if t.get_text() == top).get_window_extent(renderer)
+        titles = [ax._left_title for ax in fig.axes if ax.get_title(loc="left")]
+        assert len(titles) == 3  # shift_sum, einsum, the vecdot sweep
+        for title in titles:
+            box = title.get_window_extent(renderer)
+            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, title.get_text()
+            assert box.y1 <= top_box.y0, title.get_text()
+    finally:
+        plt.close(fig)
