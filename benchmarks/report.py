@@ -171,7 +171,6 @@ def report_text(run: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-DPI = 110
 COLOURS = {"copy": "0.55", "default": "tab:blue", "native": "tab:green", "baseline": "tab:orange"}
 
 
@@ -180,7 +179,7 @@ def write_chart(run: dict[str, Any], path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     fig = draw_chart(run)
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -222,7 +221,6 @@ def draw_chart(run: dict[str, Any]) -> Any:
     gpu = f", GPU: {machine['gpu']}" if machine.get("gpu") else ""
     cpu = (machine.get("cpu") or {}).get("brand_raw", "?")
     fig.suptitle(f"portops benchmarks (CPU: {cpu}{gpu})", fontsize=10)
-    fig.set_dpi(DPI)
     return fig
 
 
