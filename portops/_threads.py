@@ -211,16 +211,19 @@ if hasattr(os, "register_at_fork"):
 
 
 def _executor(helpers: int) -> ThreadPoolExecutor:
-    """A pool with at least `helpers` threads (grown by replacing it when needed)."""
+    """A pool with at least `helpers` threads (grown by replacing it when needed).
+
+    Call with ``_pool_lock`` held, and submit before releasing it: a pool replaced here
+    is shut down, and another thread must not submit to it afterwards.
+    """
     global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < helpers:
-            old = _pool
-            _pool = ThreadPoolExecutor(helpers, thread_name_prefix="portops")
-            _pool_size = helpers
-            if old is not None:
-                old.shutdown(wait=False)  # its threads finish their current work and exit
-        return _pool
+    if _pool is None or _pool_size < helpers:
+        old = _pool
+        _pool = ThreadPoolExecutor(helpers, thread_name_prefix="portops")
+        _pool_size = helpers
+        if old is not None:
+            old.shutdown(wait=False)  # work already submitted still runs, then its threads exit
+    return _pool
 
 
 def enter() -> None:
@@ -262,8 +265,9 @@ def submit_helpers(work: Callable[[], None], count: int, limit: int) -> list[Fut
         finally:
             leave()
 
-    pool = _executor(count)
-    return [pool.submit(helper) for _ in range(count)]
+    with _pool_lock:  # no replacement of the pool between choosing it and submitting
+        pool = _executor(count)
+        return [pool.submit(helper) for _ in range(count)]
 
 
 def helpers_started() -> int:

@@ -878,3 +878,45 @@ def test_dask_unknown_sizes_and_timedelta_are_rejected():
         portops.shift_sum(x, 1, mask=td[0])
     with pytest.raises(TypeError, match="x1 must have a numeric dtype"):
         portops.vecdot(td, x)
+
+
+# -- the pool under concurrent calls with different thread limits ----------------------
+
+
+def test_pool_growth_races_no_submission(monkeypatch):
+    """Threads calling with different ``threads()`` limits grow the pool (a bigger one
+    replaces it) while others submit to it: no call may fail with "cannot schedule new
+    futures after shutdown". Submissions are slowed down to widen the window in which a
+    replacement could shut a pool down under a caller about to submit to it."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    class SlowSubmit(ThreadPoolExecutor):
+        def submit(self, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.002)
+            return super().submit(*args, **kwargs)
+
+    monkeypatch.setattr(_threads, "ThreadPoolExecutor", SlowSubmit)
+    monkeypatch.setattr(_threads, "_pool", None)
+    monkeypatch.setattr(_threads, "_pool_size", 0)
+    errors: list[str] = []
+    start = threading.Barrier(8)
+
+    def caller(k: int) -> None:
+        start.wait()
+        time.sleep(0.0005 * k)  # smaller pools first: each caller replaces the last one's
+        try:
+            with portops.threads(2 + k):
+                helpers = _threads.submit_helpers(lambda: None, 1 + k, 2 + k)
+            for helper in helpers:
+                helper.result(TIMEOUT)
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    callers = [threading.Thread(target=caller, args=(k,)) for k in range(8)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(TIMEOUT)
+    _threads._pool.shutdown(wait=True)
+    assert not errors, errors
