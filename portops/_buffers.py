@@ -1,8 +1,9 @@
-"""A bounded cache of large CPU result buffers.
+"""A bounded cache of large CPU result buffers, for result shapes that recur.
 
 A fresh 100 MB result costs more than writing it: the kernel zeroes every page on first
-touch. The shift_sum kernels write exactly such results, so, like PyTorch's CUDA
-caching allocator, large results are carved from buffers that are kept and reused.
+touch. The shift_sum kernels write exactly such results, and a solver loop asks for the
+same few shapes again and again, so, like PyTorch's CUDA caching allocator, large
+results of a size seen recently are carved from buffers that are kept and reused.
 
 Each buffer is a *private* anonymous ``mmap`` (``MAP_PRIVATE``): after ``fork()`` the
 parent and the child each see their own copy-on-write pages, so neither process ever
@@ -12,11 +13,20 @@ torch tensor (``torch.from_numpy``) made from a result keeps a reference to it. 
 buffer is reused only when its reference count shows that nothing but this cache
 holds it, so reuse never aliases live data.
 
-The cache holds at most ``max_bytes`` (buffers in use included); to make room it drops
-the least recently used free buffers, which returns their memory to the system at
-once. A result that still does not fit is allocated normally, outside the cache.
-``PORTOPS_BUFFER_CACHE_MB`` sets the bound at import (default 1024; 0 turns caching
-off); :func:`set_cache_limit`, :func:`cache_info` and :func:`clear_cache` are public.
+What is kept, and for how long:
+
+- a size is cached only when it *recurs*: its first request (or one after it was
+  forgotten) gets an ordinary array, and the cache remembers the size; a second
+  request within the next :data:`RECENT` large requests gets a kept buffer;
+- a free buffer not reused within :data:`RECENT` large requests is released, so the
+  memory of a loop that has moved on returns to the system;
+- the cache holds at most ``max_bytes`` (buffers in use included); to make room it
+  drops the least recently used free buffers. A result that still does not fit is
+  allocated normally, outside the cache.
+
+``PORTOPS_BUFFER_CACHE_MB`` sets the bound at import (default: 256 MB, or 1/64 of the
+machine's memory where that is less; 0 turns caching off); :func:`set_cache_limit`,
+:func:`cache_info` and :func:`clear_cache` are public.
 """
 
 from __future__ import annotations
@@ -38,7 +48,20 @@ __all__ = ["CacheInfo", "cache_info", "clear_cache", "empty", "set_cache_limit"]
 # Smaller results come from malloc's own reused heap without page faults.
 MIN_BYTES = 1 << 22
 ENV_CACHE_MB = "PORTOPS_BUFFER_CACHE_MB"
-DEFAULT_MB = 1024
+# Large requests within which a size must come back to be cached, and a free buffer be
+# reused to be kept (a solver's loop asks for its few shapes every iteration).
+RECENT = 16
+
+
+def _default_limit() -> int:
+    """256 MB, or 1/64 of the physical memory where that is less (a laptop running
+    several worker processes)."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        memory = 0
+    limit = 256 << 20
+    return min(limit, memory // 64) if memory > 0 else limit
 
 
 def _limit_from_environment() -> int:
@@ -50,7 +73,7 @@ def _limit_from_environment() -> int:
     """
     raw = os.environ.get(ENV_CACHE_MB, "").strip()
     if not raw:
-        return DEFAULT_MB << 20
+        return _default_limit()
     try:
         megabytes = float(raw)
     except ValueError:
@@ -58,17 +81,20 @@ def _limit_from_environment() -> int:
     if not (math.isfinite(megabytes) and megabytes >= 0):
         warnings.warn(
             f"{ENV_CACHE_MB}={raw!r} is not a non-negative number of megabytes; "
-            f"ignoring it and using the default ({DEFAULT_MB})",
+            f"ignoring it and using the default ({_default_limit() >> 20})",
             RuntimeWarning,
             stacklevel=2,
         )
-        return DEFAULT_MB << 20
+        return _default_limit()
     return int(megabytes * (1 << 20))
 
 
 _lock = threading.Lock()
 _limit = _limit_from_environment()
 _buffers: list[mmap.mmap] = []  # least recently used first
+_last_use: list[int] = []  # the request count when each of _buffers was last handed out
+_recent_sizes: dict[int, int] = {}  # size in bytes -> request count when last asked for
+_requests = 0  # large requests so far
 _held = 0
 _hits = 0
 _misses = 0
@@ -116,40 +142,68 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+def _drop(i: int) -> None:
+    global _held
+    _held -= len(_buffers.pop(i))  # the last reference: unmapped now
+    _last_use.pop(i)
+
+
 def _evict(target: int) -> None:
     """Drop free buffers, least recently used first, until at most `target` bytes are held."""
-    global _held
     i = 0
     while _held > target and i < len(_buffers):
         if _is_free(i):
-            _held -= len(_buffers.pop(i))  # the last reference: unmapped now
+            _drop(i)
         else:
             i += 1
 
 
+def _forget_stale() -> None:
+    """Release free buffers not reused within RECENT requests; forget sizes as old."""
+    stale = _requests - RECENT
+    i = 0
+    while i < len(_buffers):
+        if _last_use[i] < stale and _is_free(i):
+            _drop(i)
+        else:
+            i += 1
+    for size in [s for s, seen in _recent_sizes.items() if seen < stale]:
+        del _recent_sizes[size]
+
+
 def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
-    """``np.empty(shape, dtype)``, from a reused buffer when the result is large."""
+    """``np.empty(shape, dtype)``, from a reused buffer when the result is large and
+    its size recurs."""
     dtype = np.dtype(dtype)
     count = math.prod(shape)
     nbytes = count * dtype.itemsize
     if nbytes < MIN_BYTES or nbytes > _limit:
         return np.empty(shape, dtype=dtype)
-    global _held, _hits, _misses
+    global _held, _hits, _misses, _requests
     with _lock:
+        _requests += 1
+        _forget_stale()
         chosen = None
         for i in range(len(_buffers)):
             if len(_buffers[i]) == nbytes and _is_free(i):
                 chosen = _buffers.pop(i)
+                _last_use.pop(i)
                 _hits += 1
                 break
         if chosen is None:
             _misses += 1
+            recurs = nbytes in _recent_sizes
+            _recent_sizes[nbytes] = _requests
+            if not recurs:
+                return np.empty(shape, dtype=dtype)  # cached from its second request
             _evict(_limit - nbytes)
             if _held + nbytes > _limit:
                 return np.empty(shape, dtype=dtype)
             chosen = _new_buffer(nbytes)
             _held += nbytes
+        _recent_sizes[nbytes] = _requests
         _buffers.append(chosen)  # most recently used last
+        _last_use.append(_requests)
         return np.frombuffer(chosen, dtype=dtype, count=count).reshape(shape)
 
 
@@ -167,8 +221,9 @@ class CacheInfo(NamedTuple):
 def cache_info() -> CacheInfo:
     """Statistics of the cache of large CPU result buffers.
 
-    Large results (4 MiB or more) of the NumPy and torch CPU kernels are carved from
-    buffers that are kept and reused, which saves the kernel's zeroing of fresh pages.
+    Large results (4 MiB or more) of the NumPy and torch CPU kernels whose size recurs
+    are carved from buffers that are kept and reused, which saves the kernel's zeroing
+    of fresh pages; a buffer not reused for a while is released.
 
     Returns
     -------
@@ -191,6 +246,8 @@ def clear_cache() -> None:
     global _held
     with _lock:
         _buffers.clear()
+        _last_use.clear()
+        _recent_sizes.clear()
         _held = 0
 
 
@@ -201,7 +258,8 @@ def set_cache_limit(max_bytes: int) -> int:
     ----------
     max_bytes : int
         The bound, in bytes; 0 turns caching off. Free buffers beyond it are released
-        at once. The default is ``PORTOPS_BUFFER_CACHE_MB`` megabytes (1024 when unset).
+        at once. The default is ``PORTOPS_BUFFER_CACHE_MB`` megabytes (when unset, 256 MB
+        or 1/64 of the machine's memory, whichever is less).
 
     Returns
     -------

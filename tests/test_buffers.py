@@ -14,13 +14,22 @@ from portops import _buffers
 SHAPE = (2, 1024, 1024)  # 8 MiB of float32: above the caching threshold
 
 
+def _recurring(shape: tuple[int, ...] = SHAPE, dtype: type = np.float32) -> None:
+    """Ask for a size and drop it: the cache keeps sizes from their second request."""
+    del_me = _buffers.empty(shape, dtype)
+    del del_me
+
+
 def test_small_results_are_plain_arrays():
     a = _buffers.empty((4, 5), np.float64)
     assert a.flags.owndata and a.shape == (4, 5)
 
 
 def test_no_reuse_while_any_view_is_alive():
+    _buffers.clear_cache()
+    _recurring()
     a = _buffers.empty(SHAPE, np.float32)
+    assert not a.flags.owndata
     a[...] = 7
     address = a.ctypes.data
     view = a[1, :10]
@@ -37,6 +46,7 @@ def test_no_reuse_while_any_view_is_alive():
 
 def test_no_reuse_while_a_torch_tensor_is_alive():
     torch = pytest.importorskip("torch")
+    _recurring()
     t = torch.from_numpy(_buffers.empty(SHAPE, np.float32))
     t.fill_(3)
     tail = t[1:]
@@ -76,6 +86,8 @@ def test_least_recently_used_free_buffer_is_dropped_first():
     previous = _buffers.set_cache_limit(3 * (8 << 20))
     try:
         _buffers.clear_cache()
+        _recurring()
+        _recurring((1, 1024, 1025))
         a, b, c = (_buffers.empty(SHAPE, np.float32) for _ in range(3))
         addresses = [a.ctypes.data, b.ctypes.data, c.ctypes.data]
         del a, c  # free, a used before c
@@ -110,6 +122,7 @@ def test_buffers_in_use_are_never_dropped():
 def test_buffers_are_private_mappings():
     if not os.path.exists("/proc/self/maps"):
         pytest.skip("mappings are read from /proc")
+    _recurring()
     a = _buffers.empty(SHAPE, np.float32)
     assert not a.flags.owndata  # from the cache
     with open("/proc/self/maps") as f:
@@ -121,3 +134,42 @@ def test_buffers_are_private_mappings():
                 break
         else:
             pytest.fail("the buffer's mapping was not found")
+
+
+def test_sizes_are_kept_only_when_they_recur():
+    _buffers.clear_cache()
+    for k in range(20):  # distinct sizes, each asked for once: nothing is kept
+        a = _buffers.empty((1, 1024, 1024 + 64 * k), np.float32)
+        assert a.flags.owndata
+        del a
+    assert _buffers.cache_info().held_bytes == 0
+    _recurring()
+    for _ in range(3):  # a size that comes back is served by one kept buffer
+        a = _buffers.empty(SHAPE, np.float32)
+        assert not a.flags.owndata
+        del a
+    info = _buffers.cache_info()
+    assert info.buffers == 1 and info.hits >= 2
+
+
+def test_buffers_that_stop_recurring_are_released():
+    _buffers.clear_cache()
+    _recurring()
+    kept = _buffers.empty(SHAPE, np.float32)
+    assert not kept.flags.owndata
+    del kept
+    assert _buffers.cache_info().held_bytes == 8 << 20
+    for k in range(_buffers.RECENT + 1):  # the loop moves on to other sizes
+        del_me = _buffers.empty((1, 1024, 1024 + 64 * k), np.float32)
+        del del_me
+    assert _buffers.cache_info().held_bytes == 0
+
+
+def test_default_bound_is_modest():
+    code = "from portops import _buffers; print(_buffers.cache_info().max_bytes)"
+    env = {k: v for k, v in os.environ.items() if k != "PORTOPS_BUFFER_CACHE_MB"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert int(out.stdout) == min(256 << 20, memory // 64)
