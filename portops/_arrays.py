@@ -21,6 +21,7 @@ from importlib.util import find_spec
 from typing import Any, NamedTuple
 
 import array_api_compat as compat
+import numpy as np
 
 # Names of the built-in backends, used as dispatch keys. An array of a library without a
 # backend is handled by the generic path under the name of its top-level module.
@@ -90,6 +91,8 @@ _entry_points_loaded = [False]
 
 _library_by_type: dict[type, str | None] = {}
 _namespace_by_type: dict[type, Any] = {}
+# Array subclasses whose meaning portops would silently drop, with what to pass instead.
+_refusals: dict[type, str | None] = {}
 
 
 def add_backend(backend: Backend, *, replace: bool = False) -> None:
@@ -205,6 +208,39 @@ def library_of(x: object) -> str | None:
     return lib
 
 
+def _refusal(t: type) -> str | None:
+    """Why arrays of type `t` are refused, or None (cached per type by the caller).
+
+    NumPy's masked arrays would have their mask ignored (every kernel reads the data
+    underneath), and ``np.matrix`` keeps two dimensions through reductions, so its
+    results would depend on the path taken; both are refused by name instead.
+    """
+    if not any(c.__module__.startswith("numpy") for c in t.__mro__[1:]):
+        return None
+    names = {f"{c.__module__}.{c.__qualname__}" for c in t.__mro__}
+    if "numpy.ma.MaskedArray" in names or "numpy.ma.core.MaskedArray" in names:
+        return (
+            "a numpy.ma.MaskedArray, whose mask portops would ignore; pass its "
+            ".filled(0) to count masked values as 0, or its .data for the values underneath"
+        )
+    if "numpy.matrix" in names or "numpy.matrixlib.defmatrix.matrix" in names:
+        return (
+            "a numpy.matrix, which keeps two dimensions through reductions; pass np.asarray of it"
+        )
+    return None
+
+
+def check_not_refused(x: Any, name: str) -> None:
+    """Raise TypeError, naming `name`, for an array subclass portops refuses."""
+    t = type(x)
+    try:
+        reason = _refusals[t]
+    except KeyError:
+        reason = _refusals[t] = _refusal(t)
+    if reason is not None:
+        raise TypeError(f"{name} is {reason}")
+
+
 def namespace_of(x: Any) -> Any:
     """The array-API-compatible namespace of `x` (cached per type)."""
     t = type(x)
@@ -254,6 +290,8 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
                 f"{name} must be an array of an array-API library (NumPy, CuPy, PyTorch, "
                 f"JAX, Dask, ...), got {type(a).__name__}"
             )
+        if lib == NUMPY and type(a) is not np.ndarray:
+            check_not_refused(a, name)
         if library is None:
             library, first, first_name = lib, a, name
         elif lib != library:

@@ -10,9 +10,20 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .. import _dispatch
 from .. import _validate as check
-from .._arrays import DASK, NUMPY, TORCH, as_dask_operands, inspect_arrays, library_of, namespace_of
+from .._arrays import (
+    DASK,
+    NUMPY,
+    TORCH,
+    as_dask_operands,
+    check_not_refused,
+    inspect_arrays,
+    library_of,
+    namespace_of,
+)
 from .._dtypes import accumulation_dtype
 from .._plans import PlanCache, pair_signature
 
@@ -90,6 +101,9 @@ def _inspect(x1: Any, x2: Any) -> tuple[str, str, Any]:
     library = library_of(x1)
     if type(x2) is type(x1):
         if library == NUMPY:
+            if type(x1) is not np.ndarray:
+                check_not_refused(x1, "x1")
+                check_not_refused(x2, "x2")
             return library, "cpu", namespace_of(x1)
         if library == TORCH:
             if x1.is_cpu and x2.is_cpu:  # cheaper than comparing torch.device objects
