@@ -46,7 +46,8 @@ def _name(call: str) -> str:
 @pytest.mark.parametrize("call", CALLS)
 def test_masked_arrays_are_refused_by_name(call):
     a = np.ma.masked_array(np.arange(20.0).reshape(4, 5), mask=np.eye(4, 5, dtype=bool))
-    with pytest.raises(TypeError, match=rf"^{_name(call)} is a numpy\.ma\.MaskedArray.*filled\(0\)"):
+    pattern = rf"^{_name(call)} is a numpy\.ma\.MaskedArray.*filled\(0\)"
+    with pytest.raises(TypeError, match=pattern):
         CALLS[call](a)
 
 
