@@ -45,7 +45,8 @@ from ._validate import integer
 
 __all__ = ["CacheInfo", "cache_info", "clear_cache", "empty", "set_cache_limit"]
 
-# Smaller results come from malloc's own reused heap without page faults.
+# The cache's admission size: results from 4 MiB on come from here (a fresh page costs
+# its zeroing on first touch); smaller ones come from malloc's own reused heap.
 MIN_BYTES = 1 << 22
 ENV_CACHE_MB = "PORTOPS_BUFFER_CACHE_MB"
 # Large requests within which a size must come back to be cached, and a free buffer be

@@ -20,15 +20,21 @@ from __future__ import annotations
 import enum
 import importlib
 import threading
-import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _arrays
-from ._inspect import Candidate, Explanation, ImplementationInfo, ImplementationTable
+from . import _arrays, _plans
+from ._inspect import (
+    Candidate,
+    Explanation,
+    ImplementationInfo,
+    ImplementationTable,
+    StrategyInfo,
+)
+from ._strategy import Choice, Strategies, Strategy
 
 if TYPE_CHECKING:
     from ._plans import PlanCache
@@ -92,6 +98,21 @@ class Implementation:
     # Turns the normalised arguments of a first call into a plan for later calls with
     # the same signature (see portops._plans), or returns None when it cannot.
     planner: Callable[..., Any] | None = None
+    # Named ways to run a call and the rule choosing one (see portops._strategy); an
+    # implementation without them has a single one, "default", that calls `func`.
+    strategies: Strategies | None = None
+
+    def choose(self, args: Any, forced: str | None = None) -> Choice:
+        """The strategy for `args` (`forced`: a strategy name from prefer())."""
+        if self.strategies is not None:
+            return self.strategies.choose(args, forced)
+        if forced not in (None, "default"):
+            raise ValueError(f"{self.name} has no strategy {forced!r}; it has one: 'default'")
+        return Choice(_default_strategy(self), "its only strategy")
+
+    def run(self, args: Any) -> Any:
+        """Run the call whose normalised arguments are `args`."""
+        return self.func(args)
 
     def where(self) -> str:
         libs = "any library" if self.libraries is None else "/".join(sorted(self.libraries))
@@ -108,10 +129,18 @@ class Implementation:
         return None
 
 
+def _default_strategy(impl: Implementation) -> Strategy:
+    def plan(args: Any) -> Callable[..., Any]:
+        return lambda *arrays: impl.func(args)
+
+    return Strategy("default", impl.summary, plan)
+
+
 @dataclass(frozen=True)
 class _Operation:
     name: str
     prepare: Callable[..., Call]
+    arrays: Callable[[Any], tuple[Any, ...]]  # a record's arrays, as a plan takes them
 
 
 _lock = threading.RLock()
@@ -122,15 +151,21 @@ _candidates: dict[tuple[str, str, str], tuple[Implementation, ...]] = {}
 _generation = [0]  # bumped by every registration; stale candidate lists are not cached
 _loaded_backends: set[str] = set()
 _preferred: ContextVar[dict[str, str] | None] = ContextVar("portops_preferred", default=None)
-# Plan caches that hold plans of registered implementations; emptied when the registry
-# changes, so that a new (or removed) implementation is chosen (or dropped) at once.
-_plan_caches: weakref.WeakSet[PlanCache] = weakref.WeakSet()
 
 
-def define_operation(name: str, prepare: Callable[..., Call]) -> None:
-    """Declare operation `name`; `prepare` turns public arguments into a :class:`Call`."""
+def _no_arrays(args: Any) -> tuple[Any, ...]:
+    return ()
+
+
+def define_operation(
+    name: str,
+    prepare: Callable[..., Call],
+    arrays: Callable[[Any], tuple[Any, ...]] = _no_arrays,
+) -> None:
+    """Declare operation `name`; `prepare` turns public arguments into a :class:`Call`,
+    `arrays` gives a call record's arrays in the order a plan takes them."""
     with _lock:
-        _operations[name] = _Operation(name, prepare)
+        _operations[name] = _Operation(name, prepare, arrays)
         _registry.setdefault(name, [])
 
 
@@ -145,14 +180,16 @@ def register(
     summary: str = "",
     planner: Callable[..., Any] | None = None,
     replace: bool = False,
+    strategies: Strategies | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering an implementation of `op` under `name`.
 
     `applies` receives the normalised arguments and returns ``None`` when the
     implementation can run them, or a short reason why not. `planner` receives them
     too and returns a plan (a function of the call's raw arrays) for later calls with
-    the same signature, or None. A second registration of `name` for `op` raises
-    ValueError unless `replace` is true. See :func:`portops.extend.register`.
+    the same signature, or None. `strategies` replaces both `func` and `planner`: the
+    strategy its rule picks plans every call. A second registration of `name` for `op`
+    raises ValueError unless `replace` is true. See :func:`portops.extend.register`.
     """
     libs = _names("libraries", libraries)
     devs = _names("devices", devices)
@@ -177,6 +214,7 @@ def register(
             applies=applies,
             summary=summary or (func.__doc__ or "").strip().split("\n")[0],
             planner=planner,
+            strategies=strategies,
         )
         with _lock:
             impls = _registry.setdefault(op, [])
@@ -193,6 +231,18 @@ def register(
         return func
 
     return decorate
+
+
+def strategy_runner(op: str, strategies: Strategies) -> Callable[[Any], Any]:
+    """The ``func`` of an implementation defined by its strategies: the chosen
+    strategy's plan, built and run once."""
+
+    def run(args: Any) -> Any:
+        choice = strategies.choose(args, _forced_strategy(op))
+        return choice.strategy.plan(args)(*_operations[op].arrays(args))
+
+    run.__doc__ = "runs the strategy its rule chooses"
+    return run
 
 
 def _names(arg: str, values: Iterable[str] | None) -> frozenset[str] | None:
@@ -226,8 +276,7 @@ def _changed() -> None:
     """After a registration: forget candidate lists and the plans built from them."""
     _generation[0] += 1
     _candidates.clear()
-    for cache in list(_plan_caches):
-        cache.clear()
+    _plans.clear()
 
 
 def forget_backend(library: str) -> None:
@@ -280,9 +329,18 @@ def _candidates_for(op: str, library: str, device: str) -> tuple[Implementation,
 
 
 def _preferred_name(op: str) -> str | None:
-    """The implementation forced for `op` by :func:`prefer` in this context, if any."""
+    """The implementation forced for `op` by :func:`prefer` in this context, if any
+    (``"name"``, or ``"name/strategy"``)."""
     preferred = _preferred.get()
     return None if preferred is None else preferred.get(op)
+
+
+def _forced_strategy(op: str) -> str | None:
+    """The strategy forced for `op` by :func:`prefer` (``"name/strategy"``), if any."""
+    preferred = _preferred_name(op)
+    if preferred is None or "/" not in preferred:
+        return None
+    return preferred.partition("/")[2]
 
 
 # Read eagerly while torch.compile traces (see _load_backend): a traced graph keeps the
@@ -317,6 +375,7 @@ current_preferences = _preferred.get
 
 
 def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
+    name = name.partition("/")[0]
     impls = {i.name: i for i in _registry[op]}
     if name not in impls:
         _load_installed_backends()
@@ -337,7 +396,8 @@ def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
 
 def invoke(op: str, *args: Any, **kwargs: Any) -> Any:
     """Validate public arguments of `op`, select an implementation and run it."""
-    call = _operations[op].prepare(*args, **kwargs)
+    operation = _operations[op]
+    call = operation.prepare(*args, **kwargs)
     return select(op, call).func(call.args)
 
 
@@ -349,16 +409,24 @@ def invoke_planned(
     *args: Any,
     **kwargs: Any,
 ) -> Any:
-    """:func:`invoke`, keeping the implementation's plan under `key` when it has one.
+    """:func:`invoke`, keeping the chosen strategy's plan under `key` (the call's
+    signature, None: keep none) for later calls.
 
-    `arrays` are the raw array arguments a plan is called with.
+    `arrays` are the raw array arguments later calls pass to the plan.
     """
-    call = _operations[op].prepare(*args, **kwargs)
+    operation = _operations[op]
+    call = operation.prepare(*args, **kwargs)
     impl = select(op, call)
-    if key is not None and impl.planner is not None and _preferred.get() is None:
+    keep = key is not None and _preferred.get() is None
+    if impl.strategies is not None:
+        choice = impl.strategies.choose(call.args, _forced_strategy(op))
+        plan = choice.strategy.plan(call.args)
+        if keep:
+            plans.put(key, plan)
+        return plan(*operation.arrays(call.args))
+    if keep and impl.planner is not None:
         plan = impl.planner(call.args)
         if plan is not None:
-            _plan_caches.add(plans)
             plans.put(key, plan)
             return plan(*arrays)
     return impl.func(call.args)
@@ -397,8 +465,9 @@ def implementations(op: str) -> ImplementationTable:
     -------
     ImplementationTable
         A sequence of rows, highest priority first, each with the attributes ``name``,
-        ``libraries``, ``devices`` (``None`` meaning any), ``priority`` and
-        ``summary``; printed, a table. ``.as_dicts()`` gives the rows as dicts.
+        ``libraries``, ``devices`` (``None`` meaning any), ``priority``, ``summary``
+        and ``strategies`` (the names ``prefer(op="name/strategy")`` takes); printed,
+        a table. ``.as_dicts()`` gives the rows as dicts.
 
     Examples
     --------
@@ -423,6 +492,7 @@ def implementations(op: str) -> ImplementationTable:
             None if i.devices is None else tuple(sorted(i.devices)),
             i.priority,
             i.summary,
+            tuple(i.strategies.names()) if i.strategies else ("default",),
         )
         for i in impls
     ]
@@ -430,7 +500,8 @@ def implementations(op: str) -> ImplementationTable:
 
 
 def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
-    """Say which implementation of `op` would run for these arguments, and why.
+    """Say which implementation and strategy of `op` would run for these arguments, on
+    how many threads, and why.
 
     Parameters
     ----------
@@ -442,20 +513,25 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
     Returns
     -------
     Explanation
-        The arrays' ``library`` and ``device``, the ``chosen`` implementation's name and
+        The arrays' ``library`` and ``device``; the ``chosen`` implementation's name and
         the ``candidates`` in order of priority, each with its ``reason`` for being
-        chosen or passed over; printed, a readable report.
+        chosen or passed over; the ``strategy`` the chosen implementation will run,
+        the ``threads`` it will use and the ``reason`` (the rule) that chose it, with
+        every strategy of the implementation in ``strategies``; ``needs``, the torch
+        features the call needs (gradients, forward-mode AD, ``torch.func``,
+        compile), which the strategy keeps. Printed, a readable report.
 
     Examples
     --------
     >>> import numpy as np, portops
     >>> report = portops.explain("vecdot", np.ones((2, 3)), np.ones(3))
-    >>> report.chosen
-    'numpy'
+    >>> report.chosen, report.strategy
+    ('numpy', 'matvec')
     >>> print(report)  # doctest: +ELLIPSIS
     vecdot on numpy arrays (device cpu):
       -> numpy: ... [first that applies]
          generic: ... [applies, lower priority]
+    strategy of numpy: matvec on 1 thread: ...
     """
     _check_operation(op)
     call = _operations[op].prepare(*args, **kwargs)
@@ -471,7 +547,24 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
             applies = reason is None
             why = "applies, lower priority" if reason is None else reason
             candidates.append(Candidate(impl.name, impl.summary, False, applies, why))
-    return Explanation(op, call.library, call.device, tuple(candidates))
+    choice = chosen.choose(call.args, _forced_strategy(op))
+    needs = chosen.strategies.needs(call.args) if chosen.strategies else frozenset()
+    pool = tuple(chosen.strategies) if chosen.strategies else (choice.strategy,)
+    strategies = tuple(
+        StrategyInfo(s.name, s.summary, s is choice.strategy, tuple(sorted(s.features)))
+        for s in pool
+    )
+    return Explanation(
+        op,
+        call.library,
+        call.device,
+        tuple(candidates),
+        strategy=choice.strategy.name,
+        threads=choice.threads,
+        reason=choice.reason,
+        strategies=strategies,
+        needs=tuple(sorted(needs)),
+    )
 
 
 @contextmanager
@@ -496,8 +589,10 @@ def prefer(**choices: str) -> Iterator[None]:
     ----------
     **choices : str
         ``operation=implementation_name`` pairs, for example
-        ``prefer(shift_sum="numpy_add_at")``. A call whose arguments the named
-        implementation cannot handle raises ``ValueError`` instead of falling back.
+        ``prefer(shift_sum="numpy_add_at")``, or ``operation="implementation/strategy"``
+        to force one of an implementation's strategies (``prefer(vecdot="numpy/einsum")``;
+        :func:`explain` lists them). A call whose arguments the named implementation
+        or strategy cannot handle raises ``ValueError`` instead of falling back.
 
     Notes
     -----

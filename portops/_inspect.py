@@ -10,7 +10,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-__all__ = ["Candidate", "Explanation", "ImplementationInfo", "ImplementationTable"]
+__all__ = [
+    "Candidate",
+    "Explanation",
+    "ImplementationInfo",
+    "ImplementationTable",
+    "StrategyInfo",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,32 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class StrategyInfo:
+    """One strategy of the chosen implementation, as :func:`portops.explain` lists it.
+
+    Attributes
+    ----------
+    name, summary : str
+        The strategy's name (``prefer(op="implementation/name")`` forces it) and what
+        it does.
+    chosen : bool
+        Whether it runs for these arguments.
+    features : tuple of str
+        The torch features it keeps (gradients, forward-mode AD, ``torch.func``,
+        compile); empty for strategies outside torch.
+    """
+
+    name: str
+    summary: str
+    chosen: bool
+    features: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        marker = "  -> " if self.chosen else "     "
+        return f"{marker}{self.name}: {self.summary}"
+
+
+@dataclass(frozen=True)
 class Explanation:
     """Which implementation of an operation runs for given arguments, and why.
 
@@ -57,12 +89,28 @@ class Explanation:
         first.
     chosen : str
         The name of the implementation that runs.
+    strategy : str
+        The strategy of the chosen implementation that runs.
+    threads : int
+        The threads it will use (with the thread settings in force now).
+    reason : str
+        The rule that chose the strategy, in words.
+    strategies : tuple of StrategyInfo
+        Every strategy of the chosen implementation.
+    needs : tuple of str
+        The torch features the call needs (``"grad"``, ``"forward_ad"``,
+        ``"functorch"``, ``"compile"``); the chosen strategy keeps them.
     """
 
     op: str
     library: str
     device: str
     candidates: tuple[Candidate, ...]
+    strategy: str = "default"
+    threads: int = 1
+    reason: str = ""
+    strategies: tuple[StrategyInfo, ...] = ()
+    needs: tuple[str, ...] = ()
 
     @property
     def chosen(self) -> str:
@@ -71,6 +119,13 @@ class Explanation:
     def __str__(self) -> str:
         lines = [f"{self.op} on {self.library} arrays (device {self.device}):"]
         lines += [str(c) for c in self.candidates]
+        threads = f"{self.threads} thread{'s' * (self.threads != 1)}"
+        needs = f" (the call needs: {', '.join(self.needs)})" if self.needs else ""
+        lines.append(
+            f"strategy of {self.chosen}: {self.strategy} on {threads}: {self.reason}{needs}"
+        )
+        if len(self.strategies) > 1:
+            lines += [str(s) for s in self.strategies]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -89,23 +144,25 @@ class ImplementationInfo:
     devices: tuple[str, ...] | None
     priority: int
     summary: str
+    strategies: tuple[str, ...] = ("default",)
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a dict with keys ``name``, ``libraries``, ``devices`` (lists or
-        None), ``priority`` and ``summary``."""
+        None), ``priority``, ``summary`` and ``strategies`` (a list of names)."""
         return {
             "name": self.name,
             "libraries": None if self.libraries is None else list(self.libraries),
             "devices": None if self.devices is None else list(self.devices),
             "priority": self.priority,
             "summary": self.summary,
+            "strategies": list(self.strategies),
         }
 
     def __getitem__(self, key: str) -> Any:
         return self.as_dict()[key]
 
 
-_COLUMNS = ("name", "priority", "libraries", "devices", "summary")
+_COLUMNS = ("name", "priority", "libraries", "devices", "strategies", "summary")
 
 
 class ImplementationTable(Sequence[ImplementationInfo]):
@@ -142,7 +199,7 @@ class ImplementationTable(Sequence[ImplementationInfo]):
     def __str__(self) -> str:
         def cell(row: ImplementationInfo, column: str) -> str:
             value = getattr(row, column)
-            if column in ("libraries", "devices"):
+            if column in ("libraries", "devices", "strategies"):
                 return "any" if value is None else ", ".join(value)
             return str(value)
 

@@ -1,19 +1,27 @@
-"""Per-signature call plans: validate and choose once, then only launch.
+"""Per-signature call plans: validate and choose once, then only run.
 
-Everything a call's cost depends on apart from the array *values* — library, shapes,
-strides, dtypes, device, step or offsets, axes, mask layout, gradient mode — forms its
-*signature*. The first call with a signature runs the full path (validation, dispatch)
-and the chosen implementation's *planner* turns the normalised arguments into a *plan*:
-a function of the raw arrays that does only the per-call work (allocate the result,
-launch the kernel). Later calls with the same signature look the plan up and run it.
+Everything a call's cost and result depend on apart from the array *values* forms its
+*signature*: the arrays' library, shapes, strides, dtypes and device, the call's other
+arguments (step, axes, subscripts, ...), and the ambient state the choice reads, which
+:func:`key` declares in one place:
 
+- the machine profile in force (:func:`portops.machine`) and the tuned parameters
+  (:func:`portops.tune`), which the strategy rules read;
+- for torch, whether gradients are recorded (grad mode and ``requires_grad``); calls
+  made while ``torch.compile`` traces, under a ``torch.func`` transform or with
+  forward-mode AD active get no plan (they run the full path every time).
+
+Thread counts are not part of it: a plan reads the thread settings when it runs.
+
+The first call with a signature runs the full path (validation, dispatch, the choice
+of strategy) and keeps the strategy's plan; later calls look the plan up and run it.
 Plans live in a bounded cache per operation (``PORTOPS_PLAN_CACHE`` entries each,
 default 512, 0 turns plans off); when it is full the oldest plan is dropped. Only
 NumPy arrays, torch tensors and CuPy arrays get plans: other libraries (JAX traces,
 Dask graphs) pay their dispatch once per trace or graph anyway.
 
-Signatures are built without importing any library: the functions that read them are
-chosen by the array's exact type.
+Signatures are built without importing any library: the function that reads an array
+is chosen by its exact type.
 """
 
 from __future__ import annotations
@@ -22,11 +30,12 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, NamedTuple
 
+from . import _machine, _tuning
 from ._arrays import CUPY, NUMPY, TORCH, library_of
 
-__all__ = ["PlanCache", "pair_signature", "plan_cache_size", "signature"]
+__all__ = ["PlanCache", "PlanStats", "key", "plan_cache_size", "stats"]
 
 Plan = Callable[..., Any]
 
@@ -52,6 +61,7 @@ def _env_size(name: str, default: int) -> int:
 
 
 _MAX_PLANS = _env_size("PORTOPS_PLAN_CACHE", 512)
+_caches: dict[str, PlanCache] = {}
 
 
 def plan_cache_size() -> int:
@@ -60,12 +70,15 @@ def plan_cache_size() -> int:
 
 
 class PlanCache:
-    """A bounded map from signature to plan; reads take no lock."""
+    """A bounded map from signature to plan, one per operation; reads take no lock."""
 
-    def __init__(self, maxsize: int | None = None) -> None:
+    def __init__(self, op: str, maxsize: int | None = None) -> None:
+        self.op = op
         self.maxsize = _MAX_PLANS if maxsize is None else maxsize
         self._plans: dict[Hashable, Plan] = {}
         self._lock = threading.Lock()
+        self.made = 0
+        _caches[op] = self
 
     def get(self, key: Hashable) -> Plan | None:
         return self._plans.get(key)
@@ -77,6 +90,7 @@ class PlanCache:
             while len(self._plans) >= self.maxsize:
                 del self._plans[next(iter(self._plans))]  # the oldest
             self._plans[key] = plan
+            self.made += 1
 
     def clear(self) -> None:
         with self._lock:
@@ -86,57 +100,106 @@ class PlanCache:
         return len(self._plans)
 
 
+class PlanStats(NamedTuple):
+    """Plans held and made (since import) per operation; see :func:`stats`."""
+
+    held: int
+    made: int
+    maxsize: int
+
+
+def stats() -> dict[str, PlanStats]:
+    """Per operation: plans held now, plans made since import, and the bound."""
+    return {op: PlanStats(len(c), c.made, c.maxsize) for op, c in _caches.items()}
+
+
+def clear() -> None:
+    """Drop every plan (after a registration, or when tuned values change)."""
+    for cache in list(_caches.values()):
+        cache.clear()
+
+
+_tuning.on_change(clear)
+
 # ----------------------------------------------------------------------------- signatures
 
-_torch: Any = None  # the torch module, once a tensor has been seen
+
+class _Reader(NamedTuple):
+    """How one library's arrays enter a key, and the ambient state its calls depend on
+    (None: no plan now)."""
+
+    array: Callable[[Any], Hashable]
+    state: Callable[[tuple[Any, ...]], Hashable | None]
 
 
-def _torch_state() -> tuple[bool, bool]:
-    """(tracing under torch.compile, gradient mode on).
-
-    ``torch.compiler.is_compiling`` is looked up on the module at every call: under
-    torch.compile, dynamo recognises that very attribute and folds it to True.
-    """
-    global _torch
-    torch = _torch
-    if torch is None:
-        import torch  # already imported: a tensor was passed
-
-        _torch = torch
-    return torch.compiler.is_compiling(), torch.is_grad_enabled()
+def _no_state(arrays: tuple[Any, ...]) -> Hashable:
+    return ()
 
 
 def _numpy_array(a: Any) -> Hashable:
     return (a.dtype, a.shape, a.strides)
 
 
-def _torch_array(a: Any) -> Hashable:
-    return (a.dtype, a.shape, a.stride(), a.get_device(), a.requires_grad, a.is_conj())
-
-
 def _cupy_array(a: Any) -> Hashable:
     return (a.dtype, a.shape, a.strides, a.data.device_id)
 
 
-_READERS = {NUMPY: _numpy_array, TORCH: _torch_array, CUPY: _cupy_array}
-_reader_by_type: dict[type, Callable[[Any], Hashable] | None] = {}
+def _torch_reader() -> _Reader:
+    from . import _torch_state  # torch is imported: a tensor was passed
+
+    return _Reader(_torch_state.array_key, _torch_state.plan_state)
 
 
-def _reader(t: type, a: Any) -> Callable[[Any], Hashable] | None:
-    try:
-        return _reader_by_type[t]
-    except KeyError:
-        pass
+_UNSEEN: Any = object()
+_reader_by_type: dict[type, _Reader | None] = {}
+
+
+def _reader(t: type, a: Any) -> _Reader | None:
     lib = library_of(a)
-    reader = _READERS.get(lib) if lib is not None else None
-    if lib == NUMPY and t.__module__ != "numpy":  # subclasses (masked arrays, ...)
-        reader = None
-    _reader_by_type[t] = reader
+    reader: _Reader | None = None
+    if lib == NUMPY:
+        reader = _Reader(_numpy_array, _no_state) if t.__module__ == "numpy" else None
+    elif lib == TORCH:
+        reader = _torch_reader()
+    elif lib == CUPY:
+        reader = _Reader(_cupy_array, _no_state)
+    _reader_by_type[t] = reader  # one dict store: atomic, a race only recomputes
     return reader
 
 
-def _scalar_key(v: Any) -> Hashable | None:
-    """`v` itself when it is a plain int, a tuple of the ints of a list/tuple, else None.
+def key(params: Hashable, *arrays: Any) -> Hashable | None:
+    """The signature of a call on `arrays` (None entries: absent optional arrays) with
+    its other arguments `params` (already reduced to hashable values), or None when
+    the call gets no plan (see the module docstring)."""
+    if _MAX_PLANS <= 0:
+        return None
+    first = arrays[0]
+    t = type(first)
+    reader = _reader_by_type.get(t, _UNSEEN)
+    if reader is _UNSEEN:
+        reader = _reader(t, first)
+    if reader is None:
+        return None
+    state = reader.state(arrays)
+    if state is None:
+        return None
+    parts: list[Hashable] = [t, params, state, _machine.token(), _tuning._generation[0]]
+    read = reader.array
+    for a in arrays:
+        if a is None:
+            parts.append(None)
+            continue
+        other = type(a)
+        if other is not t and _reader_by_type.get(other, _UNSEEN) is not reader:
+            if other in _reader_by_type or _reader(other, a) is not reader:
+                return None  # arrays of two libraries: the full path says why
+        parts.append(read(a))
+    return tuple(parts)
+
+
+def int_key(v: Any) -> Hashable | None:
+    """`v` itself when it is a plain int, a tuple of the ints of a list/tuple, else None
+    (a call whose argument of this kind gets no plan: the full path validates it).
 
     ``True == 1`` in a dict key, so bools are refused here (validation rejects them).
     """
@@ -148,83 +211,3 @@ def _scalar_key(v: Any) -> Hashable | None:
                 return None
         return ("seq", *v)
     return None
-
-
-def signature(
-    a: Any, mask: Any, step: Any, axis: Any, channel_axis: Any, keepdims: Any, extra: Any = None
-) -> Hashable | None:
-    """The signature of a shift_sum-family call, or None when it gets no plan.
-
-    `extra` is an optional int argument of the call (``channels``) or None.
-
-    None for other libraries, torch.compile tracing, unusual argument types (the
-    full path validates them) and arrays of two types.
-    """
-    if _MAX_PLANS <= 0:
-        return None
-    t = type(a)
-    reader = _reader(t, a)
-    if reader is None:
-        return None
-    if type(axis) is not int or type(channel_axis) is not int or type(keepdims) is not bool:
-        return None
-    step_key = _scalar_key(step)
-    if step_key is None or (extra is not None and type(extra) is not int):
-        return None
-    grad = False
-    if reader is _torch_array:
-        compiling, grad = _torch_state()
-        if compiling:
-            return None
-    if mask is None:
-        mask_key: Hashable = None
-    else:
-        if type(mask) is not t:
-            return None
-        mask_key = reader(mask)
-    return (t, reader(a), mask_key, step_key, axis, channel_axis, keepdims, extra, grad)
-
-
-def pair_signature(a: Any, b: Any, axis: Any, keepdims: Any) -> Hashable | None:
-    """The signature of a call on two arrays of one type (vecdot), or None."""
-    if _MAX_PLANS <= 0:
-        return None
-    t = type(a)
-    if type(b) is not t or type(axis) is not int or type(keepdims) is not bool:
-        return None
-    reader = _reader_by_type.get(t, _UNSEEN)
-    if reader is _UNSEEN:
-        reader = _reader(t, a)
-    if reader is _torch_array:
-        return _torch_pair(a, b, axis, keepdims)
-    if reader is None:
-        return None
-    return (t, reader(a), reader(b), axis, keepdims, False)
-
-
-_UNSEEN: Any = object()
-
-
-def _torch_pair(a: Any, b: Any, axis: int, keepdims: bool) -> Hashable | None:
-    """:func:`pair_signature` of two tensors, flat: the fewest attribute reads (each
-    costs about 0.1 us on a tensor, the largest part of a tiny call's overhead).
-    ``portops.vecdot`` builds the same key inline for the calls after its first; this
-    one keys its first call and tensor subclasses (``torch.nn.Parameter``).
-
-    A conjugate view is only possible for complex dtypes; gradient flags count only
-    while gradients are enabled; two CPU tensors' devices are one flag (two cheap reads).
-    """
-    torch = _torch
-    if torch is None:
-        _torch_state()
-        torch = _torch
-    if torch.compiler.is_compiling():
-        return None
-    da, db = a.dtype, b.dtype
-    grad = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
-    conj = (da.is_complex and a.is_conj()) or (db.is_complex and b.is_conj())
-    device = (a.is_cpu and b.is_cpu) or (a.get_device(), b.get_device())
-    return (
-        da, a.shape, a.stride(), db, b.shape, b.stride(), device,
-        axis, keepdims, grad, conj,
-    )  # fmt: skip

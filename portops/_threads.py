@@ -6,7 +6,8 @@ its loops). How many threads work on one call is, from the highest precedence do
 1. :func:`threads` (a context manager, for the current thread or task only);
 2. :func:`set_num_threads` (for the whole process);
 3. the environment variable ``PORTOPS_NUM_THREADS`` (read at import);
-4. the cores this process may run on (its CPU affinity).
+4. the cores of the machine profile (:func:`portops.machine`): those this process may
+   run on (its CPU affinity), unless the profile is overridden.
 
 and never more than NumPy's BLAS may use at that moment when ``threadpoolctl`` is
 installed, so ``threadpoolctl.threadpool_limits(n)`` and ``OPENBLAS_NUM_THREADS`` /
@@ -25,19 +26,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from . import _machine
 from ._validate import positive_int
 
-__all__ = ["get_num_threads", "set_num_threads", "threads"]
+__all__ = ["get_num_threads", "set_num_threads", "threads", "workers"]
 
 ENV_NUM_THREADS = "PORTOPS_NUM_THREADS"
 
 
 def available_cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    """The cores of the machine profile in force (by default, those this process may
+    run on)."""
+    return _machine.current().cores
 
 
 def _from_environment() -> int | None:
@@ -184,6 +184,15 @@ def effective_threads() -> int:
         if blas is not None:
             n = min(n, blas)
     return n
+
+
+def workers(work: int, grain: int) -> int:
+    """Threads for a kernel with `work` bytes to move: one per `grain` bytes (what a
+    thread must have to repay its start and hand-overs), at least one, at most
+    :func:`effective_threads`."""
+    if work < 2 * grain:
+        return 1
+    return max(1, min(work // grain, effective_threads()))
 
 
 # -- the pool -----------------------------------------------------------------------

@@ -14,16 +14,20 @@ an array of several elements is refused.
 
 from __future__ import annotations
 
+import math
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+
+from . import _machine
 
 __all__ = [
     "axis",
     "axis_pair",
     "check_dtype",
+    "check_fits",
     "flag",
     "has_dtype",
     "integer",
@@ -131,3 +135,27 @@ def check_dtype(xp: Any, a: Any, name: str, *, floating_only: bool = False) -> N
         expected = "a floating-point dtype" if floating_only else "a numeric dtype"
         hint = "" if floating_only else " (integer or floating)"
         raise TypeError(f"{name} must have {expected}{hint}, got {a.dtype}")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} bytes"
+
+
+def check_fits(
+    shape: Sequence[int], itemsize: int, cause: str, library: str, what: str = "a result"
+) -> None:
+    """Raise ValueError, naming `cause`, when an array of `shape` and `itemsize` would
+    not fit this machine's memory: before any work, rather than after minutes of it or
+    when the allocation fails. Dask arrays are exempt (they are computed in chunks)."""
+    if library == "dask":
+        return
+    nbytes = math.prod(shape) * itemsize
+    memory = _machine.current().memory
+    if nbytes > memory:
+        raise ValueError(
+            f"{cause} asks for {what} of shape {tuple(shape)}: {_size(nbytes)}, more than "
+            f"this machine's memory ({_size(memory)})"
+        )

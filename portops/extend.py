@@ -55,6 +55,7 @@ from ._ops.einsum import EinsumArgs
 from ._ops.shear import ShearArgs
 from ._ops.shift_sum import ShiftSumArgs
 from ._ops.vecdot import VecdotArgs
+from ._strategy import Strategies
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -95,6 +96,7 @@ def register(
     planner: Callable[[Any], Callable[..., Any] | None] | None = None,
     summary: str = "",
     replace: bool = False,
+    strategies: Strategies | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -111,6 +113,7 @@ def register(
     planner: Callable[[Any], Callable[..., Any] | None] | None = None,
     summary: str = "",
     replace: bool = False,
+    strategies: Strategies | None = None,
 ) -> F: ...
 
 
@@ -126,10 +129,12 @@ def register(
     planner: Callable[[Any], Callable[..., Any] | None] | None = None,
     summary: str = "",
     replace: bool = False,
+    strategies: Strategies | None = None,
 ) -> Any:
     """Register `func` as the implementation `name` of operation `op`.
 
-    Called with `func`, registers it and returns it; without, returns a decorator.
+    Called with `func` (or with `strategies`), registers it and returns it; without,
+    returns a decorator.
 
     Parameters
     ----------
@@ -163,6 +168,11 @@ def register(
     replace : bool, optional
         Replace an implementation of `op` already registered under `name` instead of
         raising ValueError.
+    strategies : Strategies, optional
+        Named ways to run a call and the rule that picks one per call signature
+        (:class:`portops._strategy.Strategies`); then `func` and `planner` are not
+        given: every call runs the chosen strategy's plan, and
+        :func:`portops.explain` shows the choice.
 
     Returns
     -------
@@ -188,7 +198,12 @@ def register(
         summary=summary,
         planner=planner,
         replace=replace,
+        strategies=strategies,
     )
+    if strategies is not None:
+        if func is not None or planner is not None:
+            raise TypeError("register: give strategies, or func (and a planner), not both")
+        return decorate(_dispatch.strategy_runner(op, strategies))
     return decorate if func is None else decorate(func)
 
 
@@ -279,6 +294,7 @@ def registered(
                 summary=previous.summary,
                 planner=previous.planner,
                 replace=True,
+                strategies=previous.strategies,
             )(previous.func)
 
 

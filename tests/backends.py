@@ -291,3 +291,41 @@ def assert_compiled_matches_eager(
     expected.backward()
     torch.testing.assert_close(value, expected)
     torch.testing.assert_close(x.grad, x2.grad)
+
+
+def strategies(op: str, library: str, device: str) -> dict[str, list[str]]:
+    """The strategies of every implementation of `op` that a call on `library`'s arrays
+    on `device` could take, by implementation name (``implementations`` lists them)."""
+    import portops
+
+    found = {}
+    for row in portops.implementations(op):
+        if row.libraries is not None and library not in row.libraries:
+            continue
+        if row.devices is not None and device not in row.devices:
+            continue
+        found[row.name] = list(row.strategies)
+    return found
+
+
+def forced(op: str, name: str) -> Any:
+    """``portops.prefer(op=name)``, skipping the test where `name` (an implementation or
+    ``"implementation/strategy"``) does not apply to the call it wraps: a strategy that
+    cannot compute a case (one that needs a single vector, say) is refused, never run."""
+    import contextlib
+
+    import portops
+
+    @contextlib.contextmanager
+    def context() -> Any:
+        import pytest
+
+        with portops.prefer(**{op: name}):
+            try:
+                yield
+            except ValueError as exc:
+                if "does not apply" not in str(exc):
+                    raise
+                pytest.skip(f"{name}: {exc}")
+
+    return context()

@@ -13,20 +13,11 @@ from einsum_cases import CASES, DTYPES, case_id, make_operands, random_cases
 import portops
 from portops import _dispatch
 
-# Implementations registered per library, reached with portops.prefer.
+# Implementations and strategies registered per library, reached with portops.prefer.
 IMPLEMENTATIONS = {
-    "numpy": ("numpy_matmul", "numpy_einsum", "numpy_einsum_loop", "generic"),
-    "torch": (
-        "torch_matmul",
-        "torch_einsum",
-        "torch_einsum_cuda",
-        "torch_numpy_loop",
-        "generic",
-    ),
+    "numpy": ("numpy/lowering", "numpy/loop", "numpy_einsum", "generic"),
+    "torch": ("torch/lowering", "torch/einsum", "torch/numpy_loop", "generic"),
 }
-# Chosen by a cost rule: their `applies` refuses the arguments where another one wins
-# (three operands, large GEMMs, ...); `prefer` then raises and the case is left out.
-COST_RULED = ("numpy_einsum_loop", "torch_numpy_loop")
 
 
 def _implementations(backend: Backend) -> tuple[str, ...]:
@@ -34,12 +25,19 @@ def _implementations(backend: Backend) -> tuple[str, ...]:
 
 
 def _refusal(impl: str, eq: str, inputs: list[Any]) -> str | None:
-    """Why implementation `impl` does not take these arguments (its own ``applies`` and
-    registration say so), or None when it does."""
+    """Why implementation `impl` (or ``"implementation/strategy"``) does not take these
+    arguments (its own ``applies`` and registration say so), or None when it does."""
+    name, _, strategy = impl.partition("/")
     call = _dispatch._operations["einsum"].prepare(eq, *inputs)
     _dispatch._load_backend(call.library)
-    found = {i.name: i for i in _dispatch._registry["einsum"]}
-    return found[impl].reason_not_applicable(call)
+    found = {i.name: i for i in _dispatch._registry["einsum"]}[name]
+    reason = found.reason_not_applicable(call)
+    if reason is None and strategy and found.strategies is not None:
+        s = found.strategies.by_name[strategy]
+        reason = None if s.applies is None else s.applies(call.args)
+        if reason is None and s.missing(found.strategies.needs(call.args)):
+            reason = "the call needs a feature it does not keep"
+    return reason
 
 
 def _check(backend: Backend, eq: str, arrays: list[np.ndarray], **kw: object) -> None:
@@ -166,7 +164,7 @@ def test_torch_gradcheck(eq: str, shapes: tuple) -> None:
     tensors = [
         torch.from_numpy(a).requires_grad_(True) for a in make_operands(shapes, "float64", rng)
     ]
-    for impl in ("torch_matmul", "generic"):
+    for impl in ("torch/lowering", "torch/einsum", "generic"):
         with portops.prefer(einsum=impl):
             assert torch.autograd.gradcheck(lambda *t: portops.einsum(eq, *t), tensors)
 
@@ -314,22 +312,24 @@ def test_plan_is_cached() -> None:
     portops.einsum("ij,jk->ik", a, b)
     portops.einsum("ij,jk->ik", a, b)
     before = einsum_module._cached_plan.cache_info()
-    signatures = len(einsum_module._signatures)
-    portops.einsum("ij,jk->ik", a + 1, b)  # the signature cache answers
-    portops.einsum("ij,jk->ik", a + 1, b, casting="unsafe")  # the plan cache answers
+    plans = len(einsum_module.PLANS)
+    portops.einsum("ij,jk->ik", a + 1, b)  # the signature's plan answers
+    portops.einsum("ij,jk->ik", a + 1, b, casting="unsafe")  # the lowering cache answers
     after = einsum_module._cached_plan.cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 1
-    assert len(einsum_module._signatures) == signatures
+    assert len(einsum_module.PLANS) == plans
 
 
 def _first_call(eq: str, *operands: Any, **kwargs: Any) -> Any:
-    """The plan entry a first call (every einsum cache emptied) leaves behind."""
+    """(strategy, lowering, result) of a first call (every einsum cache emptied): the
+    strategy explain() names, and the lowering the call left in the cache."""
     einsum_module = importlib.import_module("portops._ops.einsum")
     portops.einsum("i->", operands[0].ravel())  # the operands' type is known from now on
     einsum_module.clear_caches()
     result = portops.einsum(eq, *operands, **kwargs)
-    (sig,) = einsum_module._signatures.values()
-    return sig, result
+    assert len(einsum_module.PLANS) == 1
+    _, entry = einsum_module._lookup((eq, *operands), "auto", None)  # the cached one
+    return portops.explain("einsum", eq, *operands).strategy, entry.lowering, result
 
 
 def test_small_first_call_builds_no_plan() -> None:
@@ -337,9 +337,9 @@ def test_small_first_call_builds_no_plan() -> None:
     contraction order and lowering are never built for it."""
     rng = np.random.default_rng(21)
     a, b, c = rng.uniform(size=(3, 4)), rng.uniform(size=(4, 5)), rng.uniform(size=(5, 2))
-    sig, result = _first_call("ij,jk,kl->il", a, b, c)
-    assert sig.func.__name__ == "numpy_einsum_loop"
-    assert not sig.entry.lowering.planned
+    strategy, lowering, result = _first_call("ij,jk,kl->il", a, b, c)
+    assert strategy == "loop"
+    assert not lowering.planned
     np.testing.assert_allclose(result, np.einsum("ij,jk,kl->il", a, b, c))
     # Asking for the path builds the plan, on the same entry.
     path, report = portops.einsum_path("ij,jk,kl->il", a, b, c)
@@ -349,9 +349,9 @@ def test_small_first_call_builds_no_plan() -> None:
 def test_large_first_call_builds_its_plan() -> None:
     rng = np.random.default_rng(22)
     a, b = rng.uniform(size=(64, 48)), rng.uniform(size=(48, 40))
-    sig, result = _first_call("ij,jk->ik", a, b)
-    assert sig.func.__name__ == "numpy_matmul"
-    assert sig.entry.lowering.planned
+    strategy, lowering, result = _first_call("ij,jk->ik", a, b)
+    assert strategy == "lowering"
+    assert lowering.planned
     np.testing.assert_allclose(result, a @ b)
 
 
@@ -395,8 +395,7 @@ def test_repeated_calls_use_the_signature_plan() -> None:
         portops.einsum("i->", a[0])  # the operands' type is known from now on
         einsum_module.clear_caches()
         first = portops.einsum("ij,jk->ik", a, b)
-        (sig,) = einsum_module._signatures.values()
-        assert sig.run is not None
+        assert len(einsum_module.PLANS) == 1
         np.testing.assert_allclose(portops.einsum("ij,jk->ik", a + 1, b), (a + 1) @ b)
         np.testing.assert_allclose(first, a @ b)
     scalar = portops.einsum("ii", np.eye(3))
@@ -488,9 +487,9 @@ def test_mixed_libraries_raise() -> None:
 
 def test_explain_and_implementations_cover_einsum() -> None:
     names = {i["name"] for i in portops.implementations("einsum")}
-    assert {"generic", "numpy_matmul", "numpy_einsum"} <= names
+    assert {"generic", "numpy", "numpy_einsum"} <= names
     text = portops.explain("einsum", "ij,jk", np.ones((20, 30)), np.ones((30, 40)))
-    assert text.chosen == "numpy_matmul"
+    assert (text.chosen, text.strategy) == ("numpy", "lowering")
 
 
 # -- layouts: the plan depends on strides, so views must work too --------------------------
@@ -578,13 +577,13 @@ def test_matrix_vector_runs_blas() -> None:
     """A large matrix-vector product is a GEMV step of the lowering (NumPy and torch CPU)."""
     rng = np.random.default_rng(19)
     m, v = rng.standard_normal((1024, 1024)), rng.standard_normal(1024)
-    assert portops.explain("einsum", "ij,j->i", m, v).chosen == "numpy_matmul"
+    assert portops.explain("einsum", "ij,j->i", m, v).strategy == "lowering"
     np.testing.assert_allclose(portops.einsum("ij,j->i", m, v), m @ v)
     np.testing.assert_allclose(portops.einsum("j,ij->i", v, m), m @ v)
     np.testing.assert_allclose(portops.einsum("ji,j->i", m, v), m.T @ v)
     torch = pytest.importorskip("torch")
     tm, tv = torch.from_numpy(m), torch.from_numpy(v)
-    assert portops.explain("einsum", "ij,j->i", tm, tv).chosen == "torch_matmul"
+    assert portops.explain("einsum", "ij,j->i", tm, tv).strategy == "lowering"
     np.testing.assert_allclose(portops.einsum("ij,j->i", tm, tv).numpy(), m @ v)
 
 
@@ -593,21 +592,21 @@ def test_torch_cuda_default_is_torch_einsum_where_it_applies() -> None:
     torch = pytest.importorskip("torch")
     einsum_module = importlib.import_module("portops._ops.einsum")
 
+    torch_einsum = importlib.import_module("portops._backends.torch.einsum")
+
     def chosen(eq: str, *ops: Any, memory_limit: int | None = None) -> str:
         call, _ = einsum_module._lookup((eq, *ops), "auto", memory_limit)
-        return _dispatch.select("einsum", call._replace(device="cuda")).name
+        return torch_einsum.choose(call.args, device="cuda")[0]
 
     a, b = torch.ones(2, 3, 4), torch.ones(2, 4, 5)
-    assert chosen("bij,bjk->bik", a, b) == "torch_einsum_cuda"
-    assert chosen("bij,bjk->bik", a.to(torch.complex64), b.to(torch.complex64)) == (
-        "torch_einsum_cuda"
-    )
-    assert chosen("bij,bjk->bik", a.long(), b.long()) == "torch_matmul"
-    assert chosen("bij,bjk->bik", a.bool(), b.bool()) == "torch_matmul"
+    assert chosen("bij,bjk->bik", a, b) == "einsum"
+    assert chosen("bij,bjk->bik", a.to(torch.complex64), b.to(torch.complex64)) == "einsum"
+    assert chosen("bij,bjk->bik", a.long(), b.long()) == "lowering"
+    assert chosen("bij,bjk->bik", a.bool(), b.bool()) == "lowering"
     c = torch.ones(5, 2)
-    assert chosen("bij,bjk,kl->bil", a, b, c, memory_limit=8) == "torch_matmul"
+    assert chosen("bij,bjk,kl->bil", a, b, c, memory_limit=8) == "lowering"
     names = {i["name"]: i for i in portops.implementations("einsum")}
-    assert names["torch_einsum_cuda"]["devices"] == ["cuda"]
+    assert "einsum" in names["torch"]["strategies"]
 
 
 # -- numpy.einsum's keywords on every library ------------------------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 import shift_sum_reference as ref
-from backends import Backend, assert_matches, tolerance
+from backends import Backend, assert_matches, strategies, tolerance
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,13 +19,26 @@ OPS = ("shift_sum", "shift_sum_adjoint", "shift_sum_pinv")
 
 
 def impls_for(op: str, backend: Backend) -> list[str]:
-    """Names of every implementation of `op` registered for this backend."""
-    return [
-        i["name"]
-        for i in portops.implementations(op)
-        if (i["libraries"] is None or backend.library in i["libraries"])
-        and (i["devices"] is None or backend.device in i["devices"])
-    ]
+    """Every implementation of `op` registered for this backend, and every strategy of
+    those with several (``"implementation/strategy"``, as ``prefer`` takes them)."""
+    names = []
+    for impl, found in strategies(op, backend.library, backend.device).items():
+        names.append(impl)
+        if len(found) > 1:
+            names += [f"{impl}/{s}" for s in found]
+    return names
+
+
+@contextlib.contextmanager
+def preferred(op: str, name: str) -> Iterator[bool]:
+    """``prefer(op=name)``; yields False (the caller skips its check) where `name` is a
+    strategy that does not apply to the call (a CUDA kernel on CPU tensors, say)."""
+    with portops.prefer(**{op: name}):
+        try:
+            yield True
+        except ValueError as exc:
+            if "/" not in name or "does not apply" not in str(exc):
+                raise
 
 
 # (x shape, step, axis, channel_axis, mask shape or None)
@@ -70,9 +85,11 @@ def test_forward_every_implementation(backend, shape, step, axis, cax, mask_shap
     xb = backend.asarray(x)
     mb = None if mask is None else backend.asarray(mask)
     for name in impls_for("shift_sum", backend):
-        with portops.prefer(shift_sum=name):
+        got = None
+        with preferred("shift_sum", name):
             got = portops.shift_sum(xb, step, **_kwargs(axis, cax), mask=mb, keepdims=keepdims)
-        assert_matches(backend, got, want)
+        if got is not None:
+            assert_matches(backend, got, want)
 
 
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
@@ -85,11 +102,13 @@ def test_adjoint_every_implementation(backend, shape, step, axis, cax, mask_shap
     yb = backend.asarray(y)
     mb = None if mask is None else backend.asarray(mask)
     for name in impls_for("shift_sum_adjoint", backend):
-        with portops.prefer(shift_sum_adjoint=name):
+        got = None
+        with preferred("shift_sum_adjoint", name):
             got = portops.shift_sum_adjoint(
                 yb, step, channels=channels, **_kwargs(axis, cax), mask=mb
             )
-        assert_matches(backend, got, want)
+        if got is not None:
+            assert_matches(backend, got, want)
 
 
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
@@ -108,10 +127,12 @@ def test_pinv_matches_dense_pseudo_inverse(backend, shape, step, axis, cax, mask
     yb = backend.asarray(y)
     mb = None if mask is None else backend.asarray(mask)
     for name in impls_for("shift_sum_pinv", backend):
-        with portops.prefer(shift_sum_pinv=name):
+        got = None
+        with preferred("shift_sum_pinv", name):
             got = portops.shift_sum_pinv(yb, step, channels=channels, **_kwargs(axis, cax), mask=mb)
-        assert_matches(backend, got, want)
-        assert np.all(np.isfinite(backend.to_numpy(got)))
+        if got is not None:
+            assert_matches(backend, got, want)
+            assert np.all(np.isfinite(backend.to_numpy(got)))
 
 
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
@@ -127,19 +148,21 @@ def test_dot_test_and_range(backend, shape, step, axis, cax, mask_shape):
     mb = None if mask is None else backend.asarray(mask)
     for f_name in impls_for("shift_sum", backend):
         for a_name in impls_for("shift_sum_adjoint", backend):
-            with portops.prefer(shift_sum=f_name, shift_sum_adjoint=a_name):
+            with preferred("shift_sum", f_name), preferred("shift_sum_adjoint", a_name):
                 ax_ = backend.to_numpy(portops.shift_sum(xb, step, **kw, mask=mb))
                 aty = backend.to_numpy(
                     portops.shift_sum_adjoint(yb, step, channels=channels, **kw, mask=mb)
                 )
-            lhs, rhs = np.vdot(ax_, y), np.vdot(x, aty)
-            assert abs(lhs - rhs) <= 1e-10 * max(abs(lhs), abs(rhs), 1e-300), (f_name, a_name)
+                lhs, rhs = np.vdot(ax_, y), np.vdot(x, aty)
+                assert abs(lhs - rhs) <= 1e-10 * max(abs(lhs), abs(rhs), 1e-300), (f_name, a_name)
     image = portops.shift_sum(xb, step, **kw, mask=mb)
     for name in impls_for("shift_sum_pinv", backend):
-        with portops.prefer(shift_sum_pinv=name):
+        with preferred("shift_sum_pinv", name):
             back = portops.shift_sum_pinv(image, step, channels=channels, **kw, mask=mb)
-        again = portops.shift_sum(back, step, **kw, mask=mb)
-        np.testing.assert_allclose(backend.to_numpy(again), backend.to_numpy(image), rtol=1e-10)
+            again = portops.shift_sum(back, step, **kw, mask=mb)
+            np.testing.assert_allclose(
+                backend.to_numpy(again), backend.to_numpy(image), rtol=1e-10
+            )
 
 
 DTYPES = ["float32", "float64", "complex64", "complex128", "int32", "int64", "float16"]
@@ -158,7 +181,7 @@ def test_dtypes_and_result_type(backend, dtype):
     except TypeError:
         want_dtype = None
     for name in impls_for("shift_sum", backend):
-        with portops.prefer(shift_sum=name):
+        with preferred("shift_sum", name):
             plain = portops.shift_sum(xb, step)
             assert_matches(backend, plain, ref.forward(x, step).astype(x.dtype), dtype=x.dtype)
             if want_dtype is None:
@@ -166,8 +189,8 @@ def test_dtypes_and_result_type(backend, dtype):
                     portops.shift_sum(xb, step, mask=mb)
                 continue
             masked = portops.shift_sum(xb, step, mask=mb)
-        want = ref.forward(x, step, mask=mask).astype(want_dtype)
-        assert_matches(backend, masked, want, dtype=want_dtype)
+            want = ref.forward(x, step, mask=mask).astype(want_dtype)
+            assert_matches(backend, masked, want, dtype=want_dtype)
     y = backend.asarray(ref.forward(x, step).astype(x.dtype))
     got = portops.shift_sum_adjoint(y, step, channels=3)
     assert_matches(backend, got, ref.adjoint(backend.to_numpy(y), step, channels=3))
@@ -185,11 +208,11 @@ def test_half_precision_accumulates_in_float32(backend):
     x[0] = 2048
     xb = backend.asarray(x)
     for name in impls_for("shift_sum", backend):
-        with portops.prefer(shift_sum=name):
+        with preferred("shift_sum", name):
             got = backend.to_numpy(portops.shift_sum(xb, 0))
-        # float16 accumulation would stay at 2048 (the spacing there is 2).
-        assert got.dtype == np.float16
-        assert float(got[0, 0]) == 2052.0, name
+            # float16 accumulation would stay at 2048 (the spacing there is 2).
+            assert got.dtype == np.float16
+            assert float(got[0, 0]) == 2052.0, name
 
 
 def test_inputs_not_mutated(backend):
@@ -242,14 +265,14 @@ def test_property_forward_and_adjoint(backend, p):
     y = _make(backend, want.shape, np.float64, 2)
     want_adj = ref.adjoint(y, p["step"], channels=p["shape"][p["cax"]], **kw, mask=mask)
     for name in impls_for("shift_sum", backend):
-        with portops.prefer(shift_sum=name):
+        with preferred("shift_sum", name):
             assert_matches(backend, portops.shift_sum(xb, p["step"], **kw, mask=mb), want)
     for name in impls_for("shift_sum_adjoint", backend):
-        with portops.prefer(shift_sum_adjoint=name):
+        with preferred("shift_sum_adjoint", name):
             got = portops.shift_sum_adjoint(
                 backend.asarray(y), p["step"], channels=p["shape"][p["cax"]], **kw, mask=mb
             )
-        assert_matches(backend, got, want_adj)
+            assert_matches(backend, got, want_adj)
 
 
 def test_tolerance_helper_is_strict_for_float64():
@@ -271,14 +294,14 @@ def fresh_plans():
 
 
 @pytest.fixture
-def blocked_kernels(monkeypatch, fresh_plans):
-    """The NumPy kernels with every size threshold at 0: blocked and threaded always."""
+def blocked_kernels(fresh_plans):
+    """The NumPy kernels with one thread per byte of work: threaded whenever a call's
+    blocks can be shared (force the blocked strategy with ``numpy_blocked/blocked``)."""
+    from portops import _tuning
     from portops._backends.numpy import shift_sum as kernels
 
-    thresholds = ("_SMALL_FORWARD", "_SMALL_ADJOINT", "_THREADED_FORWARD", "_THREADED_ADJOINT")
-    for name in (*thresholds, "_THREADED_STRIDED"):
-        monkeypatch.setattr(kernels, name, 0)
-    return kernels
+    with portops.threads(2), _tuning.overridden({"numpy.thread_grain": 1}):
+        yield kernels
 
 
 # Arrays of a few blocks, run through the blocked and threaded NumPy kernels.
@@ -309,9 +332,10 @@ def test_blocked_numpy_kernels_on_large_arrays(
     channels = shape[cax]
     with portops.prefer(shift_sum="generic"):
         want = portops.shift_sum(x, step, **kw)
-    with portops.prefer(shift_sum="numpy_blocked"):
-        got = portops.shift_sum(x, step, **kw)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for strategy in ("blocked", "strided"):
+        with portops.prefer(shift_sum=f"numpy_blocked/{strategy}"):
+            got = portops.shift_sum(x, step, **kw)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     for _ in range(2):  # the default dispatch: the first call, then the signature's plan
         np.testing.assert_allclose(portops.shift_sum(x, step, **kw), want, rtol=1e-5, atol=1e-5)
     y = rng.standard_normal(want.shape).astype(np.float32)
@@ -319,7 +343,8 @@ def test_blocked_numpy_kernels_on_large_arrays(
         fn = getattr(portops, op)
         with portops.prefer(**{op: "generic"}):
             want_t = fn(y, step, channels=channels, **kw)
-        with portops.prefer(**{op: "numpy_blocked"}):
+        forced = "numpy_blocked/blocked" if op == "shift_sum_adjoint" else "numpy_blocked"
+        with portops.prefer(**{op: forced}):
             got_t = fn(y, step, channels=channels, **kw)
         np.testing.assert_allclose(got_t, want_t, rtol=1e-5, atol=1e-5)
 
@@ -340,23 +365,22 @@ EXTRA_BLOCKED_CASES = [
 )
 @pytest.mark.parametrize("block", [1, 40, 1 << 20])
 def test_blocked_numpy_kernels_on_every_case(
-    monkeypatch, blocked_kernels, shape, step, axis, cax, mask_shape, block
+    blocked_kernels, shape, step, axis, cax, mask_shape, block
 ):
-    kernels = blocked_kernels
-    monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", block)
-    monkeypatch.setattr(kernels, "_FORWARD_BLOCK", block)
-    monkeypatch.setattr(kernels, "_GATHER_BYTES", 4 * block)
+    """Blocks of about `block` elements (a machine whose L2 holds that few), down to
+    units of one outer row."""
     channels = shape[cax]
     for dtype in (np.int64, np.float32):
         # Integers: exact sums, with nothing left over from wrapped columns.
         x = _make(None, shape, dtype) * (1000003 if dtype == np.int64 else 1)
         mask = None if mask_shape is None else _make(None, mask_shape, dtype, seed=1)
         kw = {**_kwargs(axis, cax), "mask": mask}
-        with portops.prefer(shift_sum="numpy_blocked"):
-            got = portops.shift_sum(x, step, **kw)
-        y = _make(None, got.shape, dtype, seed=2)
-        with portops.prefer(shift_sum_adjoint="numpy_blocked"):
-            got_t = portops.shift_sum_adjoint(y, step, channels=channels, **kw)
+        with portops.machine(l2=2 * block * x.itemsize, l3=0):
+            with portops.prefer(shift_sum="numpy_blocked/blocked"):
+                got = portops.shift_sum(x, step, **kw)
+            y = _make(None, got.shape, dtype, seed=2)
+            with portops.prefer(shift_sum_adjoint="numpy_blocked/blocked"):
+                got_t = portops.shift_sum_adjoint(y, step, channels=channels, **kw)
         assert got.dtype == got_t.dtype == dtype
         want = ref.forward(x, step, **kw)
         want_t = ref.adjoint(y, step, channels=channels, **kw)
@@ -385,19 +409,23 @@ def _every_thread_gets_the_reference(xs: list, masks: list, calls: int) -> bool:
         return all(pool.map(run, range(len(xs))))
 
 
-def test_blocked_numpy_kernels_from_many_threads(monkeypatch, blocked_kernels):
-    """Concurrent calls share the thread pool: each gets its own, complete result."""
-    monkeypatch.setattr(blocked_kernels, "_FORWARD_BLOCK", 200)
-    monkeypatch.setattr(blocked_kernels, "_BLOCK_ELEMENTS", 200)
+def test_blocked_numpy_kernels_from_many_threads(blocked_kernels):
+    """Concurrent calls share the thread pool: each gets its own, complete result.
+    (Settings the calling threads do not inherit are process-wide here: the blocked
+    forward for every x, blocks of about 200 elements.)"""
+    from portops import _tuning
+
     rng = np.random.default_rng(5)
     xs = [rng.integers(-9, 10, size=(3, 4, 20, 30 + i)) for i in range(6)]
     masks = [None, rng.integers(0, 2, size=(20, 30 + 1)), None, None, None, None]
-    assert _every_thread_gets_the_reference(xs, masks, calls=5)
+    block = 1600 / portops.machine().l2  # of an L2: 200 int64 elements
+    with _tuning.overridden({"numpy.loop_rows": 0, "numpy.forward_block_l2": block}):
+        assert _every_thread_gets_the_reference(xs, masks, calls=5)
 
 
 # Small inputs on both sides of the forward's crossovers: the sheared sum (few rows per
 # channel, evenly spaced offsets or not, with inner dims), the slice-add loop (padding
-# past _SHEARED_GROWTH * W) and the blocked kernel (many rows), through the default
+# past sheared_growth * W) and the blocked kernel (many rows), through the default
 # dispatch (cached plans) and the kernel called directly; channels first and last,
 # with and without masks, real and complex masks on real inputs.
 CROSSOVER = [
@@ -414,8 +442,8 @@ CROSSOVER = [
     pytest.param((1, 3, 4, 2), 9, -2, -1, (3, 4, 1), "loop", id="channels-last-past-2w"),
     pytest.param((2, 3, 80, 5), 1, -1, -3, (80, 5), "blocked", id="many-rows-mask"),
     pytest.param((2, 3, 80, 5), 2, -1, -3, None, "blocked", id="many-rows"),
-    pytest.param((2, 80, 5, 3), 1, -2, -1, (80, 5, 1), "blocked", id="many-rows-last-mask"),
-    pytest.param((2, 80, 5, 3), 3, -2, -1, None, "blocked", id="many-rows-channels-last"),
+    pytest.param((2, 80, 5, 3), 1, -2, -1, (80, 5, 1), "strided", id="many-rows-last-mask"),
+    pytest.param((2, 80, 5, 3), 3, -2, -1, None, "strided", id="many-rows-channels-last"),
 ]
 
 
@@ -423,17 +451,19 @@ CROSSOVER = [
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.int64])
 @pytest.mark.parametrize("row_chunks", [False, True], ids=["whole", "row-chunks"])
 def test_numpy_forward_on_both_sides_of_the_crossovers(
-    monkeypatch, shape, step, axis, cax, mask_shape, kind, dtype, row_chunks
+    shape, step, axis, cax, mask_shape, kind, dtype, row_chunks
 ):
+    # row_chunks: strided rows transposed one row at a time (an L1 of two bytes)
+    with portops.machine(l1=2) if row_chunks else contextlib.nullcontext():
+        _both_sides(shape, step, axis, cax, mask_shape, kind, dtype)
+
+
+def _both_sides(shape, step, axis, cax, mask_shape, kind, dtype):
     from portops._backends.numpy import shift_sum as kernels
     from portops._ops.shift_sum import ShiftSumArgs
 
-    if row_chunks:  # strided rows transposed one row at a time
-        monkeypatch.setattr(kernels, "_TRANSPOSE_BYTES", 1)
-
     ndim = len(shape)
     offsets = tuple(ref.offsets_of(step, shape[cax]))
-    assert kernels._forward_kind(shape, cax % ndim, axis % ndim, max(offsets)) == kind
     x = _make(None, shape, np.float32 if dtype == np.complex64 else dtype)
     mask = None if mask_shape is None else _make(None, mask_shape, dtype, seed=1)
     kw = {**_kwargs(axis, cax), "mask": mask}
@@ -446,23 +476,23 @@ def test_numpy_forward_on_both_sides_of_the_crossovers(
         assert got.dtype == np.result_type(x, mask if mask is not None else x)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(x, x_before)
-    # The kernel itself, and the slice-add loop: the sheared sum adds in the same order.
+    # The kernels themselves: the sheared sum adds in the slice-add loop's order.
     m = None if mask is None else mask.reshape((1,) * (ndim - mask.ndim) + mask.shape)
     a = ShiftSumArgs.make("forward", x, offsets, axis % ndim, cax % ndim, m, False, np)
-    np.testing.assert_allclose(kernels.forward(a), want, rtol=1e-5, atol=1e-5)
+    assert kernels.choose_forward(a)[0] == kind
+    for name in ("blocked", "strided"):
+        np.testing.assert_allclose(kernels.forward_plan(a, name)(x, m), want, rtol=1e-5, atol=1e-5)
     if kind == "sheared":
-        sheared = kernels._sheared_forward_plan(a)(x, m)
-        np.testing.assert_array_equal(sheared, kernels._small_forward_plan(a)(x, m))
+        sheared = kernels.forward_plan(a, "sheared")(x, m)
+        np.testing.assert_array_equal(sheared, kernels.forward_plan(a, "loop")(x, m))
 
 
-@pytest.mark.parametrize(("kept", "kept_bytes"), [(1, 1 << 30), (2, 1 << 30), (2, 0)])
-def test_sheared_sum_buffers_switch_between_geometries(monkeypatch, kept, kept_bytes):
-    """Calls that alternate between shapes (more than the buffers kept, or buffers too
-    large to keep) stay right."""
+@pytest.mark.parametrize("kept", [1, 2])
+def test_sheared_sum_buffers_switch_between_geometries(monkeypatch, kept):
+    """Calls that alternate between more shapes than the buffers kept stay right."""
     from portops._backends.numpy import shift_sum as kernels
 
     monkeypatch.setattr(kernels, "_SHEARED_KEPT", kept)
-    monkeypatch.setattr(kernels, "_SHEARED_KEPT_BYTES", kept_bytes)
     xs = [_make(None, (2, 3, 4, 5 + i), np.float32, seed=i) for i in range(3)]
     masks = [None, _make(None, (4, 6), np.float32, seed=9), None]
     for _ in range(2):
@@ -490,11 +520,7 @@ def test_small_masked_forward_from_many_threads():
     assert _every_thread_gets_the_reference(xs, masks, calls=20)
 
 
-@pytest.mark.parametrize(
-    ("numpy_bytes", "strided_bytes"),
-    [(0, 1 << 40), (1 << 40, 1 << 40), (0, 0)],
-    ids=["torch-loop", "numpy-views", "numpy-views-strided-rows"],
-)
+@pytest.mark.parametrize("strategy", ["slice_add", "numpy"])
 @pytest.mark.parametrize(
     ("shape", "step", "axes", "mask_shape", "dtype"),
     [
@@ -505,29 +531,26 @@ def test_small_masked_forward_from_many_threads():
         ((2, 3, 5, 6), -1, {}, (3, 1, 6), "float64"),
     ],
 )
-def test_torch_forward_either_kernel(
-    monkeypatch, fresh_plans, numpy_bytes, strided_bytes, shape, step, axes, mask_shape, dtype
-):
-    """torch CPU forward without gradients: NumPy's kernels on views (small x, and large
-    x with strided rows) and torch's slice-adds (large x) give the reference, with and
-    without a mask, keepdims too; inputs are not modified."""
+def test_torch_forward_either_kernel(fresh_plans, strategy, shape, step, axes, mask_shape, dtype):
+    """torch CPU forward without gradients: NumPy's kernels on views and torch's
+    slice-adds give the reference, with and without a mask, keepdims too, on both
+    layouts of rows; inputs are not modified."""
     torch = pytest.importorskip("torch")
-    from portops._backends.torch import shift_sum as torch_shift_sum
-
-    monkeypatch.setattr(torch_shift_sum, "NUMPY_FORWARD_BYTES", numpy_bytes)
-    monkeypatch.setattr(torch_shift_sum, "STRIDED_NUMPY_BYTES", strided_bytes)
-    rng = np.random.default_rng(len(shape) + numpy_bytes % 7)
+    rng = np.random.default_rng(len(shape))
     x = rng.standard_normal(shape).astype(dtype)
     mask = None if mask_shape is None else rng.uniform(size=mask_shape).astype(dtype)
-    tx = torch.from_numpy(x.copy())
     tm = None if mask is None else torch.from_numpy(mask.copy())
-    for keepdims in (False, True):
-        want = ref.forward(x, step, mask=mask, keepdims=keepdims, **axes)
-        for _ in range(2):  # the first call, then the signature's plan
-            got = portops.shift_sum(tx, step, mask=tm, keepdims=keepdims, **axes)
-            assert isinstance(got, torch.Tensor) and got.dtype == tx.dtype
-            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(tx.numpy(), x)
+    strided = np.ascontiguousarray(np.swapaxes(x, 0, -1)).swapaxes(0, -1)
+    for layout in (x, strided):
+        tx = torch.from_numpy(layout.copy() if layout is x else layout)
+        for keepdims in (False, True):
+            want = ref.forward(x, step, mask=mask, keepdims=keepdims, **axes)
+            for _ in range(2):  # the first call, then the signature's plan
+                with portops.prefer(shift_sum=f"torch/{strategy}"):
+                    got = portops.shift_sum(tx, step, mask=tm, keepdims=keepdims, **axes)
+                assert isinstance(got, torch.Tensor) and got.dtype == tx.dtype
+                np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(tx.numpy(), layout)
 
 
 def test_blocks_split_the_first_dim_longer_than_one():

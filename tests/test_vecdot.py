@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from backends import Backend, assert_matches
+from backends import Backend, assert_matches, forced, strategies
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
@@ -25,37 +25,34 @@ NATIVE = {
     "torch_cuda": "torch_cuda",
     "cupy": "cupy",
 }
+# Every strategy of the specialised implementations (those a backend lacks skip).
+STRATEGIES = sorted(
+    {"vecdot", "einsum", "columns", "matvec", "gemm"}  # NumPy's
+    | {"native", "mv", "numpy", "row_dots", "bmm"}  # torch CPU's
+    | {"triton", "default"}  # torch CUDA's, CuPy's
+)
 
 
-@pytest.fixture(params=["auto", "generic", "native", "native_einsum"])
+@pytest.fixture(params=["auto", "generic", *(f"strategy:{s}" for s in STRATEGIES)])
 def impl(request: pytest.FixtureRequest, backend: Backend) -> str:
-    """Which implementation runs: the dispatcher's choice, or one forced by name.
-
-    ``native_einsum`` sends small inputs down the paths that large inputs take:
-    NumPy's einsum for strided or short vectors, and on torch its product and sum for
-    short ones (taken on machines with many threads).
-    """
-    if request.param.startswith("native") and backend.name not in NATIVE:
-        pytest.skip(f"no specialised vecdot for {backend.name}")
-    if request.param == "native_einsum":
-        if backend.device != "cpu":
-            pytest.skip("the einsum path is NumPy's")
-        from portops._backends.numpy import vecdot as numpy_vecdot
-
-        monkeypatch = request.getfixturevalue("monkeypatch")
-        monkeypatch.setattr(numpy_vecdot, "FEW_VECTORS", 0)
-        if backend.library == "torch":
-            from portops._backends.torch import vecdot as torch_vecdot
-
-            monkeypatch.setattr(torch_vecdot, "MUL_SUM_MIN", 0)  # short vectors: torch mul-sum
-            monkeypatch.setattr(torch_vecdot, "MUL_SUM_THREADS", 0)
+    """Which implementation runs: the dispatcher's choice, the generic one, or one
+    strategy of the backend's specialised implementation, forced (every strategy is
+    checked against the same reference, on every case it applies to)."""
+    if request.param.startswith("strategy:"):
+        native = NATIVE.get(backend.name)
+        if native is None:
+            pytest.skip(f"no specialised vecdot for {backend.name}")
+        name = request.param.partition(":")[2]
+        if name not in strategies("vecdot", backend.library, backend.device).get(native, []):
+            pytest.skip(f"{native} has no strategy {name!r}")
+        return f"{native}/{name}"
     return request.param
 
 
 def run(backend: Backend, impl: str, x1: Any, x2: Any, **kw: Any) -> Any:
-    name = {"auto": None, "generic": "generic"}.get(impl, NATIVE.get(backend.name))
-    ctx = portops.prefer(vecdot=name) if name else nullcontext()
-    with ctx:
+    if impl == "auto":
+        return portops.vecdot(x1, x2, **kw)
+    with forced("vecdot", impl):
         return portops.vecdot(x1, x2, **kw)
 
 
@@ -141,7 +138,7 @@ def make(backend: Backend, a: np.ndarray) -> Any:
 def test_dtypes(backend: Backend, impl: str, dtype, length: int) -> None:
     if impl == "generic" and backend.library == "torch" and np.dtype(dtype).itemsize > 1:
         if np.dtype(dtype).kind == "u":
-            pytest.skip("torch has no sum kernel for uint16/32/64 (its own path uses NumPy)")
+            pytest.skip("torch has no sum kernel for uint16/32/64 (portops' own computes in int64)")
     a, b = random((3, 4, length), dtype, 1), random((4, length), dtype, 2)
     x1, x2 = make(backend, a), make(backend, b)
     got = run(backend, impl, x1, x2)
@@ -349,7 +346,7 @@ def test_single_vector_against_many(backend: Backend, impl: str, dtype, s1, s2, 
 @pytest.mark.parametrize("length", [1, 2, 3, 40])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 def test_many_vectors(backend: Backend, impl: str, rows: int, length: int, layout: str) -> None:
-    # Past FEW_VECTORS: einsum in Fortran order (length 2 float32), einsum, np.vecdot.
+    # Past vecdot_few vectors: einsum by columns (length 2 float32), einsum, np.vecdot.
     shape = (length, rows) if layout == "transposed" else (rows, length)
     a, b = random(shape, np.float32, 1), random(shape, np.float32, 2)
     if layout == "transposed":

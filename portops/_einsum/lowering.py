@@ -18,6 +18,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from .. import _machine
+from .._validate import check_fits
 from .parse import Equation
 from .path import choose, chunk_shapes
 from .plan import Plan, SliceSpec, build, sizes_of
@@ -37,6 +39,7 @@ class Lowering:
         "_plan",
         "boolean",
         "equation",
+        "itemsize",
         "memory_limit",
         "merge",
         "n_operands",
@@ -58,7 +61,9 @@ class Lowering:
         memory_limit: int | None,
         names: dict[int, str],
         merge: bool,
+        itemsize: int = 0,
     ) -> None:
+        self.itemsize = itemsize  # of the result; 0: no memory check (lazy arrays)
         self.equation = equation
         self.shapes = shapes
         self.orders = orders
@@ -73,10 +78,22 @@ class Lowering:
         self.naive_flops = math.prod(self.sizes.values()) * max(1, self.n_operands)
         self._plan: Plan | None = None
         self._chunk_plan: Callable[[tuple[tuple[int, int], ...]], Plan] | None = None
+        if itemsize:
+            out = [self.sizes.get(x, 1) for x in equation.output]
+            check_fits(out, itemsize, "einsum", "", "a result")
         if optimize != "auto" or memory_limit is not None:
             self._plan = self._choose()
 
     def _choose(self) -> Plan:
+        plan = self._search()
+        if self.itemsize and plan.peak * self.itemsize > _machine.current().memory:
+            check_fits(
+                (plan.peak,), self.itemsize, "einsum (pass memory_limit to cut it in chunks)",
+                "", "an intermediate",
+            )  # fmt: skip
+        return plan
+
+    def _search(self) -> Plan:
         return choose(
             self.equation,
             self.shapes,

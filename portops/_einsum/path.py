@@ -16,14 +16,20 @@ from typing import Any
 
 import numpy as np
 
+from .._tables import EINSUM
 from .parse import Equation
-from .plan import WRITE_COST, Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
+from .plan import Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
 
 __all__ = ["PATH_NAMES", "choose", "normalize_optimize"]
 
 PATH_NAMES = ("auto", "greedy", "optimal")
+# How hard the search for an order looks: bounds on planning time, which grows
+# factorially with the operands, not choices about the machine. Every order is lowered
+# and ranked up to _EXHAUSTIVE_MAX operands (at most 18 orders); a dynamic program over
+# subsets of operands (3**n / 2 splits) stays cheap up to _SUBSETS_MAX; "optimal"
+# without opt_einsum enumerates orders up to _OPTIMAL_MAX.
 _EXHAUSTIVE_MAX = 4
-_SUBSETS_MAX = 5  # dynamic programming over subsets: 3**n / 2 splits
+_SUBSETS_MAX = 5
 _OPTIMAL_MAX = 6
 
 
@@ -243,16 +249,14 @@ def candidates(
     if not paths:
         paths = [list(_greedy(sets, output, sizes))]
     estimate = _Estimator(sets, output, sizes)
-    if min(estimate(p) for p in paths) > SEARCH_COST:  # worth a longer search
+    if min(estimate(p) for p in paths) > EINSUM["search_cost"]:  # worth a longer search
         paths += _opt_einsum_paths(["auto"], sets, output, sizes)
         paths.append(list(_greedy(sets, output, sizes)))
         paths.append(list(_left_to_right(n)))
     return paths
 
 
-# A contraction estimated above this cost (GEMM multiply-adds, about a millisecond
-# here) is worth a wider search: more candidate orders, each lowered and ranked.
-SEARCH_COST = float(1 << 20)
+# At most this many candidate orders are lowered and ranked by the full cost model.
 _SHORTLIST = 4
 
 
@@ -299,7 +303,9 @@ class _Estimator:
                 for m in picked:
                     union |= m
                 kept = union & rest
-                cost = max(len(c) - 1, 1) * self.size(union) + WRITE_COST * self.size(kept)
+                cost = max(len(c) - 1, 1) * self.size(union) + EINSUM["memory_cost"] * self.size(
+                    kept
+                )
                 found = self.steps[key] = (kept, cost)
             total += found[1]
             remaining.append(found[0])
@@ -330,7 +336,7 @@ def _best_tree(estimate: _Estimator, n: int) -> tuple[list[tuple[int, ...]], flo
                 if c < best:
                     best, best_a = c, a
             a = (a - 1) & s
-        cost[s] = best + WRITE_COST * estimate.size(kept[s])
+        cost[s] = best + EINSUM["memory_cost"] * estimate.size(kept[s])
         split[s] = best_a
     items = [1 << k for k in range(n)]
     path: list[tuple[int, ...]] = []
@@ -363,10 +369,10 @@ def _shortlist(
     estimate = _Estimator(sets, output, sizes)
     costs = [estimate(p) for p in paths]
     best = min(costs)
-    slack = 4.0 if best > SEARCH_COST else 1.0
+    slack = 4.0 if best > EINSUM["search_cost"] else 1.0
     ranked = sorted(range(len(paths)), key=costs.__getitem__)
     keep = [k for k in ranked if costs[k] <= slack * best]
-    return [paths[k] for k in keep[: 1 if best <= SEARCH_COST else _SHORTLIST]]
+    return [paths[k] for k in keep[: 1 if best <= EINSUM["search_cost"] else _SHORTLIST]]
 
 
 def choose(
@@ -391,7 +397,7 @@ def choose(
     if optimize == "auto" and memory_limit is None and 3 <= n <= _SUBSETS_MAX:
         estimate = _Estimator(effective_labels(eq, shapes), set(eq.output), sizes)
         tree, cost = _best_tree(estimate, n)
-        if cost <= SEARCH_COST:  # cheap: the estimate's best order is the one lowered
+        if cost <= EINSUM["search_cost"]:  # cheap: the estimate's best order is the one lowered
             paths = [tree]
     if paths is None:
         paths = candidates(eq, shapes, optimize, names)

@@ -22,21 +22,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .._tables import EINSUM
 from .parse import Equation
 
 __all__ = ["Plan", "SliceSpec", "Step", "build", "sizes_of"]
 
-# Cost model, in units of one multiply-add of a BLAS GEMM: moving one element (a copy
-# made by a transpose that cannot be a view, or writing a result) costs far more than a
-# GEMM flop, and an elementwise multiply-and-sum flop runs at memory speed.
-COPY_COST = 64.0
-WRITE_COST = 16.0
-ELEMENTWISE_COST = 16.0
-# Multiply-and-sum instead of matmul for batched dot products (M*N this small, batch
-# this large): BLAS would make one tiny GEMV call per batch entry, while the broadcast
-# temporary is no larger than the operands.
-SMALL_MN = 2
-MANY_BATCH = 16
+# The cost model, in units of one multiply-add of a BLAS GEMM (the EINSUM tuning table):
+# moving one element (a copy made by a transpose that cannot be a view, writing a
+# result, an elementwise multiply-and-sum) costs far more than a GEMM flop. Batched dot
+# products (M*N of at most ``dot_mn``, a batch of at least ``dot_batch``) are a
+# multiply-and-sum: BLAS would make one tiny GEMV call per batch entry, while the
+# broadcast temporary is no larger than the operands.
 
 
 @dataclass(slots=True, kw_only=True)
@@ -233,7 +229,7 @@ class _Builder:
             if len(axes) > 1:
                 self.instr.append(("diag", k, axes))
                 after = [x for i, x in enumerate(labels) if i not in axes] + [lab]
-                self.cost += WRITE_COST * shape[v.labels.index(lab)]
+                self.cost += EINSUM["memory_cost"] * shape[v.labels.index(lab)]
                 step = Step(kind="diagonal", operands=(k,), terms=self.eqstr(labels, out=after))
                 self.note(step, final=False)
                 labels = after
@@ -250,7 +246,7 @@ class _Builder:
             self.instr.append((op, k, tuple(private)))
             total = self.size(labels)
             after = [x for i, x in enumerate(labels) if i not in private]
-            self.cost += ELEMENTWISE_COST * total
+            self.cost += EINSUM["memory_cost"] * total
             alone = len(self.eq.inputs) == 1  # then the sum is the einsum's output
             result = 0 if alone else self.size(after)
             eqs = self.eqstr(labels, out=after)
@@ -306,7 +302,7 @@ class _Builder:
         bp, mp, np_, kp = prod(bsh), prod(msh), prod(nsh), prod(map(size, ks))
         result = bp * mp * np_
         eq = (a.labels, b.labels, tuple(out_labels))
-        if not ks or (mp * np_ <= SMALL_MN and bp >= MANY_BATCH):
+        if not ks or (mp * np_ <= EINSUM["dot_mn"] and bp >= EINSUM["dot_batch"]):
             # Broadcast multiply (and sum over a tiny K): (batch, M, N, K).
             a_order = batch + ms + ks
             b_order = batch + ns + ks
@@ -320,7 +316,7 @@ class _Builder:
             temp = result * kp
             if ks:
                 self.instr.append(("any" if self.boolean else "sum", out, (len(out_labels),)))
-            self.cost += ELEMENTWISE_COST * temp * (2 if ks else 1) + WRITE_COST * result
+            self.cost += EINSUM["memory_cost"] * (temp * (2 if ks else 1) + result)
             self.values.append(_Value(out_labels, out_labels))
             kind = "multiply-and-sum" if ks else "multiply"
             self.note(
@@ -353,7 +349,7 @@ class _Builder:
         if len(ms) != 1 or len(ns) != 1:
             self.emit(("reshape", out, bsh + msh + nsh))
         flops = 2 * result * kp
-        self.cost += flops + COPY_COST * copies + WRITE_COST * result
+        self.cost += flops + EINSUM["memory_cost"] * (EINSUM["copy_factor"] * copies + result)
         self.values.append(_Value(out_labels, out_labels))
         peak_labels = tuple(out_labels) if result >= copies else copy_labels
         self.note(

@@ -25,20 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._tables import EINSUM
 from .plan import Plan
 
 __all__ = ["Program", "Programs", "Spelling", "runner", "write_program"]
 
 Shape = tuple[int, ...]
-# Operands of a GEMM with several batch axes up to this many elements in all go to the
-# library's own matmul (its batch folding in C costs less than the backend's, which
-# lays large operands out for BLAS: a layout that cannot matter while they fit L2).
-SMALL_BATCHED = 1 << 16
-# A batched GEMM operand with at most 1/PACK_RATIO of the other's elements, the other
-# at least PACK_MIN, goes through the spelling's ``pack`` (its copy costs next to
-# nothing beside the GEMM).
-PACK_RATIO = 16
-PACK_MIN = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -79,9 +71,6 @@ class Spelling:
     ops_calls: float  # about how many library calls one `_ops` primitive costs
     view_calls: float = 1.0  # what a reshape, transpose or permutation costs, in calls
     scalar_result: bool = False  # a 0-d result is returned as a scalar (NumPy's einsum)
-    # Applied to the small operand of a large batched GEMM (see PACK_RATIO), bound as
-    # ``_pack``: it may copy the operand into a layout the library's BLAS reads faster.
-    pack: Callable[[Any], Any] | None = None
 
 
 class _Value:
@@ -101,8 +90,6 @@ class _Writer:
         self.spelling = spelling
         self.lines: list[str] = []
         self.names: dict[str, Any] = {"xp": spelling.module, "_ops": ops, "_dtype": dtype}
-        if spelling.pack is not None:
-            self.names["_pack"] = spelling.pack
         self.count = 0
         self.native_gemm = native_gemm
         self.calls = 0.0
@@ -161,15 +148,8 @@ def _matmul(w: _Writer, a: _Value, b: _Value) -> _Value:
         elif m > 1 and n > 1:
             r = _gemm(w, s.mm, shape, shape, a=w.made(a), b=w.made(b))
     elif len(a.shape) == len(b.shape) == 3 and batch_a == batch_b:
-        x, y = w.made(a), w.made(b)
-        if s.pack is not None and s.bmm is not None and w.native_gemm:  # else unused
-            size_a, size_b = math.prod(a.shape), math.prod(b.shape)
-            if size_b * PACK_RATIO <= size_a and size_a >= PACK_MIN:
-                y = w.emit(f"_pack({y})", b.shape, view=True).name
-            elif size_a * PACK_RATIO <= size_b and size_b >= PACK_MIN:
-                x = w.emit(f"_pack({x})", a.shape, view=True).name
-        r = _gemm(w, s.bmm, shape, shape, a=x, b=y)
-    elif math.prod(a.shape) + math.prod(b.shape) <= SMALL_BATCHED:
+        r = _gemm(w, s.bmm, shape, shape, a=w.made(a), b=w.made(b))
+    elif math.prod(a.shape) + math.prod(b.shape) <= EINSUM["small_batched"]:
         r = _gemm(w, s.batched, shape, shape, a=w.made(a), b=w.made(b))
     return r or w.emit(f"_ops.matmul({w.made(a)}, {w.made(b)})", shape)
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from .._tables import CUDA
+
 __all__ = [
     "Geometry",
     "RowView",
@@ -27,6 +29,7 @@ __all__ = [
     "geometry",
     "linear_step",
     "row_block",
+    "row_warps",
     "row_view",
 ]
 
@@ -174,10 +177,6 @@ def linear_step(offsets: tuple[int, ...]) -> tuple[int, int] | None:
     return None
 
 
-# Channels the row kernels loop over (Triton unrolls the loop, so it is bounded).
-MAX_ROW_CHANNELS = 128
-
-
 class RowView(NamedTuple):
     """The row kernels' view of a layout: outer rows, contiguous columns.
 
@@ -208,7 +207,7 @@ def row_view(g: Geometry, has_mask: bool) -> RowView | None:
     linear run along the columns; the channel axis then lies before the shifted axis.
     """
     inner = g.size[4]
-    if g.size[5] != 1 or g.channels > MAX_ROW_CHANNELS:
+    if g.size[5] != 1 or g.channels > CUDA["unroll_channels"]:  # Triton unrolls the loop
         return None
     for strides in (g.big, g.small):
         if strides[3] != inner or (inner > 1 and strides[4] != 1):
@@ -247,17 +246,22 @@ def inverse_phi_rows(
     return outer, strides  # type: ignore[return-value]
 
 
-# Columns per program of the row kernels: measured on an H100 (B=16, C=28, 256x256,
-# float32), one program covering a whole row of up to 512 columns with 4 warps beat
-# tighter blocks that waste fewer lanes (fewer, longer programs keep more loads in
-# flight and leave no partial last wave).
-MIN_ROW_BLOCK = 128
-MAX_ROW_BLOCK = 1024
+WARP = 32  # lanes of a warp (NVIDIA hardware)
 
 
 def row_block(columns: int) -> int:
-    """Columns per program: the power of two covering `columns`, within 128..1024."""
-    block = MIN_ROW_BLOCK
-    while block < columns and block < MAX_ROW_BLOCK:
+    """Columns per program of the row kernels: the power of two covering `columns`,
+    from one column per lane of ``row_warps`` warps up to ``row_block_max`` (measured
+    on an H100, B=16, C=28, 256x256 float32: one program covering a whole row beat
+    tighter blocks that waste fewer lanes; fewer, longer programs keep more loads in
+    flight and leave no partial last wave)."""
+    block = WARP * CUDA["row_warps"]
+    while block < columns and block < CUDA["row_block_max"]:
         block *= 2
     return block
+
+
+def row_warps(block: int) -> int:
+    """Warps per row program: ``row_warps``, twice that for the widest block."""
+    warps: int = CUDA["row_warps"]
+    return 2 * warps if block >= CUDA["row_block_max"] else warps

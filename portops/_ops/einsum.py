@@ -18,7 +18,6 @@ loop runs best never builds them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -56,6 +55,8 @@ from .._einsum.parse import (
 from .._einsum.path import normalize_optimize
 from .._einsum.plan import Plan
 from .._einsum.report import EinsumReport, describe
+from .._plans import PlanCache
+from .._plans import key as plan_key
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 
@@ -263,7 +264,10 @@ def _plan(
     else:
         boolean = bool(xp.isdtype(result_dtype, "bool"))
     merge = "dask" not in getattr(xp, "__name__", "")  # see plan.build
-    lowering = Lowering(eq, shapes, orders, boolean, optimize, memory_limit, names, merge)
+    itemsize = getattr(result_dtype, "itemsize", 8) if merge else 0  # Dask: lazy, chunked
+    lowering = Lowering(
+        eq, shapes, orders, boolean, optimize, memory_limit, names, merge, int(itemsize)
+    )
     if is_plain(subscripts):  # letters name themselves
         lhs, _, _ = subscripts.partition("->")
         equation = f"{lhs}->{''.join(map(chr, eq.output))}"
@@ -282,7 +286,7 @@ def clear_caches() -> None:
     """Empty every einsum plan cache (benchmarks of a first call use it)."""
     _cached_plan.cache_clear()
     _parse_cached.cache_clear()
-    _signatures.clear()
+    PLANS.clear()
 
 
 def _equation_string(eq: Equation, names: dict[int, str]) -> str:
@@ -300,104 +304,38 @@ def _prepare(
     return _lookup(operands, optimize, memory_limit, dtype, casting)[0]
 
 
-_dispatch.define_operation("einsum", _prepare)
+_dispatch.define_operation("einsum", _prepare, lambda a: tuple(a.operands))
 
 
-# -- the per-signature fast path ---------------------------------------------------------
-# A repeated call with the same subscripts, operand types, shapes, strides, dtypes
-# (devices, torch's grad mode) and optimize reuses the implementation chosen the first
-# time: a key, one dict lookup and the implementation's own work.
+# -- plans of repeated calls (portops._plans) ---------------------------------------
+# A repeated call with the same subscripts, optimize and operands' signature runs the
+# plan the chosen strategy made on its first call: a key, one lookup and the plan.
+
+PLANS = PlanCache("einsum")
+_preferences = _dispatch.current_preferences
 
 
-class _Signature(NamedTuple):
-    func: Callable[[EinsumArgs], Any]
-    entry: _Entry
-    xp: Any
-    generation: int  # the registry's generation when chosen (a registration resets)
-    # The implementation's plan for this signature (its planner's answer): a function
-    # of the operands alone, or None to call `func` with the arguments record.
-    run: Callable[..., Any] | None = None
-
-
-_signatures: dict[tuple[Any, ...], _Signature] = {}
-_make_args = EinsumArgs._make
-_SIGNATURES_MAX = 1024
-
-
-# torch's (is_compiling, is_grad_enabled), bound once torch is imported: the cheapest
-# way to read them on every call.
-_torch_state: list[Any] = []
-
-
-def _torch_extra() -> tuple[Any, ...] | None:
-    """What a torch call's choice may depend on beyond its arrays, or None when tracing
-    (torch.compile must see the whole dispatch, not a cached shortcut)."""
-    if not _torch_state:
-        import torch
-
-        _torch_state[:] = (torch.compiler.is_compiling, torch.is_grad_enabled)
-    is_compiling, grad_enabled = _torch_state
-    if is_compiling():
-        return None
-    return (grad_enabled(),)
-
-
-def _signature_key(subscripts: str, ops: tuple[Any, ...], optimize: Any) -> tuple[Any, ...] | None:
-    # One or two NumPy operands, the commonest calls: the same key, built in one go
-    # (a tiny call's overhead is made of such steps).
-    if len(ops) <= 2 and type(ops[0]) in _numpy_types and type(ops[-1]) in _numpy_types:
-        a, b = ops[0], ops[-1]
-        if len(ops) == 1:
-            return (subscripts, optimize, a.shape, a.strides, a.dtype)
-        return (subscripts, optimize, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
-    key: list[Any] = [subscripts, optimize]
-    torch_seen = False
-    for a in ops:
-        fast = _fast_types.get(type(a))
-        if fast is None:
-            return None
-        if fast[0] == NUMPY:
-            key += (a.shape, a.strides, a.dtype)
-        else:
-            # requires_grad: a tensor that needs gradients must not reuse a choice
-            # (numpy.einsum's loop) made for one that does not.
-            key += (a.shape, a.stride(), a.dtype, None if a.is_cpu else a.device, a.requires_grad)
-            torch_seen = True
-    if torch_seen:
-        extra = _torch_extra()
-        if extra is None:
-            return None
-        key += extra
-    return tuple(key)
-
-
-def _fast_call(operands: tuple[Any, ...], optimize: Any) -> Any:
-    """Run a string-subscripts call through the signature cache; NotImplemented when the
-    call does not qualify (non-array operands, an unhashable optimize, prefer, ...)."""
-    if not isinstance(optimize, (str, bool)) or _dispatch._preferred_name("einsum") is not None:
+def _planned_call(operands: tuple[Any, ...], optimize: Any) -> Any:
+    """Run a string-subscripts call through its plan; NotImplemented when the call
+    does not qualify (non-array operands, an unhashable optimize, ...)."""
+    if not isinstance(optimize, (str, bool)):
         return NotImplemented
     ops = operands[1:]
     if not ops:
         return NotImplemented  # the full path raises numpy's error
-    key = _signature_key(operands[0], ops, optimize)
-    if key is None:
+    key = plan_key((operands[0], optimize), *ops)  # None while torch traces: checked first
+    if key is None or _preferences() is not None:
         return NotImplemented
-    hit = _signatures.get(key)
-    if hit is None or hit.generation != _dispatch._generation[0]:
-        # The key shows every operand is a NumPy array or a torch tensor: no conversion.
-        call, entry = _lookup(operands, optimize, None, split=(operands[0], ops))
-        args = call.args
+    plan = PLANS.get(key)
+    if plan is None:
+        # The key shows every operand is an array of one library: no conversion.
+        call, _ = _lookup(operands, optimize, None, split=(operands[0], ops))
         impl = _dispatch.select("einsum", call)
-        run = None if impl.planner is None else impl.planner(args)
-        if len(_signatures) >= _SIGNATURES_MAX:
-            _signatures.clear()
-        generation = _dispatch._generation[0]
-        _signatures[key] = _Signature(impl.func, entry, args.xp, generation, run)
-        return impl.func(args) if run is None else run(*ops)
-    if hit.run is not None:
-        return hit.run(*ops)
-    e = hit.entry
-    return hit.func(_make_args((e.lowering, ops, e.dtype, hit.xp, e.subscripts)))
+        plan = impl.choose(call.args).strategy.plan(call.args) if impl.strategies else None
+        if plan is None:
+            return impl.func(call.args)
+        PLANS.put(key, plan)
+    return plan(*ops)
 
 
 def einsum(
@@ -499,7 +437,7 @@ def einsum(
         and operands
         and type(operands[0]) is str
     ):
-        result = _fast_call(operands, optimize)
+        result = _planned_call(operands, optimize)
         if result is not NotImplemented:
             return result
     casting = check_casting(casting)

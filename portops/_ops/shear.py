@@ -23,6 +23,8 @@ from .. import _dispatch
 from .. import _validate as check
 from .._arrays import inspect_arrays
 from .._dtypes import result_dtype
+from .._plans import PlanCache
+from .._plans import key as plan_key
 from .shift_sum import _check_array, _normalize_mask, _normalize_offsets
 
 __all__ = ["ShearArgs", "dispersion_offsets", "shear", "unshear"]
@@ -138,6 +140,9 @@ def _prepare_shear(
     offsets, fractions = dispersion_offsets(step, shape[cax])
     if fractions is not None:
         _check_fractional_dtype(xp, x, "x")
+    wide = list(shape)
+    wide[ax] += growth(offsets, fractions)
+    check.check_fits(wide, getattr(x.dtype, "itemsize", 8), f"step={step!r}", lib.library)
     m = _normalize_mask(xp, mask, shape, x.dtype)
     args = ShearArgs.make("shear", x, offsets, fractions, ax, cax, m, xp)
     return _dispatch.Call(lib.library, lib.device, args)
@@ -177,8 +182,40 @@ def _prepare_unshear(
     return _dispatch.Call(lib.library, lib.device, args)
 
 
-_dispatch.define_operation("shear", _prepare_shear)
-_dispatch.define_operation("unshear", _prepare_unshear)
+def _arrays(a: ShearArgs) -> tuple[Any, Any]:
+    return (a.array, a.mask)
+
+
+_dispatch.define_operation("shear", _prepare_shear, _arrays)
+_dispatch.define_operation("unshear", _prepare_unshear, _arrays)
+
+# Plans of repeated calls (portops._plans): a plan takes the raw (array, mask).
+SHEAR_PLANS = PlanCache("shear")
+UNSHEAR_PLANS = PlanCache("unshear")
+
+
+def _step_key(step: Any) -> Any:
+    """`step` as a key part: ints and floats, or a list/tuple of them; else None."""
+    if type(step) in (int, float):
+        return step
+    if type(step) in (list, tuple) and all(type(v) in (int, float) for v in step):
+        return ("seq", *step)
+    return None
+
+
+def _call(op: str, plans: PlanCache, array: Any, step: Any, axis: Any, cax: Any, mask: Any) -> Any:
+    """Run `op` through the plan of this call's signature, planning it on a first call."""
+    key = None
+    step_key = _step_key(step)
+    if step_key is not None and type(axis) is int and type(cax) is int:
+        key = plan_key((step_key, axis, cax), array, mask)  # None while torch traces
+        if key is not None and not _dispatch.preferences_active():
+            plan = plans.get(key)
+            if plan is not None:
+                return plan(array, mask)
+    return _dispatch.invoke_planned(
+        op, plans, key, (array, mask), array, step, axis=axis, channel_axis=cax, mask=mask
+    )
 
 
 def shear(
@@ -239,7 +276,7 @@ def shear(
            [0, 2, 2, 0],
            [0, 0, 3, 3]])
     """
-    return _dispatch.invoke("shear", x, step, axis=axis, channel_axis=channel_axis, mask=mask)
+    return _call("shear", SHEAR_PLANS, x, step, axis, channel_axis, mask)
 
 
 def unshear(
@@ -290,4 +327,4 @@ def unshear(
            [2, 3],
            [4, 5]])
     """
-    return _dispatch.invoke("unshear", y, step, axis=axis, channel_axis=channel_axis, mask=mask)
+    return _call("unshear", UNSHEAR_PLANS, y, step, axis, channel_axis, mask)

@@ -9,9 +9,7 @@ same number of dimensions as ``x``.
 
 from __future__ import annotations
 
-import math
 import operator
-import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -19,7 +17,8 @@ from .. import _dispatch
 from .. import _validate as check
 from .._arrays import DASK, as_dask_operands, inspect_arrays
 from .._dtypes import accumulation_dtype, result_dtype
-from .._plans import PlanCache, signature
+from .._plans import PlanCache, int_key
+from .._plans import key as plan_key
 
 __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
 
@@ -228,11 +227,9 @@ def _prepare_forward(
             "shift_sum needs at least one"
         )
     offsets = _normalize_offsets(step, shape[cax])
-    grow = max(offsets)
-    if grow >= 1 << 20:  # only then can the result outgrow x by much
-        y_shape = [n for d, n in enumerate(shape) if d != cax]
-        y_shape[ax - (ax > cax)] += grow
-        _check_result_size(y_shape, x.dtype, f"step={step!r}")
+    y_shape = [n for d, n in enumerate(shape) if d != cax]
+    y_shape[ax - (ax > cax)] += max(offsets)
+    check.check_fits(y_shape, _itemsize(x.dtype), f"step={step!r}", lib.library)
     m = _normalize_mask(xp, mask, shape, x.dtype, "x", lib.library)
     flag = check.flag(keepdims, "keepdims")
     args = ShiftSumArgs.make("forward", x, offsets, ax, cax, m, flag, xp)
@@ -263,7 +260,7 @@ def _prepare_transposed(
     keepdims = check.flag(keepdims, "keepdims")
     if channels is not None:
         channels = check.positive_int(channels, "channels")
-        _check_width(y, step, channels, axis, channel_axis, keepdims)
+        _check_width(y, step, channels, axis, channel_axis, keepdims, lib.library)
     offsets = _normalize_offsets(step, channels)
     n_channels = len(offsets)
     x_ndim = y.ndim if keepdims else y.ndim + 1
@@ -287,13 +284,14 @@ def _prepare_transposed(
     x_shape = list(y.shape)
     x_shape[cax] = n_channels
     x_shape[ax] = y_width - grow
+    check.check_fits(x_shape, _itemsize(y.dtype), f"step with {n_channels} channels", lib.library)
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y", lib.library)
     args = ShiftSumArgs.make("adjoint", y, offsets, ax, cax, m, keepdims, xp)
     return _dispatch.Call(lib.library, lib.device, args)
 
 
 def _check_width(
-    y: Any, step: Any, channels: int, axis: Any, channel_axis: Any, keepdims: bool
+    y: Any, step: Any, channels: int, axis: Any, channel_axis: Any, keepdims: bool, library: str
 ) -> None:
     """Before building ``channels`` offsets: does `y` fit them, and the result memory?
 
@@ -320,30 +318,44 @@ def _check_width(
             f"channels with step {s} need at least {grow}"
         )
     y_shape[cax], y_shape[ax] = channels, y_shape[ax] - grow
-    _check_result_size(y_shape, y.dtype, f"channels={channels}")
+    check.check_fits(y_shape, _itemsize(y.dtype), f"channels={channels}", library)
 
 
-def _check_result_size(shape: list[int], dtype: Any, cause: str) -> None:
-    """Raise when a result of `shape` could not exist in any library (more bytes than
-    an index can address), before anything of that size is built."""
-    if math.prod(shape) * getattr(dtype, "itemsize", 1) > sys.maxsize:
-        raise ValueError(
-            f"{cause} asks for a result of shape {tuple(shape)}, larger than any array can be"
-        )
+def _itemsize(dtype: Any) -> int:
+    """Bytes per element of a dtype of any library (8 where it does not say)."""
+    size = getattr(dtype, "itemsize", None)
+    return int(size) if isinstance(size, int) else 8
 
 
 def _prepare_pinv(y: Any, step: Any, **kwargs: Any) -> _dispatch.Call:
     return _prepare_transposed(y, step, floating_only=True, **kwargs)
 
 
-_dispatch.define_operation("shift_sum", _prepare_forward)
-_dispatch.define_operation("shift_sum_adjoint", _prepare_transposed)
-_dispatch.define_operation("shift_sum_pinv", _prepare_pinv)
+def _arrays(a: ShiftSumArgs) -> tuple[Any, Any]:
+    return (a.array, a.mask)
+
+
+_dispatch.define_operation("shift_sum", _prepare_forward, _arrays)
+_dispatch.define_operation("shift_sum_adjoint", _prepare_transposed, _arrays)
+_dispatch.define_operation("shift_sum_pinv", _prepare_pinv, _arrays)
 
 # Plans of repeated calls (portops._plans): a plan takes (array, mask), the raw arguments.
-FORWARD_PLANS = PlanCache()
-ADJOINT_PLANS = PlanCache()
-PINV_PLANS = PlanCache()
+FORWARD_PLANS = PlanCache("shift_sum")
+ADJOINT_PLANS = PlanCache("shift_sum_adjoint")
+PINV_PLANS = PlanCache("shift_sum_pinv")
+
+
+def _params(
+    step: Any, channels: Any, axis: Any, channel_axis: Any, keepdims: Any
+) -> tuple[Any, ...] | None:
+    """The call's arguments other than its arrays as a plan key part, or None when one
+    is of an unusual type (the full path validates it)."""
+    if type(axis) is not int or type(channel_axis) is not int or type(keepdims) is not bool:
+        return None
+    if channels is not None and type(channels) is not int:
+        return None
+    step_key = int_key(step)
+    return None if step_key is None else (step_key, channels, axis, channel_axis, keepdims)
 
 
 def _call(
@@ -359,9 +371,10 @@ def _call(
 ) -> Any:
     """Run `op` through the plan of this call's signature, planning it on a first call."""
     key = None
-    if not _dispatch.preferences_active():
-        key = signature(array, mask, step, axis, channel_axis, keepdims, channels)
-        if key is not None:
+    params = _params(step, channels, axis, channel_axis, keepdims)
+    if params is not None:
+        key = plan_key(params, array, mask)  # None while torch traces: checked first
+        if key is not None and not _dispatch.preferences_active():
             plan = plans.get(key)
             if plan is not None:
                 return plan(array, mask)

@@ -7,7 +7,6 @@ lengths agree and whose other dimensions broadcast.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,7 +24,8 @@ from .._arrays import (
     namespace_of,
 )
 from .._dtypes import accumulation_dtype
-from .._plans import PlanCache, pair_signature
+from .._plans import PlanCache
+from .._plans import key as _key
 
 __all__ = ["VecdotArgs", "vecdot"]
 
@@ -141,6 +141,9 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
     if s1 != s2:
         _check_shapes(s1, s2, ax, axis)
     args = VecdotArgs.make(x1, x2, ax, check.flag(keepdims, "keepdims"), xp)
+    if s1 != s2:  # broadcasting can make a result far larger than the inputs
+        size = getattr(args.dtype, "itemsize", 8)
+        check.check_fits(args.shape, size, "x1 and x2 broadcast together", library)
     return _dispatch.Call(library, device, args)
 
 
@@ -157,66 +160,12 @@ def _broadcast(s1: tuple[Any, ...], s2: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-_dispatch.define_operation("vecdot", _prepare)
+_dispatch.define_operation("vecdot", _prepare, lambda a: (a.x1, a.x2))
 
 # Plans of repeated calls (portops._plans): a plan takes the raw (x1, x2).
-PLANS = PlanCache()
-# The plan lookup, bound once: a tiny call's overhead is a handful of such lookups,
-# so the signatures of the commonest arrays are built inline in `vecdot` below
-# (without a call to pair_signature) and looked up in the cache's own dict.
+PLANS = PlanCache("vecdot")
 _lookup = PLANS._plans.get
-_PLANS_ON = PLANS.maxsize > 0  # PORTOPS_PLAN_CACHE=0: no keys, no planning
-# The exact ndarray and Tensor types, learnt from the first call that plans one (so
-# that no library is imported here); None until then.
-_ndarray: Any = None
-_tensor: Any = None
-_torch: Any = None
-_COMPLEX: frozenset[Any] = frozenset()  # torch's complex dtypes, once torch is seen
-# torch.compiler.is_compiling() in two cheaper parts, once torch is seen (it calls
-# torch.jit.is_scripting() first, always False outside TorchScript: 100 ns against 45):
-# torch.compile folds a call of is_dynamo_compiling to True, and torch.export's
-# non-strict tracing sets the flag; no plan is used while either traces.
-_is_dynamo_compiling: Any = None
-_compiler: Any = None
-_current_preferences = _dispatch.current_preferences
-_NOT_TRACING = SimpleNamespace(_is_compiling_flag=False)
-
-
-def _learn(t: type) -> bool:
-    """Remember `t` if it is NumPy's ndarray or torch's Tensor (see `vecdot`); whether
-    it is one."""
-    global _ndarray, _tensor, _torch, _COMPLEX, _is_dynamo_compiling, _compiler
-    if t.__module__ == "numpy" and t.__name__ == "ndarray":
-        _ndarray = t
-        return True
-    if t.__module__ == "torch" and t.__name__ == "Tensor":
-        import torch  # already imported: a tensor was passed
-
-        _torch, _tensor = torch, t
-        compiler = torch.compiler
-        if hasattr(compiler, "is_dynamo_compiling") and hasattr(compiler, "_is_compiling_flag"):
-            _is_dynamo_compiling, _compiler = compiler.is_dynamo_compiling, compiler
-        else:  # another torch: the public function alone
-            _is_dynamo_compiling, _compiler = compiler.is_compiling, _NOT_TRACING
-        _COMPLEX = frozenset({torch.complex32, torch.complex64, torch.complex128})
-        return True
-    return False
-
-
-def _signature(x1: Any, x2: Any, axis: int, keepdims: bool) -> Any:
-    """The plan key of a call on two arrays of one type other than the ndarray and
-    Tensor types already seen (see `vecdot`), or None when it gets no plan.
-
-    The first ndarray or Tensor pair gets the flat key `vecdot` builds from then on
-    (for tensors :func:`portops._plans.pair_signature` builds the same one); other
-    types the generic pair signature, whose keys begin with the type and so never
-    equal a flat key, except tensor subclasses (``torch.nn.Parameter``), which get the
-    flat tensor key and share plans with plain tensors.
-    """
-    t = type(x1)
-    if _learn(t) and t is _ndarray:
-        return (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
-    return pair_signature(x1, x2, axis, keepdims)
+_preferences = _dispatch.current_preferences
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
@@ -270,38 +219,10 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> An
     >>> portops.vecdot(np.array([1j, 2]), np.array([1j, 1]))  # conj(x1) . x2
     array(3.+0.j)
     """
-    # The plan key, built inline for ndarray and tensor pairs (see `_signature`): every
-    # attribute read and function call here is a visible part of a tiny call's cost.
-    key: Any = None
-    if _PLANS_ON:
-        t = type(x1)
-        if type(x2) is not t or type(axis) is not int or type(keepdims) is not bool:
-            pass
-        elif t is _tensor:
-            # _plans.pair_signature's key for two tensors, inline (a call costs about
-            # 0.1 us). Tracing is ruled out first: torch.compile cannot read the
-            # preferences' ContextVar directly.
-            tracing = _is_dynamo_compiling() or _compiler._is_compiling_flag
-            if not tracing and _current_preferences() is None:
-                d1, d2 = x1.dtype, x2.dtype
-                key = (
-                    d1, x1.shape, x1.stride(), d2, x2.shape, x2.stride(),
-                    # Both on the CPU (the commonest pair, two cheap reads), else the
-                    # devices' indices.
-                    (x1.is_cpu and x2.is_cpu) or (x1.get_device(), x2.get_device()),
-                    axis, keepdims,
-                    (x1.requires_grad or x2.requires_grad) and _torch.is_grad_enabled(),
-                    # Only complex dtypes have conjugate views (a set lookup costs
-                    # less than reading dtype.is_complex).
-                    (d1 in _COMPLEX and x1.is_conj()) or (d2 in _COMPLEX and x2.is_conj()),
-                )  # fmt: skip
-        elif _dispatch.preferences_active():
-            pass
-        elif t is _ndarray:
-            key = (x1.dtype, x1.shape, x1.strides, x2.dtype, x2.shape, x2.strides, axis, keepdims)
-        else:
-            key = _signature(x1, x2, axis, keepdims)
-        if key is not None:
+    key = None
+    if type(axis) is int and type(keepdims) is bool:
+        key = _key((axis, keepdims), x1, x2)  # None while torch traces: checked first
+        if key is not None and _preferences() is None:
             plan = _lookup(key)
             if plan is not None:
                 return plan(x1, x2)

@@ -1,6 +1,6 @@
 """shear / unshear for NumPy on the CPU: one cache-sized block of the result at a time.
 
-The result is cut into blocks of about :data:`BLOCK_BYTES` along the axes before the
+The result is cut into blocks of about :func:`block_bytes` along the axes before the
 shifted one (never along it, so each block holds whole windows); the blocks are the
 units portops' threads share. Each block of the sheared cube is written while it sits
 in the core's cache: its gaps zeroed and its windows copied in, so the cube goes to
@@ -29,13 +29,14 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from .._caches import l2_bytes
+from .. import _machine
 from .._kernels.geometry import contiguous_strides, linear_step
 from .._ops.shear import ShearArgs
+from .._tables import NUMPY
 from .layout import ChannelGroup, channel_groups, write_masked
 
 __all__ = [
-    "BLOCK_BYTES",
+    "block_bytes",
     "Run",
     "blocks",
     "serial",
@@ -45,10 +46,13 @@ __all__ = [
     "unshear_into",
 ]
 
-# Bytes of the result per block: half of one core's L2 (at least 256 KiB), so that a
-# block and what it reads stay cached together, and large enough that the few NumPy
-# calls per block (microseconds each) stay small beside its copy.
-BLOCK_BYTES = max(1 << 18, l2_bytes() // 2)
+
+def block_bytes() -> int:
+    """Bytes of the result per block: ``block_fraction`` of one core's L2, so that a
+    block and what it reads stay cached together, and large enough that the few NumPy
+    calls per block (microseconds each) stay small beside its copy."""
+    return int(NUMPY["block_fraction"] * _machine.current().l2)
+
 
 Unit = tuple[slice, ...]
 Empty = Callable[[list[int], Any], Any]
@@ -65,9 +69,9 @@ def blocks(
     shape: tuple[int, ...], axis: int, itemsize: int, target: int | None = None
 ) -> list[Unit]:
     """Index tuples that tile a C-contiguous array of `shape` into contiguous blocks
-    of about `target` bytes (default :data:`BLOCK_BYTES`), each whole along `axis` and
+    of about `target` bytes (default :func:`block_bytes`), each whole along `axis` and
     every axis after it (a block may exceed `target` to stay so)."""
-    target = BLOCK_BYTES if target is None else target
+    target = block_bytes() if target is None else target
     ndim = len(shape)
     if axis == 0 or math.prod(shape) == 0:
         return [tuple(slice(None) for _ in shape)]
@@ -232,7 +236,7 @@ def _staged_plan(lib: Any, out: Any, a: ShearArgs, step: int, base: int) -> _Sta
         out.reshape(-1),
         contiguous_strides(shape),
         slab + step * inner,
-        max(1, min(channels, BLOCK_BYTES // (slab * out.itemsize))),
+        max(1, min(channels, block_bytes() // (slab * out.itemsize))),
         base * inner,
         (shape[ax] - width - last) * inner,
     )
@@ -325,7 +329,7 @@ def shear_into(lib: Any, out: Any, a: ShearArgs, run: Run = serial) -> None:
         return
     channels = x.shape[cax]
     lin = linear_step(offsets) if fractions is None else None
-    if lin is not None and cax < ax and out.nbytes >= 4 * BLOCK_BYTES:
+    if lin is not None and cax < ax and out.nbytes >= 4 * block_bytes():  # several blocks
         run(*_staged_work(lib, out, a, *lin))
         return
     groups = _groups(lib, out, x, mask, a)

@@ -35,11 +35,9 @@ from ..._kernels.geometry import (
 )
 from ..._kernels.loader import kernel_name, kernel_source, real_of
 from ..._ops.shift_sum import ShiftSumArgs
+from ..._tables import CUDA
 from ...extend import Priority
 
-_BLOCK = 256
-# Resident blocks per SM for the grid-stride loops (enough to hide memory latency).
-_BLOCKS_PER_SM = 16
 _OPTIONS = ("--std=c++17",)
 _NULL = np.uintp(0)
 
@@ -96,7 +94,7 @@ def _table(offsets: tuple[int, ...], device_id: int) -> Any:
 @cache
 def _grid_limit(device_id: int) -> int:
     sms = cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
-    return int(sms) * _BLOCKS_PER_SM
+    return int(sms) * CUDA["blocks_per_sm"]
 
 
 def _launch(
@@ -104,8 +102,9 @@ def _launch(
 ) -> None:
     device_id = cupy.cuda.Device().id
     fn = _function(kernel_name(kernel, dtypes, g.large), device_id)
-    grid = max(1, min(math.ceil(total / _BLOCK), _grid_limit(device_id)))
-    fn((grid,), (_BLOCK,), args)
+    block = CUDA["threads_per_block"]
+    grid = max(1, min(math.ceil(total / block), _grid_limit(device_id)))
+    fn((grid,), (block,), args)
 
 
 def _strides(a: Any) -> tuple[int, ...] | None:
@@ -304,11 +303,14 @@ def _rows_record(
 
 
 def _tight_block(columns: int) -> int:
-    """The largest block of 128..1024 threads that idles at most an eighth of them."""
-    for block in (1024, 512, 256, 128):
+    """The largest row block (see :func:`row_block`) that idles at most an eighth of its
+    threads; the narrowest otherwise."""
+    block = row_block(1 << 30)
+    while block > row_block(0):
         if -(-columns // block) * block - columns <= columns // 8:
             return block
-    return 128
+        block //= 2
+    return block
 
 
 def _row_table(offsets: tuple[int, ...], inner: int, device_id: int) -> Any:
@@ -317,15 +319,12 @@ def _row_table(offsets: tuple[int, ...], inner: int, device_id: int) -> Any:
     return _table(tuple(o * inner for o in offsets), device_id)
 
 
-# Channel counts up to this get a kernel instance with the count built in (its loop
-# unrolls); more channels read it at run time.
-_UNROLLED_CHANNELS = 64
-
-
 def _launcher(
     kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, channels: int | None = None
 ) -> Any:
-    constants = () if channels is None else (channels if channels <= _UNROLLED_CHANNELS else 0,)
+    constants = (
+        () if channels is None else (channels if channels <= CUDA["unroll_channels"] else 0,)
+    )
     return _function(kernel_name(kernel, dtypes, large, constants), device_id)
 
 

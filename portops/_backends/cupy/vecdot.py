@@ -24,6 +24,7 @@ import numpy as np
 from ... import extend
 from ..._kernels.loader import CTYPES, kernel_source
 from ..._ops.vecdot import VecdotArgs
+from ..._tables import CUDA
 from ...extend import Priority
 
 _lock = threading.Lock()
@@ -75,8 +76,6 @@ def _cupy(a: VecdotArgs) -> Any:
 
 # ----------------------------------------------------------------------------- raw kernels
 
-_SHORT = 32  # rows shorter than this: a thread per row
-_BLOCK = 256
 _RAW = frozenset(
     "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64".split()
 )
@@ -151,15 +150,17 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     large = max(reach, rows, length) >= 2**31 - 2**24
     index = np.int64 if large else np.int32
     acc = "float" if dtype.name == "float16" else CTYPES[dtype.name]
-    kind = "vecdot_thread_rows" if length < _SHORT else "vecdot_block_rows"
+    kind = "vecdot_thread_rows" if length < CUDA["vecdot_short_rows"] else "vecdot_block_rows"
     name = f"portops::{kind}<{CTYPES[dtype.name]}, {acc}, {'long long' if large else 'int'}>"
     device_id = x1.device.id
     fn = _raw_function(name, device_id)
     if kind == "vecdot_thread_rows":
-        grid, block = (math.ceil(rows / _BLOCK),), (_BLOCK,)
+        block_size = CUDA["threads_per_block"]
+        grid, block = (math.ceil(rows / block_size),), (block_size,)
     else:
-        # Few rows: wide blocks, so that enough loads are in flight to fill the GPU.
-        threads = 1024 if rows < 2 * _sms(device_id) else _BLOCK
+        # Few rows (fewer blocks than two per SM): the widest blocks CUDA allows, so
+        # that enough loads are in flight to fill the GPU.
+        threads = 1024 if rows < 2 * _sms(device_id) else CUDA["threads_per_block"]
         grid, block = (rows,), (min(threads, 32 * math.ceil(length / 32)),)
     scalars = tuple(index(v) for v in (rows, length, *strides))
     out_shape = tuple(shape)

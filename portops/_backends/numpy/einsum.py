@@ -1,6 +1,7 @@
-"""NumPy einsum: the batched-matmul lowering with NumPy's own functions (views where
-possible), making sure every matrix handed to ``matmul`` is one BLAS can read; and
-``numpy.einsum``'s own loop where no GEMM is to be had (see :func:`loop_wins`)."""
+"""NumPy einsum, two strategies: ``lowering``, the batched-matmul lowering with NumPy's
+own functions (views where possible), making sure every matrix handed to ``matmul`` is
+one BLAS can read; and ``loop``, ``numpy.einsum``'s own C loop, where no GEMM is to be
+had or the operands are tiny (see :func:`loop_wins`)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from ..._einsum.execute import ArrayAPIOps, cast, run
 from ..._einsum.plan import Step
 from ..._einsum.program import Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
+from ..._strategy import Strategies, Strategy
+from ..._tables import NUMPY
 from ...extend import Priority
 from .c_loops import c_einsum
-from .vecdot import SHORT_BYTES
 
-__all__ = ["loop_order", "loop_wins", "tiny"]
+__all__ = ["copy_if_view", "loop_order", "loop_wins", "tiny"]
 
 
 def _blas_ready(x: np.ndarray) -> bool:
@@ -94,36 +96,45 @@ class NumpyOps(ArrayAPIOps):
 _OPS = NumpyOps()
 
 
-def numpy_matmul(a: EinsumArgs) -> Any:
-    """Batched matmul lowering with NumPy views and BLAS-ready layouts."""
-    operands = cast(a.operands, a.dtype, _OPS)
-    if a.dtype.kind == "O":  # Python objects: no BLAS to lower to
-        return np.einsum(a.subscripts, *operands)
-    r = run(a.plan, operands, _OPS, a.plan_for)
-    return r[()] if r.ndim == 0 else r  # a NumPy scalar, as numpy.einsum returns
-
-
 def _no_casts(a: EinsumArgs) -> bool:
     return all(x.dtype == a.dtype for x in a.operands)
 
 
-# Planners: for later calls with the same signature (library, subscripts, shapes,
-# strides, dtypes), a function of the operands alone, with what depends only on the
-# signature (the plan, the loop order) fixed once. None where operands need casting.
+def copy_if_view(a: EinsumArgs) -> bool:
+    """Whether a result may be a view of an operand (one operand, nothing summed: a
+    transpose or a diagonal), which the plans then copy: no result aliases an input."""
+    ins = a.lowering.equation.inputs
+    if len(ins) != 1:
+        return False
+    return set(a.lowering.equation.output) == set(ins[0])
 
 
-def plan_matmul(a: EinsumArgs) -> Callable[..., Any] | None:
-    """:func:`numpy_matmul` with its plan written out as straight-line code."""
-    if not _no_casts(a) or a.dtype.kind == "O" or a.lowering.slices:
-        return None
-    plan, plan_for = a.plan, a.plan_for
+def _cast(a: EinsumArgs) -> Callable[..., Any]:
+    """The operands in the result dtype (numpy's rule)."""
+    dtype = a.dtype
+    return lambda *ops: cast(ops, dtype, _OPS)
+
+
+def _lowering_plan(a: EinsumArgs) -> Callable[..., Any]:
+    """The lowering with its plan written out as straight-line code (from the second
+    call of the signature; the first interprets it)."""
+    plan, plan_for, cast_ops = a.plan, a.plan_for, _cast(a)
+    copy = copy_if_view(a)
 
     def lowered(*operands: Any) -> Any:
         r = run(plan, operands, _OPS, plan_for)
         return r[()] if r.ndim == 0 else r
 
     dtype = a.dtype
-    return runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), dtype.kind in "fc"), lowered)
+    if a.lowering.slices or dtype.kind == "O":
+        body: Callable[..., Any] = lowered
+    else:
+        body = runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), dtype.kind in "fc"), lowered)
+    if copy:
+        return lambda *ops: np.array(body(*cast_ops(*ops)))
+    if _no_casts(a):
+        return body
+    return lambda *ops: body(*cast_ops(*ops))
 
 
 # GEMMs of floating and complex operands that need no layout check spelled directly
@@ -148,21 +159,24 @@ SPELLING = Spelling(
 _PROGRAMS = Programs(SPELLING)
 
 
-def plan_einsum_loop(a: EinsumArgs) -> Callable[..., Any] | None:
-    """:func:`numpy_einsum_loop` with its subscripts and loop order fixed."""
-    if not _no_casts(a):
-        return None
-    subscripts = a.subscripts
-    order = loop_order(subscripts, list(a.operands))
+def _loop_plan(a: EinsumArgs) -> Callable[..., Any]:
+    """numpy.einsum's C loop with its subscripts and loop order fixed."""
+    subscripts, cast_ops = a.subscripts, _cast(a)
+    order = loop_order(subscripts, list(cast(a.operands, a.dtype, _OPS)))
     # A partial runs in C: no Python frame between the call and the loop.
-    if order == "K":
-        return functools.partial(c_einsum, subscripts)
-    return functools.partial(c_einsum, subscripts, order=order)
+    kwargs = {} if order == "K" else {"order": order}
+    loop = functools.partial(c_einsum, subscripts, **kwargs)
+    if copy_if_view(a):
+        return lambda *ops: np.array(loop(*cast_ops(*ops)))
+    if _no_casts(a):
+        return loop
+    return lambda *ops: loop(*cast_ops(*ops))
 
 
 def numpy_einsum(a: EinsumArgs) -> Any:
     """numpy.einsum itself (with its own optimize=True), for comparison."""
-    return np.einsum(a.subscripts, *cast(a.operands, a.dtype, _OPS), optimize=True)
+    r = np.einsum(a.subscripts, *cast(a.operands, a.dtype, _OPS), optimize=True)
+    return np.array(r) if copy_if_view(a) else r
 
 
 # When numpy.einsum's single C loop (no optimize) beats the lowering:
@@ -171,24 +185,21 @@ def numpy_einsum(a: EinsumArgs) -> Any:
 #   temporary, where the lowering writes the product and reads it back (tall-skinny
 #   ``nc,nc->n``, 10^6 x 2: 4.6 ms against 22 ms on a 2-core AMD EPYC);
 # - for any number of operands, on inputs so small that the loop's products cost less
-#   than the lowering's Python: about a microsecond per instruction, against about a
-#   nanosecond per counted product with two operands and several with more (the loop
-#   steps one iterator per operand at every point: 2-9 ns with four operands on a 2-core
-#   AMD EPYC), so the products are weighted by the n - 1 pairwise steps. The lowering
-#   runs about INSTRUCTIONS_PER_STEP instructions per pairwise step (lay out each
+#   than the lowering's Python: a call costs what about ``einsum_loop_flops`` counted
+#   products do (more with more operands: the loop steps one iterator per operand at
+#   every point), so the products are weighted by the n - 1 pairwise steps. The
+#   lowering runs about INSTRUCTIONS_PER_STEP calls per pairwise step (lay out each
 #   operand, multiply, shape the result), one to finish and about LOWERING_SETUP
-#   instructions' worth to set the program up and cast the operands. The estimate needs
-#   only the label sizes, so the loop is chosen without building the plan.
+#   calls' worth to set the program up and cast the operands. The estimate needs only
+#   the label sizes, so the loop is chosen without building the plan.
 # - for an outer product of two operands (a multiply whose M and N both exceed 1): NumPy's
 #   loop writes it in one pass, faster than the ufunc's broadcast multiply (``i,j->ij``
 #   float32, 256^2: 20-28 us against 29-47 us; 2048^2: 1.8 ms against 2.1 ms, on a 2-core
 #   AMD EPYC). A multiply of equal shapes (Hadamard) is the ufunc's own best case.
 # - a matrix-vector product (a matmul step whose M or N is 1) stays with BLAS's gemv:
-#   on an idle machine its threads read the matrix faster than the loop's single one
-#   (``ij,j->i``, 4096 x 1024 float32, 2-core Xeon: 338 us against 739 us).
+#   on an idle machine its threads read the matrix faster than the loop's single one.
 LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
-LOOP_FLOPS_PER_INSTRUCTION = 1000
-INSTRUCTIONS_PER_STEP = 4
+INSTRUCTIONS_PER_STEP = 4  # the lowering's shape: layouts, the product, the result
 LOWERING_SETUP = 2
 
 
@@ -203,7 +214,7 @@ def tiny(a: EinsumArgs) -> bool:
     low = a.lowering
     steps = max(low.n_operands - 1, 1)
     instructions = INSTRUCTIONS_PER_STEP * steps + 1 + LOWERING_SETUP
-    return low.naive_flops * steps <= LOOP_FLOPS_PER_INSTRUCTION * instructions
+    return low.naive_flops * steps <= NUMPY["einsum_loop_flops"] * instructions
 
 
 def loop_wins(a: EinsumArgs, *, outer_products: bool = True) -> str | None:
@@ -224,22 +235,16 @@ def loop_wins(a: EinsumArgs, *, outer_products: bool = True) -> str | None:
 
 def loop_order(subscripts: str, operands: list[np.ndarray]) -> Literal["K", "F"]:
     """``"F"`` for batched dot products of short C-contiguous rows (``ab,ab->a`` with
-    rows of at most SHORT_BYTES): one pass per column beats a loop call per row (see
-    :mod:`portops._backends.numpy.vecdot`); ``"K"`` otherwise."""
+    rows of at most ``column_bytes``): one pass per column beats a loop call per row
+    (see :mod:`portops._backends.numpy.vecdot`); ``"K"`` otherwise."""
     ins, _, out = subscripts.partition("->")
     terms = ins.split(",")
     if len(terms) != 2 or terms[0] != terms[1] or len(terms[0]) != 2 or out != terms[0][0]:
         return "K"
     x, y = operands
-    if x.shape != y.shape or x.shape[1] * x.itemsize > SHORT_BYTES:
+    if x.shape != y.shape or x.shape[1] * x.itemsize > NUMPY["column_bytes"]:
         return "K"
     return "F" if x.flags.c_contiguous and y.flags.c_contiguous else "K"
-
-
-def numpy_einsum_loop(a: EinsumArgs) -> Any:
-    """numpy.einsum without optimize: one C loop, no temporaries (small or GEMM-free)."""
-    ops = cast(a.operands, a.dtype, _OPS)
-    return c_einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
 
 
 def _native_applies(a: EinsumArgs) -> str | None:
@@ -247,24 +252,48 @@ def _native_applies(a: EinsumArgs) -> str | None:
         return "memory_limit needs chunking, which numpy.einsum does not do"
     if not a.subscripts.isascii():
         return "more labels than numpy.einsum's 52 letters"
+    if getattr(a.dtype, "kind", None) == "O":
+        return "object operands: numpy.einsum itself"
     return None
 
 
+def choose(a: EinsumArgs) -> tuple[str, str]:
+    """(strategy, rule) of a NumPy einsum call."""
+    if a.dtype.kind == "O":
+        return "loop", "object operands: numpy.einsum's loop (no BLAS for Python objects)"
+    reason = loop_wins(a)
+    if reason is None:
+        if tiny(a):
+            return "loop", "tiny operands: the loop's products cost less than the lowering's calls"
+        return "loop", "no GEMM in the plan: the loop reads each operand once, no temporary"
+    return "lowering", reason
+
+
+STRATEGIES = Strategies(
+    [
+        Strategy(
+            "lowering",
+            "each pairwise step one batched matmul, BLAS-ready layouts, straight-line code",
+            _lowering_plan,
+        ),
+        Strategy(
+            "loop",
+            "numpy.einsum's C loop: no temporaries, no GEMM",
+            _loop_plan,
+            applies=_native_applies,
+        ),
+    ],
+    choose=choose,
+)
+
 extend.register(
     "einsum",
-    "numpy_matmul",
+    "numpy",
     libraries=["numpy"],
     priority=Priority.SPECIALIZED,
-    planner=plan_matmul,
-)(numpy_matmul)
-extend.register(
-    "einsum",
-    "numpy_einsum_loop",
-    libraries=["numpy"],
-    priority=Priority.OVERRIDE,
-    applies=loop_wins,
-    planner=plan_einsum_loop,
-)(numpy_einsum_loop)
+    summary="batched-matmul lowering (BLAS) or numpy.einsum's C loop, whichever wins",
+    strategies=STRATEGIES,
+)
 extend.register(
     "einsum", "numpy_einsum", libraries=["numpy"], priority=Priority.NATIVE, applies=_native_applies
 )(numpy_einsum)

@@ -1,10 +1,10 @@
-"""NumPy shift_sum family: blocked, spread over threads, masks fused per channel.
+"""NumPy shift_sum family: four forward strategies, two adjoint ones, over threads.
 
 The forward operator is memory-bound, and a slice-add into a window of ``y`` is a
 *strided* operation (rows of ``W`` elements at a stride of ``W + max(o)``) that NumPy
-runs several times slower than a contiguous one. So each block of rows is summed
-into a flat accumulator whose rows have x's length ``W``: channel ``c`` is one
-contiguous add at flat offset ``o_c``, and ``x`` is read once, in long runs.
+runs several times slower than a contiguous one. So the ``blocked`` strategy sums each
+block of rows into a flat accumulator whose rows have x's length ``W``: channel ``c``
+is one contiguous add at flat offset ``o_c``, and ``x`` is read once, in long runs.
 
 Element ``(r, j)`` of ``y`` lands at flat position ``r * W + j``, which it shares
 with ``(r - 1, j + W)``, ``(r + 1, j - W)``, ...: a channel's last ``o_c`` columns
@@ -14,10 +14,15 @@ all channels of offset ``<= o`` are in, the columns ``[o, next offset)`` of ``y`
 complete: they are copied out and zeroed before the next channel wraps into them.
 Nothing is ever subtracted, so the sums are as exact as a slice-add loop's.
 
-NumPy releases the GIL inside ufuncs, so a thread pool spreads blocks over the cores;
-blocks are large because every NumPy call hands the GIL over twice. Small arrays with
-few rows per channel skip all this for the sheared sum (two NumPy calls in all, see
-below) or a plain slice-add loop (window copies for the adjoint).
+The other strategies: ``strided`` for an x whose rows are strided (channels-last
+data), blocked so that every channel's gather reads the block from the cache;
+``sheared`` and ``loop`` for a small x (fits a core's L2) with few rows per channel,
+which pay less set-up than blocks. The adjoint copies each channel's window of ``y``
+(times the mask) into the result: ``windows`` for a small result, ``blocked`` (block by
+block over threads) otherwise.
+
+NumPy releases the GIL inside ufuncs, so portops' thread pool spreads blocks over the
+cores, one thread per ``thread_grain`` bytes moved (see :func:`portops._threads.workers`).
 """
 
 from __future__ import annotations
@@ -33,71 +38,21 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import _buffers as buffers
-from ... import _threads, extend
-from ..._caches import cache_bytes, l2_bytes, l3_share_bytes
+from ... import _machine, _threads, extend
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import linear_step
 from ..._ops.shift_sum import ShiftSumArgs
+from ..._strategy import Strategies, Strategy
+from ..._tables import NUMPY
 from ...extend import Priority
 
-# Elements of output per block of the adjoint: fits a 1-2 MiB L2.
-_BLOCK_ELEMENTS = 1 << 17
-# ... and of the forward: larger, as each block pays a copy-out per distinct offset.
-_FORWARD_BLOCK = 1 << 20
-
-
-# Sizes (elements of x) where the approach changes, derived from the cache and core
-# count this machine reports (the factors measured on a 2-core virtual machine with
-# 2 MiB of L2 per core, where they come to 1, 8, 4 and 4 Mi elements):
-# - below _SMALL_*, a plain slice-add (window-copy) loop costs less than setting up
-#   blocks: its strided adds stay fast while x fits in the cores' L2 (the adjoint's
-#   window copies, four times that); the forward's, as long as each channel has few
-#   rows (see _LOOP_ROWS);
-# - below _THREADED_*, the threads' GIL hand-overs (two per NumPy call, microseconds
-#   each) cost more than they save: each thread needs about 4 Mi elements (forward)
-#   or 2 Mi (adjoint) of work.
-_CORES = _threads.available_cores()
-_L2_ELEMENTS = l2_bytes() * _CORES // 4  # float32 elements that fit the cores' L2
-_SMALL_FORWARD = _L2_ELEMENTS
-_SMALL_ADJOINT = 4 * _L2_ELEMENTS
-_THREADED_FORWARD = max(_SMALL_FORWARD, (1 << 22) * _CORES)
-_THREADED_ADJOINT = max(_SMALL_ADJOINT, (1 << 21) * _CORES)
-# Rows per channel (the product of the dims before the shifted one, channels aside)
-# from which the blocked forward beats the sheared sum (and the slice-add loop) on a
-# small x: those restart NumPy's inner loop on every row of every channel, the blocked
-# kernel adds each channel in one contiguous run but makes about three more NumPy calls
-# per channel (the copy-out and zeroing of its finished columns), and a NumPy call
-# costs about as much as some tens of inner-loop restarts. Not a matter of cache
-# sizes: both sides are interpreter and iterator overhead, which scale together from
-# machine to machine.
-_LOOP_ROWS = 128
-# The sheared sum adds padded rows of W + grow elements per channel where the loop adds
-# W: past this many times W of padding (twice the elements added), it loses. Twice
-# that with the channel axis after the shifted one (channels last): there the loop
-# gathers each channel at a stride through all of x, which costs more than the
-# sheared sum's one transpose in L1-sized chunks and its longer contiguous adds.
-_SHEARED_GROWTH = 1
-# Bytes of x per forward block when its rows are strided (channels-last data, say):
-# every channel reads the block again, so it should stay in the cache; but each
-# channel costs a NumPy call per block, about as much as a few thousand strided
-# element adds, so blocks are as large as that allows: a quarter of a core's share of
-# the L3 (the rest holds y's rows and the other threads' blocks), or half its L2 where
-# there is no L3. On a 2-core AMD EPYC (1 MiB L2, 32 MiB L3), B=1, C=28, 256x256
-# channels last: 4 MiB blocks 1.9 ms, 1 MiB 3.8 ms, whole halves of x (16 MiB, one
-# per thread) 15 ms at B=16, C=8.
-_GATHER_BYTES = max(l2_bytes() // 2, l3_share_bytes() // 4)
-# Elements of x from which the strided forward is spread over the threads: its adds
-# cost several times a contiguous add per element, so threads repay their hand-overs
-# from a smaller x than the contiguous forward's, from about twice the cores' L2 (the
-# AMD EPYC above: B=1, C=28, 256x256, 1.8 Mi elements, 2.0 ms on two threads against
-# 3.0 ms on one; C=8, 512 Ki elements, 0.53 ms against 0.45 ms).
-_THREADED_STRIDED = 2 * _L2_ELEMENTS
-# Bytes of x per chunk when the sheared sum transposes strided rows (channels last):
-# each channel reads the chunk at a stride, so it must stay in one core's L1 (half).
-_TRANSPOSE_BYTES = cache_bytes(1, 32 << 10) // 2
+__all__ = ["choose_forward", "forward_plan", "run_units", "strided_rows"]
 
 _local = threading.local()
-worker_count = _threads.effective_threads
+Run = Callable[[Any, Any], np.ndarray]
+Unit = tuple[tuple[int, ...], slice]
+
+# -------------------------------------------------------------------------- layouts
 
 
 class Layout(NamedTuple):
@@ -156,18 +111,12 @@ def _layout(x: np.ndarray, a: ShiftSumArgs) -> Layout:
     return Layout(xv, mv, outer, xv.shape[-2], max(a.offsets), xv.shape[-1])
 
 
-def _blocks(
-    outer: tuple[int, ...],
-    row_elements: int,
-    target: int = _BLOCK_ELEMENTS,
-    workers: int | None = None,
-) -> list[tuple[tuple[int, ...], slice]]:
+def _blocks(outer: tuple[int, ...], row_elements: int, target: int, workers: int) -> list[Unit]:
     """Work units of about `target` elements, given the elements per outer row.
 
     A unit is an index into the leading outer dims and a range of the next one; it
     covers every dim after that range. Ranges are of even length, and their count a
-    multiple of `workers` (default: the worker count) where the dim allows, so the
-    threads finish together.
+    multiple of `workers` where the dim allows, so the threads finish together.
     """
     if not outer:
         return [((), slice(None))]
@@ -180,7 +129,6 @@ def _blocks(
     last = outer[split]
     count = -(-last // max(1, target // max(1, below)))
     if split == first:
-        workers = worker_count() if workers is None else workers
         count = min(last, -(-count // workers) * workers)
     step = -(-last // count)
     return [
@@ -190,14 +138,18 @@ def _blocks(
     ]
 
 
-def _run(units: list[Any], work: Callable[[Iterable[Any]], None], threaded: bool) -> None:
-    """Run `work` over `units`, spread over this thread and the pool if `threaded`.
+def _block_elements(fraction: float, itemsize: int) -> int:
+    """Elements of a block filling `fraction` of one core's L2."""
+    return max(1, int(fraction * _machine.current().l2) // itemsize)
+
+
+def run_units(units: list[Any], work: Callable[[Iterable[Any]], None], workers: int) -> None:
+    """Run `work` over `units` on this thread and up to `workers - 1` of the pool's.
 
     Each thread takes the next unit when it is free, so a core that is busy elsewhere
     (a noisy host, another library's threads) delays only its own units.
     """
-    n = worker_count()
-    if not threaded or n == 1 or len(units) == 1:
+    if workers <= 1 or len(units) == 1:
         work(units)
         return
     queue = iter(units)
@@ -213,7 +165,8 @@ def _run(units: list[Any], work: Callable[[Iterable[Any]], None], threaded: bool
 
     _threads.enter()
     try:
-        helpers = _threads.submit_helpers(lambda: work(take()), min(n, len(units)) - 1, n)
+        count = min(workers, len(units)) - 1
+        helpers = _threads.submit_helpers(lambda: work(take()), count, workers)
         try:
             work(take())
         finally:
@@ -224,6 +177,10 @@ def _run(units: list[Any], work: Callable[[Iterable[Any]], None], threaded: bool
         _threads.leave()
     for helper in started:
         helper.result()
+
+
+def _workers(nbytes: int) -> int:
+    return _threads.workers(nbytes, NUMPY["thread_grain"])
 
 
 def _scratch(slot: str, size: int, dtype: np.dtype) -> np.ndarray:
@@ -268,11 +225,14 @@ def _as_words(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.dtype) -> None:
-    """Fill ``y`` (``(*outer, W + grow, inner)``, contiguous, dtype `acc`)."""
-    if not _rows_contiguous(lay.x):
-        _strided_forward_into(y, lay, offsets)
-        return
+# -------------------------------------------------------------------------- the forward
+
+
+def _forward_into(
+    y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.dtype, workers: int
+) -> None:
+    """Fill ``y`` (``(*outer, W + grow, inner)``, contiguous, dtype `acc`) from an x
+    with contiguous rows, block by block."""
     xv, mv, outer, width, grow, inner = lay
     row, out_row = width * inner, (width + grow) * inner
     # Channels by flat offset, ascending (the smallest is 0).
@@ -310,35 +270,21 @@ def _forward_into(y: np.ndarray, lay: Layout, offsets: tuple[int, ...], acc: np.
                     done.fill(0)  # the next channels wrap into these columns
                     yr[:, stop:following] = 0  # no channel reaches these (grow > W)
 
-    threaded = xv.size >= _THREADED_FORWARD
-    _run(_blocks(outer, out_row, _FORWARD_BLOCK, None if threaded else 1), work, threaded)
-
-
-def _strided_units(
-    outer: tuple[int, ...], row_elements: int, size: int, itemsize: int
-) -> tuple[list[tuple[tuple[int, ...], slice]], bool]:
-    """(units, threaded) of the strided forward (see _strided_forward_into)."""
-    threaded = size >= _THREADED_STRIDED
-    target = max(1, _GATHER_BYTES // itemsize)
-    return _blocks(outer, row_elements, target, None if threaded else 1), threaded
+    target = _block_elements(NUMPY["forward_block_l2"], acc.itemsize)
+    run_units(_blocks(outer, out_row, target, workers), work, workers)
 
 
 def _strided_forward_into(
-    y: np.ndarray,
-    lay: Layout,
-    offsets: tuple[int, ...],
-    units: list[tuple[tuple[int, ...], slice]] | None = None,
-    threaded: bool = False,
+    y: np.ndarray, lay: Layout, offsets: tuple[int, ...], workers: int
 ) -> None:
     """Fill ``y`` from an x whose rows are strided (channels-last data, say).
 
     Every channel's add reads x at a stride, one element per cache line or so, at the
     same speed wherever it lands: so each channel is added straight into its window of
     ``y``'s block, one NumPy call per channel and block (a mask times the channel into
-    a contiguous scratch first). Blocks are as large as a core's share of the cache
-    keeps while every channel reads them again (_GATHER_BYTES), and the threads share
-    them from the size where one NumPy call's work outweighs its hand-over. `units`
-    and `threaded` are :func:`_strided_units`' (a plan's, precomputed), else derived.
+    a contiguous scratch first). Blocks fill ``block_fraction`` of a core's L2 or its
+    share of the L3, whichever is larger: every channel reads them again from there,
+    and each channel's NumPy call per block is repaid by as much work as that allows.
     """
     xv, mv, outer, width, _, inner = lay
     first = offsets.index(0)  # its copy initialises the block's first W columns
@@ -363,9 +309,11 @@ def _strided_forward_into(
                 else:
                     np.add(dst, xc, out=dst, casting="unsafe")
 
-    if units is None:
-        units, threaded = _strided_units(outer, len(offsets) * width * inner, xv.size, xv.itemsize)
-    _run(units, work, threaded)
+    m = _machine.current()
+    gather = max(m.l2, m.l3_per_core) * NUMPY["block_fraction"]
+    target = max(1, int(gather) // xv.itemsize)
+    units = _blocks(outer, len(offsets) * width * inner, target, workers)
+    run_units(units, work, workers)
 
 
 def _rows_contiguous(xv: np.ndarray) -> bool:
@@ -375,41 +323,30 @@ def _rows_contiguous(xv: np.ndarray) -> bool:
     return (inner == 1 or xv.strides[-1] == item) and (width == 1 or xv.strides[-2] == inner * item)
 
 
-def _forward_kind(shape: tuple[int, ...], cax: int, ax: int, grow: int) -> str:
-    """Which forward kernel an x of `shape` takes: ``"blocked"``, ``"sheared"`` (small
-    x with few rows per channel) or ``"loop"`` (the same, where the sheared sum's padded
-    rows would be too long, or x is empty)."""
-    size = math.prod(shape)
-    if size > _SMALL_FORWARD:
-        return "blocked"
-    rows = math.prod(n for d, n in enumerate(shape[:ax]) if d != cax)
-    if rows >= _LOOP_ROWS:
-        return "blocked"
-    limit = _SHEARED_GROWTH * shape[ax] * (2 if cax > ax else 1)
-    return "sheared" if size and grow <= limit else "loop"
+def _forward_bytes(a: ShiftSumArgs) -> int:
+    """Bytes a forward call moves: x read, y written."""
+    x = a.array
+    return x.size * x.itemsize + math.prod(a.shape) * np.dtype(a.acc_dtype).itemsize
 
 
-def _small_plan(a: ShiftSumArgs, kind: str) -> Callable[[Any, Any], np.ndarray]:
-    return _sheared_forward_plan(a) if kind == "sheared" else _small_forward_plan(a)
-
-
-def forward(a: ShiftSumArgs) -> np.ndarray:
-    """Shift-and-sum: the sheared sum or a slice-add loop for small arrays, else the
-    blocked kernel."""
+def _blocked_forward(a: ShiftSumArgs) -> np.ndarray:
+    """The blocked (or strided) forward of normalised arguments."""
     x = np.asarray(a.array)
     out_dtype, acc = np.dtype(a.dtype), np.dtype(a.acc_dtype)
-    kind = _forward_kind(x.shape, a.channel_axis, a.axis, max(a.offsets))
-    if kind != "blocked":
-        return _small_plan(a._replace(array=x), kind)(x, a.mask)
     lay = _layout(x, a)
     y = buffers.empty((*lay.outer, lay.width + lay.grow, lay.inner), acc)
     if y.size:
-        if lay.x.size:
-            _forward_into(y, lay, a.offsets, acc)
-        else:
+        if lay.x.size == 0:
             y[...] = 0
+        elif _rows_contiguous(lay.x):
+            _forward_into(y, lay, a.offsets, acc, _workers(_forward_bytes(a)))
+        else:
+            _strided_forward_into(y, lay, a.offsets, _workers(_forward_bytes(a)))
     # (*outer, W', inner) holds the elements in the order of x's layout without channels.
     return y.astype(out_dtype, copy=False).reshape(a.shape)
+
+
+# ----------------------------------------------------------------------------- the adjoint
 
 
 def _adjoint_into(
@@ -437,9 +374,10 @@ def _adjoint_into(
                         window, mb[c if mb.shape[0] > 1 else 0], out=ob[c], casting="unsafe"
                     )
 
-    threaded = out.size >= _THREADED_ADJOINT
-    units = _blocks(outer, (width + lay.grow) * inner, workers=None if threaded else 1)
-    _run(units, work, threaded)
+    workers = _workers(2 * out.size * out.itemsize)
+    row = (width + lay.grow) * inner
+    target = _block_elements(NUMPY["block_fraction"], out.itemsize)
+    run_units(_blocks(outer, row, target, workers), work, workers)
 
 
 def _canonical_y(y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
@@ -448,34 +386,14 @@ def _canonical_y(y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
     return view
 
 
-def _adjoint_small(out: np.ndarray, y: np.ndarray, a: ShiftSumArgs) -> np.ndarray:
-    """Window copies on the channels-first views: least overhead for tiny arrays."""
-    ov = np.moveaxis(out, a.channel_axis, 0)
-    yv = np.moveaxis(y, a.channel_axis, 0)[0]
-    mv = None if a.mask is None else np.moveaxis(a.mask, a.channel_axis, 0)
-    if mv is not None and np.iscomplexobj(mv):
-        mv = np.conj(mv)
-    k = a.axis - (a.axis > a.channel_axis)
-    width = ov.shape[k + 1]
-    lead = (slice(None),) * k
-    for c, o in enumerate(a.offsets):
-        window = yv[(*lead, slice(o, o + width))]
-        if mv is None:
-            ov[c] = window
-        else:
-            np.multiply(window, mv[c if mv.shape[0] > 1 else 0], out=ov[c])
-    return out
-
-
-def adjoint(a: ShiftSumArgs) -> np.ndarray:
-    """Each channel's window of ``y`` copied (times the mask) straight into the result."""
+def _blocked_adjoint(a: ShiftSumArgs) -> np.ndarray:
+    """Each channel's window of ``y`` copied (times the mask) into the result, block by
+    block over threads."""
     y = np.asarray(a.array)
     dtype = np.dtype(a.dtype)
     out = buffers.empty(a.shape, dtype)
     if out.size == 0:
         return out
-    if out.size <= _SMALL_ADJOINT:
-        return _adjoint_small(out, y, a)
     # Only the layout's shapes and mask view are used: read them from a stride-0 stand-in
     # for `out`, which reshapes as a view whatever the axes (out is not written yet).
     lay = _layout(np.broadcast_to(np.empty((), dtype=dtype), out.shape), a)
@@ -492,35 +410,9 @@ def adjoint(a: ShiftSumArgs) -> np.ndarray:
     return out
 
 
-def pinv(a: ShiftSumArgs) -> np.ndarray:
-    """``A^H (y / Phi)``, with ``Phi`` from the same blocked forward."""
-    x: np.ndarray = generic.pinv(a, forward, adjoint)
-    return x
-
-
-def add_at(a: ShiftSumArgs) -> np.ndarray:
-    """``np.add.at`` scatter of every element to its shifted position (alternative)."""
-    x = np.asarray(a.array)
-    dtype = np.dtype(a.dtype)
-    z = x if a.mask is None else x * a.mask
-    zc = np.moveaxis(z.astype(a.acc_dtype, copy=False), a.channel_axis, 0)
-    k = a.axis - (a.axis > a.channel_axis)
-    y_shape = list(zc.shape[1:])
-    y_shape[k] += max(a.offsets)
-    y = np.zeros(y_shape, dtype=zc.dtype)
-    cols = np.arange(zc.shape[k + 1])
-    for c, o in enumerate(a.offsets):
-        idx: list[Any] = [slice(None)] * len(y_shape)
-        idx[k] = cols + o
-        np.add.at(y, tuple(idx), zc[c])
-    y = np.expand_dims(y, a.channel_axis) if a.keepdims else y
-    return y.astype(dtype, copy=False)
-
-
-# ----------------------------------------------------------------------------- plans
-# A plan fixes, per call signature, what the kernels above decide per call: small
-# arrays get their slice-add loop (or window copies) with every index precomputed;
-# large ones the blocked kernels, whose per-call setup is small beside their work.
+# ------------------------------------------------------------------------------- plans
+# A plan takes the call's (array, mask) as passed to the public function, or as
+# normalised (a first call): the normalisation is idempotent. It keeps no array.
 
 
 def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
@@ -536,6 +428,33 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
         return m if m.shape == shape else m.reshape(shape)
 
     return normalize
+
+
+def _normalizer(a: ShiftSumArgs) -> Callable[[Any, Any], tuple[np.ndarray, Any]]:
+    """Raw (array, mask) -> the normalised pair `a` was made from: the mask as
+    :func:`_mask_normalizer` makes it, and a ``y`` given without its channel axis
+    (the adjoint's) with it inserted."""
+    ndim, cax = len(a.shape), a.channel_axis
+    normalize_mask = _mask_normalizer(a)
+
+    def normalize(arr: Any, mask: Any) -> tuple[np.ndarray, Any]:
+        if arr.ndim < ndim:
+            arr = np.expand_dims(arr, cax)
+        return arr, None if mask is None else normalize_mask(mask)
+
+    return normalize
+
+
+def _record_plan(kernel: Callable[[ShiftSumArgs], np.ndarray], a: ShiftSumArgs) -> Run:
+    """`kernel` (of normalised arguments) as a plan."""
+    normalize = _normalizer(a)
+    template = a._replace(array=None, mask=None)  # the plan keeps no array alive
+
+    def run(arr: Any, mask: Any) -> np.ndarray:
+        arr, mask = normalize(arr, mask)
+        return kernel(template._replace(array=arr, mask=mask))
+
+    return run
 
 
 # ----------------------------------------------------------------- the sheared sum
@@ -554,10 +473,10 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
 # one holds x's elements with rows padded by grow <= 2W): their zeros are written
 # once, not on every call.
 
-# Buffers kept per thread (one per geometry, the most recently used), and the largest
-# kept (bytes): a few times the cores' L2, which the small x it serves fit in.
+# Each thread keeps its buffers for at most two geometries (the most recently used):
+# their zeros are written once, not on every call. They serve an x that fits a core's
+# L2, so they stay small.
 _SHEARED_KEPT = 2
-_SHEARED_KEPT_BYTES = 4 * l2_bytes() * _CORES
 
 
 class _Sheared(NamedTuple):
@@ -602,25 +521,26 @@ def _canonical_views(
     return perm, x_shape, canonical_mask
 
 
-def _strided_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
-    """The blocked forward of an x with strided rows, its views and blocks precomputed
-    (a call's setup otherwise costs tens of microseconds beside the work)."""
+def _strided_forward_plan(a: ShiftSumArgs) -> Run:
+    """The strided forward with its views precomputed (a call's set-up otherwise costs
+    tens of microseconds beside the work)."""
     x, offsets = a.array, a.offsets
     perm, x_shape, canonical_mask = _canonical_views(a)
-    channels, *outer_list, width, inner = x_shape
+    _, *outer_list, width, inner = x_shape
     outer, grow = tuple(outer_list), max(offsets)
     y_shape = (*outer, width + grow, inner)
     acc, out_dtype, final = np.dtype(a.acc_dtype), np.dtype(a.dtype), a.shape
-    units, threaded = _strided_units(outer, channels * width * inner, x.size, x.itemsize)
+    moved = _forward_bytes(a)
 
     def run(x: Any, mask: Any) -> np.ndarray:
         xv = x.transpose(perm).reshape(x_shape)
         mv = None if mask is None else canonical_mask(mask)
         y = buffers.empty(y_shape, acc)
         lay = Layout(xv, mv, outer, width, grow, inner)
-        _strided_forward_into(y, lay, offsets, units, threaded)
+        _strided_forward_into(y, lay, offsets, _workers(moved))
         return y.astype(out_dtype, copy=False).reshape(final)
 
+    del x
     return run
 
 
@@ -655,8 +575,6 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
         return _Sheared(windows, rows_view, total, runs)
 
     def sheared() -> _Sheared:
-        if (head + channels * n) * acc.itemsize > _SHEARED_KEPT_BYTES:
-            return make()  # (wide dtypes) zeroed afresh rather than kept
         kept: OrderedDict[Any, _Sheared] | None = getattr(_local, "sheared", None)
         if kept is None:
             kept = _local.sheared = OrderedDict()
@@ -699,7 +617,8 @@ def _transpose_rows(out: np.ndarray, src: np.ndarray) -> None:
     (channels last), a few rows at a time: NumPy's strided copy reads each channel
     through the whole source, which then must stay in the L1 cache."""
     per_row = src.shape[0] * src.shape[2] * src.itemsize
-    step = max(1, _TRANSPOSE_BYTES // max(1, per_row))
+    chunk = int(NUMPY["block_fraction"] * _machine.current().l1)
+    step = max(1, chunk // max(1, per_row))
     for r in range(0, src.shape[1], step):
         np.copyto(out[:, r : r + step], src[:, r : r + step], casting="unsafe")
 
@@ -741,13 +660,14 @@ def _small_forward_plan(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray]:
     return run
 
 
-def _small_adjoint_plan(a: ShiftSumArgs, raw: bool) -> Callable[[Any, Any], np.ndarray]:
-    y, mask, cax, ax = a.array, a.mask, a.channel_axis, a.axis
+def _small_adjoint_plan(a: ShiftSumArgs) -> Run:
+    """The adjoint as one window copy (or multiply) per channel into a new result,
+    every index precomputed: least overhead for a small result."""
+    mask, cax, ax = a.mask, a.channel_axis, a.axis
     dtype = np.dtype(a.dtype)
     shape = list(a.shape)
     width = shape[ax]
-    expand = raw and not a.keepdims
-    y_shape = tuple(y.shape)
+    ndim = len(shape)
     steps = []
     for c, o in enumerate(a.offsets):
         dst: list[Any] = [slice(None)] * len(shape)
@@ -760,8 +680,8 @@ def _small_adjoint_plan(a: ShiftSumArgs, raw: bool) -> Callable[[Any, Any], np.n
     conj = mask is not None and np.iscomplexobj(mask)
 
     def run(y: Any, mask: Any) -> np.ndarray:
-        if expand:
-            y = y.reshape(y_shape)
+        if y.ndim < ndim:
+            y = np.expand_dims(y, cax)
         out = buffers.empty(shape, dtype)
         if mask is None:
             for dst, src, _ in steps:
@@ -777,63 +697,150 @@ def _small_adjoint_plan(a: ShiftSumArgs, raw: bool) -> Callable[[Any, Any], np.n
     return run
 
 
-def _general_plan(
-    kernel: Callable[[ShiftSumArgs], np.ndarray], a: ShiftSumArgs, expand: bool
-) -> Callable[[Any, Any], np.ndarray]:
-    normalize = _mask_normalizer(a)
-    y_shape = tuple(a.array.shape)
-    template = a._replace(array=None, mask=None)  # the plan keeps no array alive
-
-    def run(arr: Any, mask: Any) -> np.ndarray:
-        if expand:
-            arr = arr.reshape(y_shape)
-        m = None if mask is None else normalize(mask)
-        return kernel(template._replace(array=arr, mask=m))
-
-    return run
-
-
-def _plain(arr: Any) -> bool:
-    return type(arr) is np.ndarray
-
-
-def plan_forward(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
-    """Plan of a forward call: the sheared sum or the slice-add loop with their views
-    and indices precomputed, or the blocked kernel."""
-    if not _plain(a.array):
-        return None
-    kind = _forward_kind(a.array.shape, a.channel_axis, a.axis, max(a.offsets))
-    if kind != "blocked":
-        return _small_plan(a, kind)
-    if strided_rows(a):
-        return _strided_forward_plan(a)
-    return _general_plan(forward, a, expand=False)
+# ------------------------------------------------------------------------- the rules
 
 
 def strided_rows(a: ShiftSumArgs) -> bool:
-    """Whether the rows of the forward's x are strided (channels-last data, say), which
-    the blocked forward adds with :func:`_strided_forward_into`."""
+    """Whether the rows of the forward's x are strided (channels-last data, say)."""
     perm, x_shape, _ = _canonical_views(a)
     xv = a.array.transpose(perm).reshape(x_shape)  # (a copy, were it one, is contiguous)
     return bool(a.array.size) and not _rows_contiguous(xv)
 
 
-def plan_adjoint(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
-    """Plan of an adjoint call: precomputed window copies, or the blocked kernel."""
-    if not _plain(a.array):
-        return None
-    y, ax = a.array, a.axis
-    rows = y.size // y.shape[ax] if y.shape[ax] else 0
-    if rows * (y.shape[ax] - max(a.offsets)) * len(a.offsets) <= _SMALL_ADJOINT:
-        return _small_adjoint_plan(a, raw=True)
-    return _general_plan(adjoint, a, expand=not a.keepdims)
+def choose_forward(a: ShiftSumArgs) -> tuple[str, str]:
+    """(strategy, rule) of a forward call."""
+    x, cax, ax = a.array, a.channel_axis, a.axis
+    rows = math.prod(n for d, n in enumerate(x.shape[:ax]) if d != cax)
+    if x.size * x.itemsize <= _machine.current().l2 and rows < NUMPY["loop_rows"]:
+        limit = NUMPY["sheared_growth"] * x.shape[ax] * (2 if cax > ax else 1)
+        if x.size and max(a.offsets) <= limit:
+            return "sheared", (
+                f"x fits one core's L2 with fewer than {NUMPY['loop_rows']} rows per "
+                "channel: two NumPy calls in all"
+            )
+        return "loop", "x fits one core's L2, with long padding: a slice-add per channel"
+    if strided_rows(a):
+        return "strided", "x's rows are strided: each channel gathered from cache-sized blocks"
+    return "blocked", "contiguous adds into a flat accumulator, block by block"
 
 
-def plan_pinv(a: ShiftSumArgs) -> Callable[[Any, Any], np.ndarray] | None:
-    """Plan of a pseudo-inverse call (the blocked forward and adjoint)."""
-    if not _plain(a.array):
-        return None
-    return _general_plan(pinv, a, expand=not a.keepdims)
+def choose_adjoint(a: ShiftSumArgs) -> tuple[str, str]:
+    """(strategy, rule) of an adjoint call."""
+    nbytes = math.prod(a.shape) * np.dtype(a.dtype).itemsize
+    if nbytes <= NUMPY["small_adjoint_l2"] * _machine.current().l2:
+        return "windows", (f"the result fits {NUMPY['small_adjoint_l2']} L2s: one copy per channel")
+    return "blocked", "window copies block by block, over threads"
+
+
+def forward_plan(a: ShiftSumArgs, name: str) -> Run:
+    """The plan of forward strategy `name` for `a`'s signature."""
+    if name == "sheared":
+        return _sheared_forward_plan(a)
+    if name == "loop":
+        return _small_forward_plan(a)
+    if name == "strided" and strided_rows(a):
+        return _strided_forward_plan(a)
+    return _record_plan(_blocked_forward, a)
+
+
+def _forward_threads(a: ShiftSumArgs) -> int:
+    return _workers(_forward_bytes(a))
+
+
+def _adjoint_threads(a: ShiftSumArgs) -> int:
+    return _workers(2 * math.prod(a.shape) * np.dtype(a.dtype).itemsize)
+
+
+def _pinv(a: ShiftSumArgs) -> np.ndarray:
+    """``A^H (y / Phi)``, with ``Phi`` from the forward's strategies."""
+
+    def forward(b: ShiftSumArgs) -> np.ndarray:
+        return forward_plan(b, choose_forward(b)[0])(b.array, b.mask)
+
+    def adjoint(b: ShiftSumArgs) -> np.ndarray:
+        if choose_adjoint(b)[0] == "windows":
+            return _small_adjoint_plan(b)(b.array, b.mask)
+        return _blocked_adjoint(b)
+
+    x: np.ndarray = generic.pinv(a, forward, adjoint)
+    return x
+
+
+def _named(name: str, summary: str, plan: Callable[[ShiftSumArgs], Run], threads: Any) -> Strategy:
+    return Strategy(name, summary, plan, threads=threads)
+
+
+FORWARD = Strategies(
+    [
+        _named(
+            "blocked",
+            "contiguous adds into a flat accumulator, block by block over threads",
+            lambda a: forward_plan(a, "blocked"),
+            _forward_threads,
+        ),
+        _named(
+            "strided",
+            "x with strided rows: each channel gathered from cache-sized blocks",
+            lambda a: forward_plan(a, "strided"),
+            _forward_threads,
+        ),
+        _named(
+            "sheared",
+            "small x: its channels' rows written once, then one sum (two NumPy calls)",
+            _sheared_forward_plan,
+            lambda a: 1,
+        ),
+        _named("loop", "small x: one slice-add per channel", _small_forward_plan, lambda a: 1),
+    ],
+    choose=choose_forward,
+)
+ADJOINT = Strategies(
+    [
+        _named(
+            "blocked",
+            "each channel's window copied block by block over threads, mask fused",
+            lambda a: _record_plan(_blocked_adjoint, a),
+            _adjoint_threads,
+        ),
+        _named(
+            "windows",
+            "small result: one copy (or multiply) per channel",
+            _small_adjoint_plan,
+            lambda a: 1,
+        ),
+    ],
+    choose=choose_adjoint,
+)
+PINV = Strategies(
+    [
+        _named(
+            "composed",
+            "Phi by the forward's strategy, then the adjoint's of y / Phi",
+            lambda a: _record_plan(_pinv, a),
+            _adjoint_threads,
+        )
+    ],
+    choose=lambda a: ("composed", "exact because A A^H is diagonal"),
+)
+
+
+def add_at(a: ShiftSumArgs) -> np.ndarray:
+    """``np.add.at`` scatter of every element to its shifted position (alternative)."""
+    x = np.asarray(a.array)
+    dtype = np.dtype(a.dtype)
+    z = x if a.mask is None else x * a.mask
+    zc = np.moveaxis(z.astype(a.acc_dtype, copy=False), a.channel_axis, 0)
+    k = a.axis - (a.axis > a.channel_axis)
+    y_shape = list(zc.shape[1:])
+    y_shape[k] += max(a.offsets)
+    y = np.zeros(y_shape, dtype=zc.dtype)
+    cols = np.arange(zc.shape[k + 1])
+    for c, o in enumerate(a.offsets):
+        idx: list[Any] = [slice(None)] * len(y_shape)
+        idx[k] = cols + o
+        np.add.at(y, tuple(idx), zc[c])
+    y = np.expand_dims(y, a.channel_axis) if a.keepdims else y
+    return y.astype(dtype, copy=False)
 
 
 extend.register(
@@ -842,8 +849,8 @@ extend.register(
     libraries=["numpy"],
     priority=Priority.SPECIALIZED,
     summary="cache-blocked contiguous adds over threads, mask fused per block",
-    planner=plan_forward,
-)(forward)
+    strategies=FORWARD,
+)
 extend.register(
     "shift_sum",
     "numpy_add_at",
@@ -857,13 +864,13 @@ extend.register(
     libraries=["numpy"],
     priority=Priority.SPECIALIZED,
     summary="windows copied block by block over threads, mask fused",
-    planner=plan_adjoint,
-)(adjoint)
+    strategies=ADJOINT,
+)
 extend.register(
     "shift_sum_pinv",
     "numpy_blocked",
     libraries=["numpy"],
     priority=Priority.SPECIALIZED,
     summary="blocked forward for Phi, then the blocked adjoint of y / Phi",
-    planner=plan_pinv,
-)(pinv)
+    strategies=PINV,
+)

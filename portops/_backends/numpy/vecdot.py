@@ -1,124 +1,43 @@
-"""vecdot on NumPy: ``np.vecdot``, ``einsum`` or a matrix product, whichever is cheapest.
+"""vecdot on NumPy: ``np.vecdot``, einsum's C loop, or a matrix product.
 
-Neither ``np.vecdot`` nor ``einsum`` makes a product temporary; which one wins depends
-on how many vectors there are, how long and how strided they are (see ``_kernel``).
-The torch CPU specialisation calls :func:`vecdot_numpy` on zero-copy views.
+None of these makes a product temporary; which wins depends on how many vectors there
+are, how long and how strided (:func:`choose`). The torch CPU specialisation runs the
+same choice on zero-copy views (:func:`choose_and_plan`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 
-from ... import extend
-from ..._caches import l2_bytes, llc_bytes
+from ... import _machine, extend
 from ..._ops.vecdot import VecdotArgs
-from ..._threads import available_cores
+from ..._strategy import Strategies, Strategy
+from ..._tables import NUMPY
 from ...extend import Priority
 from .c_loops import c_einsum
 
-# Which kernel wins, from a cost model of NumPy's loops (float32, 2-core Intel Xeon:
-# np.vecdot costs about 0.8 us plus 7 ns per vector, einsum's C loop about 1 us plus a
-# faster per-vector step, and either runs at memory speed once vectors are long;
-# numpy.einsum's Python wrapper would add 0.9 us, so the C loop is called directly):
-# - np.vecdot calls its inner loop once per vector: cheapest for few vectors, and for
-#   long unit-stride ones; 70x slower than einsum along a strided axis (4096x4096,
-#   axis 0: 213 ms vs 3.2 ms) and 2-3x slower for short ones, unless they are very
-#   few (FEW_STRIDED vectors of at most STRIDED_SHORT elements).
-# - einsum iterates over the whole broadcast shape; for vectors of at most
-#   F_ORDER_BYTES in memory order its per-vector loop is the bottleneck, and Fortran
-#   order (one pass per column over all vectors) is 3-5x faster (10^6 x 2: 1.6 ms vs
-#   8.6 ms; AMD EPYC, 65536x2 float64: 80 us vs 321, 65536x4 float32: 132 vs 295).
-#   Once the inputs fill half the LLC (SPILL_BYTES) those passes come from memory, and
-#   only two of them still win (10^6 x 4 float32: 4.97 ms vs 4.67).
-# - a single vector against many: one matrix-vector product (BLAS), at every size.
-#   The fused loops call their inner loop once per vector (np.vecdot: 65536x16, 1.1 ms
-#   against 84 us) and BLAS's threaded GEMV reads the matrix faster than one core past
-#   the caches (4096x1024: 0.34 ms against 0.68 ms). ndarray.dot reaches it at a
-#   third of np.matmul's fixed cost (0.3 us against 0.9 us) and serves matrices up to
-#   DOT_BYTES; past that np.matmul, faster on short rows, which BLAS splits over its
-#   threads (they stall while another process holds a core: NumPy's own calls too).
-FEW_VECTORS = 32
-SHORT = 32
-SHORT_BYTES = 8
-F_ORDER_BYTES = 16
-SPILL_BYTES = llc_bytes() // 2
-CACHE_BYTES = l2_bytes() * available_cores()
-DOT_BYTES = max(1 << 15, l2_bytes() // 8)  # well below the size BLAS threads from
-FEW_STRIDED = 16
-STRIDED_SHORT = 128
+__all__ = ["choose", "choose_and_plan"]
+
 _EQUATION = "...i,...i->..."
+Run = Callable[[np.ndarray, np.ndarray], Any]
 
 
 def _unit(x: np.ndarray, axis: int) -> bool:
     return x.shape[axis] <= 1 or x.strides[axis] == x.itemsize
 
 
-def _kernel(x1: np.ndarray, x2: np.ndarray, axis: int) -> str:
-    """``"vecdot"``, ``"einsum"`` or ``"einsum_f"`` for equal-shape inputs (see above)."""
+def _gemm_dtype(x1: np.ndarray, x2: np.ndarray) -> bool:
+    """Single or double precision of one dtype (NumPy's float16 matmul sums in float16)."""
+    return x1.dtype == x2.dtype and x1.dtype.char in "fdFD"
+
+
+def _one_vector(x1: np.ndarray, x2: np.ndarray, axis: int) -> bool:
     n = x1.shape[axis]
-    unit = _unit(x1, axis) and _unit(x2, axis)
-    # np.vecdot's per-vector loop is cheaper for double precision (1.2 us against 1.4 us
-    # for einsum at 64x16 float64; 1.8 against 1.3 us as float32).
-    few = FEW_VECTORS if x1.itemsize <= 4 else 4 * FEW_VECTORS
-    if x1.size <= n or (unit and x1.size <= few * max(n, 1)):
-        return "vecdot"
-    if not unit:  # np.vecdot's inner loop on strided vectors is slow past a few
-        return "vecdot" if x1.size <= FEW_STRIDED * n and n <= STRIDED_SHORT else "einsum"
-    if n >= SHORT:
-        return "vecdot"
-    if n * x1.itemsize <= F_ORDER_BYTES and x1.ndim == 2 and axis in (-1, 1):
-        if n <= 2 or x1.nbytes + x2.nbytes < SPILL_BYTES:
-            return "einsum_f"
-    return "einsum"
-
-
-def _matvec(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
-    """``conj(x1) . x2`` as one matrix-vector product when one input is a single vector.
-
-    Only for single and double precision (NumPy's float16 matmul sums in float16).
-    """
-    if x1.dtype.char not in "fdFD" or x2.dtype.char not in "fdFD" or x1.dtype != x2.dtype:
-        return None
-    n = x1.shape[axis]
-    if n < 2 or min(x1.ndim, x2.ndim) < -axis:
-        return None
-    if x2.size == n and x1.size > n:
-        many, one, conj_result = x1, x2, x1.dtype.kind == "c"  # conj(x1 . conj(x2))
-    elif x1.size == n and x2.size > n:
-        many, one, conj_result = x2, np.conj(x1) if x1.dtype.kind == "c" else x1, False
-    else:
-        return None
-    if many.nbytes >= CACHE_BYTES:  # memory-bound: the fused loops, which never stall
-        return None
-    if axis != -1:
-        many = np.moveaxis(many, axis, -1)
-    one = one.reshape(n)
-    if conj_result:
-        one = np.conj(one)
-    r = np.matmul(many, one)
-    if conj_result:
-        r = np.conj(r)
-    shape = np.broadcast_shapes(x1.shape, x2.shape)
-    out = shape[:axis] + shape[axis + 1 :] if axis != -1 else shape[:-1]
-    result: np.ndarray = r.reshape(out)
-    return result
-
-
-def _einsum(x1: np.ndarray, x2: np.ndarray, axis: int, order: Literal["K", "F"] = "K") -> Any:
-    if x1.dtype.kind == "c":
-        x1 = np.conj(x1)
-    if axis != -1:
-        x1 = np.moveaxis(x1, axis, -1)
-        x2 = np.moveaxis(x2, axis, -1)
-    dtype = np.result_type(x1, x2)
-    if dtype == np.float16:
-        # einsum would accumulate into a float16 output; sum in float32 instead.
-        r = c_einsum(_EQUATION, x1, x2, dtype=np.float32, order=order)
-        return np.asarray(r).astype(np.float16)
-    return c_einsum(_EQUATION, x1, x2, order=order)
+    return n >= 2 and (x1.size == n) != (x2.size == n) and min(x1.ndim, x2.ndim) >= -axis
 
 
 def _outer_dims(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[list[int], ...] | None:
@@ -140,122 +59,180 @@ def _outer_dims(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[list[int], ..
     return (both, only1, only2) if only1 and only2 else None
 
 
-def _gemm(x1: np.ndarray, x2: np.ndarray, axis: int) -> np.ndarray | None:
-    """Outer-product broadcasting as one batched GEMM ``conj(x1) @ x2.T``, or None.
-
-    Only for single and double precision: NumPy's float16 matmul sums in float16.
-    """
-    if x1.dtype.char not in "fdFD" or x2.dtype.char not in "fdFD" or x1.shape[axis] < 2:
-        return None
+def _aligned(x1: np.ndarray, x2: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Both inputs with the same number of dims and the contracted axis last."""
     ndim = max(x1.ndim, x2.ndim)
     x1 = np.moveaxis(x1.reshape((1,) * (ndim - x1.ndim) + x1.shape), axis, -1)
     x2 = np.moveaxis(x2.reshape((1,) * (ndim - x2.ndim) + x2.shape), axis, -1)
-    dims = _outer_dims(x1.shape, x2.shape)
-    if dims is None:
-        return None
-    both, only1, only2 = dims
-    rest = [i for i in range(ndim - 1) if i not in both + only1 + only2]
-    k = x1.shape[-1]
-    nb = math.prod(x1.shape[i] for i in both)
-    a = x1.transpose(both + only1 + only2 + rest + [ndim - 1]).reshape(nb, -1, k)
-    b = x2.transpose(both + only2 + only1 + rest + [ndim - 1]).reshape(nb, -1, k)
-    if a.dtype.kind == "c":
-        a = a.conj()
-    r = np.matmul(a, b.transpose(0, 2, 1))
-    # (both, only1, only2) back to the broadcast order, with the length-1 dims.
-    r = r.reshape([x1.shape[i] for i in both + only1] + [x2.shape[i] for i in only2])
-    r = r.reshape(r.shape + (1,) * len(rest))
-    return np.transpose(r, np.argsort(both + only1 + only2 + rest))
+    return x1, x2
 
 
-def vecdot_numpy(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool) -> np.ndarray:
-    """vecdot of NumPy arrays with a negative, validated `axis`; always an ndarray.
+def choose(x1: np.ndarray, x2: np.ndarray, axis: int) -> tuple[str, str]:
+    """(strategy, rule) for NumPy operands (or zero-copy views of tensors)."""
+    n = x1.shape[axis]
+    if x1.shape != x2.shape and _gemm_dtype(x1, x2):
+        if _one_vector(x1, x2, axis):
+            many = x1 if x2.size == n else x2
+            cache = _machine.current().l2 * _machine.current().cores
+            if many.nbytes < cache:
+                return "matvec", "one vector against a matrix that fits the cores' L2: BLAS GEMV"
+        elif n >= 2 and _outer_dims(*(a.shape for a in _aligned(x1, x2, axis))) is not None:
+            return "gemm", "each input broadcasts along a dimension of the other: one GEMM"
+    size = max(x1.size, x2.size)
+    unit = _unit(x1, axis) and _unit(x2, axis)
+    if size <= n or (unit and size <= NUMPY["vecdot_few"] * max(n, 1)):
+        return "vecdot", f"at most {NUMPY['vecdot_few']} vectors: np.vecdot's per-vector cost"
+    if not unit:
+        return "einsum", "vectors along a strided axis: einsum's loop runs across them"
+    if n >= NUMPY["vecdot_short"]:
+        return "vecdot", f"contiguous vectors of {NUMPY['vecdot_short']}+ elements: np.vecdot"
+    if n * x1.itemsize <= NUMPY["column_bytes"] and x1.ndim == 2 and x1.shape == x2.shape:
+        fits = x1.nbytes + x2.nbytes < _machine.current().cache // 2
+        if axis == -1 and (n <= 2 or fits):
+            return "columns", (
+                f"rows of at most {NUMPY['column_bytes']} bytes: one pass per column "
+                "(two at most once the inputs leave half the cache)"
+            )
+    return "einsum", f"short vectors (< {NUMPY['vecdot_short']}): einsum's loop, no restarts"
 
-    ``np.vecdot`` already multiplies and sums float16 in float32.
-    """
-    r = None
-    if x1.shape != x2.shape:
-        r = _matvec(x1, x2, axis)
-        if r is None and min(x1.size, x2.size) > x1.shape[axis]:  # else not an outer product
-            r = _gemm(x1, x2, axis)
-    if r is None:
-        kernel = _kernel(x1, x2, axis)
-        if kernel == "vecdot":
-            # Without the axis keyword the gufunc call is cheaper (small arrays).
-            r = np.vecdot(x1, x2) if axis == -1 else np.vecdot(x1, x2, axis=axis)  # type: ignore[call-overload]
-        else:
-            r = _einsum(x1, x2, axis, "F" if kernel == "einsum_f" else "K")
+
+def _shaped(r: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """`r` (an array or a NumPy scalar) as an ndarray of the call's result shape."""
+    r = np.asarray(r)
+    return r if r.shape == shape else r.reshape(shape)
+
+
+def _plan_vecdot(axis: int, keepdims: bool, shape: tuple[int, ...], plain: bool) -> Run:
+    if plain:
+        return np.vecdot  # type: ignore[no-any-return]  # the result is its own
+    return lambda x1, x2: _shaped(np.vecdot(x1, x2, axis=axis), shape)  # type: ignore[call-overload]
+
+
+def _plan_einsum(
+    x1: np.ndarray, axis: int, shape: tuple[int, ...], order: Literal["K", "F"]
+) -> Run:
+    conj = x1.dtype.kind == "c"
+    half = np.result_type(x1.dtype) == np.float16
+
+    def run(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+        if conj:
+            x1 = np.conj(x1)
+        if axis != -1:
+            x1, x2 = np.moveaxis(x1, axis, -1), np.moveaxis(x2, axis, -1)
+        if half or x1.dtype == np.float16 or x2.dtype == np.float16:
+            # einsum would accumulate into a float16 output: sum in float32 instead.
+            r = c_einsum(_EQUATION, x1, x2, dtype=np.float32, order=order)
+            return _shaped(r, shape).astype(np.result_type(x1, x2))
+        return _shaped(c_einsum(_EQUATION, x1, x2, order=order), shape)
+
+    return run
+
+
+def _plan_matvec(x1: np.ndarray, x2: np.ndarray, axis: int, shape: tuple[int, ...]) -> Run:
+    """``conj(x1) . x2`` as one matrix-vector product (one input a single vector)."""
+    n = x1.shape[axis]
+    first_is_many = x2.size == n
+    complex_ = x1.dtype.kind == "c"
+
+    def run(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+        many, one = (x1, x2) if first_is_many else (x2, x1)
+        if axis != -1:
+            many = np.moveaxis(many, axis, -1)
+        one = one.reshape(n)
+        if complex_:  # conj(x1) . x2: conj(x1 . conj(x2)), or conj(x1) times the matrix
+            if first_is_many:
+                return _shaped(np.conj(np.matmul(many, np.conj(one))), shape)
+            one = np.conj(one)
+        return _shaped(np.matmul(many, one), shape)
+
+    return run
+
+
+def _plan_gemm(axis: int, shape: tuple[int, ...]) -> Run:
+    """Outer-product broadcasting as one batched GEMM ``conj(x1) @ x2.T``."""
+
+    def run(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+        x1, x2 = _aligned(x1, x2, axis)
+        ndim = x1.ndim
+        dims = _outer_dims(x1.shape, x2.shape)
+        assert dims is not None  # the signature fixes the shapes
+        both, only1, only2 = dims
+        rest = [i for i in range(ndim - 1) if i not in both + only1 + only2]
+        k = x1.shape[-1]
+        nb = math.prod(x1.shape[i] for i in both)
+        a = x1.transpose(both + only1 + only2 + rest + [ndim - 1]).reshape(nb, -1, k)
+        b = x2.transpose(both + only2 + only1 + rest + [ndim - 1]).reshape(nb, -1, k)
+        if a.dtype.kind == "c":
+            a = a.conj()
+        r = np.matmul(a, b.transpose(0, 2, 1))
+        r = r.reshape([x1.shape[i] for i in both + only1] + [x2.shape[i] for i in only2])
+        r = r.reshape(r.shape + (1,) * len(rest))
+        return _shaped(np.transpose(r, np.argsort(both + only1 + only2 + rest)), shape)
+
+    return run
+
+
+def choose_and_plan(
+    x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool, name: str | None = None
+) -> tuple[str, str, Run]:
+    """(strategy, rule, plan) for NumPy operands of this signature; `name` forces a
+    strategy. The plan returns an ndarray of the call's result shape."""
+    strategy, reason = choose(x1, x2, axis) if name is None else (name, "forced")
+    shape = list(np.broadcast_shapes(x1.shape, x2.shape))
     if keepdims:
-        r = np.expand_dims(r, axis)
-    return r if type(r) is np.ndarray else np.asarray(r)
+        shape[axis] = 1
+    else:
+        del shape[axis]
+    out = tuple(shape)
+    if strategy == "vecdot":
+        plain = axis == -1 and x1.dtype == x2.dtype and x1.ndim > 1 and len(out) >= 1
+        plain = plain and tuple(np.broadcast_shapes(x1.shape, x2.shape)[:-1]) == out
+        plan = _plan_vecdot(axis, keepdims, out, plain)
+    elif strategy == "einsum":
+        plan = _plan_einsum(x1, axis, out, "K")
+    elif strategy == "columns":
+        plan = _plan_einsum(x1, axis, out, "F")
+    elif strategy == "matvec":
+        plan = _plan_matvec(x1, x2, axis, out)
+    elif strategy == "gemm":
+        plan = _plan_gemm(axis, out)
+    else:
+        raise ValueError(f"no NumPy vecdot strategy {strategy!r}")
+    return strategy, reason, plan
 
 
-def _numpy(a: VecdotArgs) -> np.ndarray:
-    """np.vecdot for long unit-stride vectors, einsum otherwise (no product temporary)."""
-    return vecdot_numpy(a.x1, a.x2, a.axis, a.keepdims)
+def applies(name: str, x1: np.ndarray, x2: np.ndarray, axis: int) -> str | None:
+    """None when strategy `name` can compute vecdot of these operands, else why not."""
+    if name in ("matvec", "gemm"):
+        if not _gemm_dtype(x1, x2):
+            return "BLAS: single or double precision of one dtype"
+        if name == "matvec" and not _one_vector(x1, x2, axis):
+            return "not one vector against many"
+        aligned = _aligned(x1, x2, axis)
+        if name == "gemm" and (
+            x1.shape[axis] < 2 or _outer_dims(*(v.shape for v in aligned)) is None
+        ):
+            return "no dimension of each input that the other broadcasts"
+    return None
 
 
-def _as_array(f: Any) -> Any:
-    """`f`, its scalar result (inputs of one dimension) wrapped as a 0-d array."""
+def _strategy(name: str, summary: str) -> Strategy:
+    def plan(a: VecdotArgs) -> Run:
+        return choose_and_plan(a.x1, a.x2, a.axis, a.keepdims, name)[2]
 
-    def wrapped(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
-        return np.asarray(f(x1, x2))
-
-    return wrapped
+    return Strategy(name, summary, plan, applies=lambda a: applies(name, a.x1, a.x2, a.axis))
 
 
-def _direct(x1: np.ndarray, x2: np.ndarray) -> Any:
-    """A plan that is one NumPy call, for the common calls: same dtype (single or double
-    precision), last axis, no keepdims, and equal shapes or one single vector."""
-    if x1.dtype != x2.dtype or x1.dtype.char not in "fdFD":
-        return None
-    if x1.shape == x2.shape:
-        kernel = _kernel(x1, x2, -1)
-        if kernel == "vecdot":
-            return np.vecdot
-        if x1.dtype.kind == "c":
-            return None  # einsum needs conj(x1)
-        if kernel == "einsum_f":
-            return lambda x1, x2: c_einsum(_EQUATION, x1, x2, order="F")
-        return lambda x1, x2: c_einsum(_EQUATION, x1, x2)
-    # One single vector: a matrix-vector product (real dtypes: conj(x1) = x1).
-    if x1.dtype.kind == "c" or x1.ndim + x2.ndim != 3:
-        return None
-    many, one = (x1, x2) if x1.ndim == 2 else (x2, x1)
-    n = one.shape[0]
-    if n < 2 or many.shape[1] != n:
-        return None
-    if many.flags.c_contiguous and many.nbytes > DOT_BYTES:
-        return np.matmul if many is x1 else _matmul_swapped
-    if many.flags.c_contiguous or many.flags.f_contiguous:
-        # ndarray.dot reaches the same GEMV as np.matmul at a third of its fixed cost
-        # (0.3 us against 0.9 us); on other strides it would copy the matrix first.
-        return _dot if many is x1 else _dot_swapped
-    return np.matmul if many is x1 else _matmul_swapped
-
-
-_dot = np.ndarray.dot
-
-
-def _matmul_swapped(x1: np.ndarray, x2: np.ndarray) -> Any:
-    return np.matmul(x2, x1)
-
-
-def _dot_swapped(x1: np.ndarray, x2: np.ndarray) -> Any:
-    return x2.dot(x1)
-
-
-def plan(a: VecdotArgs) -> Any:
-    """Plan of a call (see portops._plans): the kernel its signature leads to, fixed."""
-    x1, x2, axis, keepdims = a.x1, a.x2, a.axis, a.keepdims
-    if type(x1) is not np.ndarray or type(x2) is not np.ndarray:
-        return None
-    if axis == -1 and not keepdims:
-        direct = _direct(x1, x2)
-        if direct is not None:
-            return _as_array(direct) if max(x1.ndim, x2.ndim) == 1 else direct
-    return lambda x1, x2: vecdot_numpy(x1, x2, axis, keepdims)
-
+STRATEGIES = Strategies(
+    [
+        _strategy("vecdot", "np.vecdot: one inner-loop call per vector, no temporary"),
+        _strategy("einsum", "einsum's C loop over every vector at once, no temporary"),
+        _strategy("columns", "einsum in Fortran order: one pass per column of short rows"),
+        _strategy("matvec", "one vector against many: a BLAS matrix-vector product"),
+        _strategy("gemm", "outer-product broadcasting: one batched GEMM"),
+    ],
+    choose=lambda a: choose(a.x1, a.x2, a.axis),
+)
 
 extend.register(
     "vecdot",
@@ -263,5 +240,6 @@ extend.register(
     libraries=("numpy",),
     devices=("cpu",),
     priority=Priority.SPECIALIZED,
-    planner=plan,
-)(_numpy)
+    summary="np.vecdot, einsum's loop or BLAS, whichever reads least (no product temporary)",
+    strategies=STRATEGIES,
+)

@@ -40,7 +40,9 @@ from ..._kernels.geometry import (
     linear_step,
     row_block,
     row_view,
+    row_warps,
 )
+from ..._tables import CUDA
 from .shift_sum import result_dtype, x_shape, y_shape
 
 __all__ = ["plan_adjoint", "plan_forward", "plan_pinv"]
@@ -325,10 +327,7 @@ def _inverse_phi_rows(
 
 # ----------------------------------------------------------------------------- launching
 
-_BLOCK = 512  # elements per program of the general kernels
-_MAX_GRID_Y = 65535
-# Column blocks the row kernels may use, and warps per block size.
-ROW_WARPS = {64: 1, 128: 4, 256: 4, 512: 4, 1024: 8}
+_MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 _ACC = {
     torch.float16: tl.float32,
     torch.bfloat16: tl.float32,
@@ -379,7 +378,13 @@ def _misaligned(tensors: tuple[torch.Tensor, ...]) -> int:
     return bits & 15
 
 
+# Capability checks: torch's private fast readers where present, public ones elsewhere.
 _current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+_raw_stream = getattr(
+    torch._C,
+    "_cuda_getCurrentRawStream",
+    lambda device: torch.cuda.current_stream(device).cuda_stream,
+)
 
 
 def _fast_launch_ready(compiled: Any) -> bool:
@@ -422,7 +427,7 @@ class Launcher:
         if compiled is not None and not _misaligned(tensors):
             if _current_device() == self.device:
                 g = self.grid
-                stream = torch._C._cuda_getCurrentRawStream(self.device)
+                stream = _raw_stream(self.device)
                 compiled.run(
                     g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata,
                     None, None, None, *tensors, *self.tail,
@@ -488,7 +493,7 @@ def _acc(dtype: torch.dtype) -> Any:
 
 
 def _grid(total: int) -> tuple[int, int, int]:
-    return (triton.cdiv(total, _BLOCK), 1, 1)
+    return (triton.cdiv(total, CUDA["general_block"]), 1, 1)
 
 
 def _geometry(
@@ -529,7 +534,7 @@ def _row_forward(
     mask: torch.Tensor | None,
     out_shape: list[int] | None = None,
 ) -> Run | None:
-    shape = y_shape(list(x.shape), list(offsets), axis, cax)
+    shape = y_shape(list(x.shape), (list(offsets), axis, cax))
     dtype = result_dtype(x, mask)
     if x.dtype not in _ROW_DTYPES or dtype not in _ROW_DTYPES:
         return None
@@ -556,7 +561,7 @@ def _row_forward(
         (r.s1, r.s2, *r.big, r.big_c, *r.mask, r.mask_c, r.mask_j, *r.small,
          r.width, r.out_width, step, base),
         dict(CHANNELS=len(offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
-             ACC=_acc(dtype), LARGE=r.large, BLOCK=block, num_warps=ROW_WARPS[block]),
+             ACC=_acc(dtype), LARGE=r.large, BLOCK=block, num_warps=row_warps(block)),
         device.index,
     )  # fmt: skip
     dummy = _dummy(device)
@@ -581,7 +586,7 @@ def _row_adjoint(
     out_shape: list[int] | None = None,
 ) -> Callable[..., torch.Tensor] | None:
     """The adjoint, optionally times ``scale`` (1 / Phi, y-shaped or broadcast)."""
-    shape = x_shape(list(y.shape), list(offsets), axis, cax)
+    shape = x_shape(list(y.shape), (list(offsets), axis, cax))
     dtype = result_dtype(y, mask)
     if y.dtype not in _ROW_DTYPES or dtype not in _ROW_DTYPES:
         return None
@@ -610,7 +615,7 @@ def _row_adjoint(
         dict(CHANNELS=len(offsets), HAS_MASK=mask is not None,
              MASK_PER_CHANNEL=mask is not None and r.mask_c != 0,
              HAS_SCALE=scale is not None, HAS_TABLE=has_table, ACC=_acc(dtype),
-             LARGE=r.large, BLOCK=block, num_warps=ROW_WARPS[block]),
+             LARGE=r.large, BLOCK=block, num_warps=row_warps(block)),
         device.index,
     )  # fmt: skip
     dummy = _dummy(device)
@@ -646,7 +651,7 @@ def _row_pinv(
     one it has the mask's outer shape (size 1 where the mask broadcasts), so a 2-D mask
     costs a kernel over one image, not over the batch.
     """
-    shape = x_shape(list(y.shape), list(offsets), axis, cax)
+    shape = x_shape(list(y.shape), (list(offsets), axis, cax))
     dtype = result_dtype(y, mask)
     if dtype not in _ROW_DTYPES or dtype in (torch.int8, torch.int16, torch.int32, torch.int64):
         return None
@@ -673,7 +678,7 @@ def _row_pinv(
         (outer[1], outer[2], *mask_rows, r.mask_c, r.mask_j, *q_strides,
          r.width, r.out_width, step, base),
         dict(CHANNELS=len(offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
-             ACC=_acc(phi_dtype), LARGE=r.large, BLOCK=block, num_warps=ROW_WARPS[block]),
+             ACC=_acc(phi_dtype), LARGE=r.large, BLOCK=block, num_warps=row_warps(block)),
         device.index,
     )  # fmt: skip
     adjoint = _row_adjoint(y, offsets, axis, cax, mask, scale=q_strides, out_shape=out_shape)
@@ -710,7 +715,7 @@ def _general_forward(
     mask: torch.Tensor | None,
     out_shape: list[int] | None = None,
 ) -> Run:
-    shape = y_shape(list(x.shape), list(offsets), axis, cax)
+    shape = y_shape(list(x.shape), (list(offsets), axis, cax))
     dtype = result_dtype(x, mask)
     device = x.device
     numel = math.prod(shape)
@@ -730,7 +735,7 @@ def _general_forward(
         (*g.size, *g.big, g.big_c, *g.mask, g.mask_c, g.channels, g.out_width, step, base,
          numel),
         dict(HAS_MASK=mask is not None, HAS_TABLE=has_table, X_COMPLEX=x_complex,
-             M_COMPLEX=m_complex, ACC=_acc(dtype), LARGE=g.large, BLOCK=_BLOCK),
+             M_COMPLEX=m_complex, ACC=_acc(dtype), LARGE=g.large, BLOCK=CUDA["general_block"]),
         device.index,
     )  # fmt: skip
     dummy = _dummy(device)
@@ -772,7 +777,7 @@ def _general_adjoint_launch(
         (*g.size, *g.big, g.big_c, *g.mask, g.mask_c, *g.small, g.channels, step, base, numel),
         dict(HAS_MASK=mask is not None, HAS_TABLE=has_table, Y_COMPLEX=y_complex,
              M_COMPLEX=m_complex, CHANNEL_FAST=channel_fast, BY_COUNT=by_count,
-             ACC=_acc(out_dtype), LARGE=g.large, BLOCK=_BLOCK),
+             ACC=_acc(out_dtype), LARGE=g.large, BLOCK=CUDA["general_block"]),
         y.device.index,
     )  # fmt: skip
 
@@ -786,7 +791,7 @@ def _general_adjoint(
     by_count: bool = False,
     out_shape: list[int] | None = None,
 ) -> Run:
-    shape = x_shape(list(y.shape), list(offsets), axis, cax)
+    shape = x_shape(list(y.shape), (list(offsets), axis, cax))
     dtype = result_dtype(y, mask)
     device = y.device
     if math.prod(shape) == 0:
@@ -814,7 +819,7 @@ def _general_pinv(
 ) -> Run:
     if mask is None:
         return _general_adjoint(y, offsets, axis, cax, None, by_count=True, out_shape=out_shape)
-    shape = x_shape(list(y.shape), list(offsets), axis, cax)
+    shape = x_shape(list(y.shape), (list(offsets), axis, cax))
     out_dtype = result_dtype(y, mask)
     device = y.device
     if math.prod(shape) == 0:
@@ -837,7 +842,7 @@ def _general_pinv(
         _grid(z_numel),
         (*g.size, *g.mask, g.mask_c, *g.small, g.channels, g.out_width, step, base, z_numel),
         dict(HAS_TABLE=has_table, Y_COMPLEX=y_complex, M_COMPLEX=m_complex,
-             ACC=_acc(z_dtype), LARGE=g.large, BLOCK=_BLOCK),
+             ACC=_acc(z_dtype), LARGE=g.large, BLOCK=CUDA["general_block"]),
         device.index,
     )  # fmt: skip
     z_like = torch.empty(y.shape, dtype=z_dtype, device="meta")

@@ -18,14 +18,13 @@ import torch
 import triton
 import triton.language as tl
 
+from ..._tables import CUDA
 from ._triton_shift_sum import Launcher
 
 __all__ = ["plan_rows"]
 
 _ACC = {torch.float16: tl.float32, torch.bfloat16: tl.float32, torch.float32: tl.float32,
         torch.float64: tl.float64}  # fmt: skip
-TILE = 4096  # elements per program and pass
-MIN_PROGRAMS = 528  # below this many programs (4 per SM of an H100) the axis is split
 
 
 @triton.jit
@@ -74,18 +73,21 @@ def plan_rows(
     acc = _ACC.get(dtype)
     if acc is None or rows == 0 or length == 0:
         return None
-    block_k = min(_pow2(length), 1024)
-    block_r = max(1, min(_pow2(rows), TILE // block_k))
+    tile = CUDA["vecdot_tile"]
+    block_k = min(_pow2(length), CUDA["row_block_max"])
+    block_r = max(1, min(_pow2(rows), tile // block_k))
     row_programs = math.ceil(rows / block_r)
     splits = 1
-    if row_programs < MIN_PROGRAMS and length > 4 * block_k:
-        # Few long rows: split the contracted axis so that every SM has work.
-        splits = min(math.ceil(MIN_PROGRAMS / row_programs), math.ceil(length / (4 * block_k)))
+    enough = CUDA["programs_per_sm"] * sms  # programs that fill the GPU
+    if row_programs < enough and length > 4 * block_k:
+        # Few long rows: split the contracted axis (in chunks of at least four blocks)
+        # so that every SM has work.
+        splits = min(math.ceil(enough / row_programs), math.ceil(length / (4 * block_k)))
     chunk = math.ceil(math.ceil(length / splits) / block_k) * block_k
     splits = math.ceil(length / chunk)
     if row_programs > 2**31 - 1 or splits > 65535:
         return None
-    warps = 8 if block_r * block_k >= 4096 else 4
+    warps = 8 if block_r * block_k >= tile else 4  # a full tile: twice the warps
     acc_dtype = torch.float64 if dtype == torch.float64 else torch.float32
     launch = Launcher(
         _vecdot_rows,

@@ -1,11 +1,15 @@
-"""PyTorch einsum (CPU and CUDA): the batched-matmul lowering with torch's own
-functions (views, autograd, ``torch.compile``-friendly), and torch.einsum itself.
+"""PyTorch einsum (CPU and CUDA), three strategies:
 
-On CPU tensors that need no gradient, the equations where ``numpy.einsum``'s loop beats
-the lowering (small, or no GEMM: see :func:`portops._backends.numpy.einsum.loop_wins`)
-run that loop on zero-copy NumPy views: torch has no fused loop of its own, and
-``torch.einsum`` makes them one tiny GEMM per row (``nc,nc->n``, 10^6 x 2, 2-core AMD
-EPYC: 4.6 ms in NumPy's loop, 12-16 ms in torch.einsum, 47 ms in the lowering)."""
+- ``lowering``: the batched-matmul lowering with torch's own functions (views,
+  autograd, ``torch.func``, ``torch.compile``), written out as straight-line code;
+- ``einsum``: ``torch.einsum`` itself, the CUDA default for floating dtypes (H100:
+  43.9 vs 49.4 us, 83.2 vs 90.2 us, 41.7 vs 63.0 us on the MXNet-issue patterns);
+- ``numpy_loop`` (CPU, calls that need no autograd feature): ``numpy.einsum``'s loop
+  on zero-copy views where it beats the lowering (small, or no GEMM: see
+  :func:`portops._backends.numpy.einsum.loop_wins`). torch has no fused loop of its
+  own, and ``torch.einsum`` makes them one tiny GEMM per row (``nc,nc->n``, 10^6 x 2,
+  2-core AMD EPYC: 4.6 ms in NumPy's loop, 12-16 ms in torch.einsum, 47 ms in the
+  lowering). Half precision stays in torch (its float32 accumulation)."""
 
 from __future__ import annotations
 
@@ -14,15 +18,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import extend
+from ... import _torch_state, extend
 from ..._einsum.execute import ArrayAPIOps, cast, run
 from ..._einsum.plan import Plan
 from ..._einsum.program import Program, Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
+from ..._strategy import FEATURES, Strategies, Strategy
+from ..._tables import TORCH
 from ...extend import Priority
 from ..numpy.c_loops import c_einsum
-from ..numpy.einsum import loop_order, loop_wins, tiny
-from .cpu_blas import mkl_off_intel
+from ..numpy.einsum import _native_applies, copy_if_view, loop_order, loop_wins, tiny
 from .views import numpy_view
 
 
@@ -114,48 +119,45 @@ def _ops(xp: Any) -> TorchOps:
     return ops
 
 
-def torch_matmul(a: EinsumArgs) -> Any:
-    """Batched matmul lowering with torch views (autograd flows through)."""
-    ops = _ops(a.xp)
-    return run(a.plan, cast(a.operands, a.dtype, ops), ops, a.plan_for)
-
-
-def torch_einsum(a: EinsumArgs) -> Any:
-    """torch.einsum on the whole equation (operands cast to the result dtype)."""
-    return torch.einsum(a.subscripts, *cast(a.operands, a.dtype, _ops(a.xp)))
-
-
-# Planners: for later calls with the same signature (shapes, strides, dtypes, device,
-# gradient mode and requires_grad), a function of the operands alone. None where the
-# operands need casting (the arguments record's path does it).
-
-
 def _no_casts(a: EinsumArgs) -> bool:
     return all(x.dtype == a.dtype for x in a.operands)
 
 
-def plan_matmul(a: EinsumArgs) -> Any:
-    """:func:`torch_matmul` with its plan written out as straight-line code."""
-    if not _no_casts(a) or a.lowering.slices:
-        return None
+def _with_casts(a: EinsumArgs, body: Any) -> Any:
+    """`body` (a function of operands in the result dtype) as a plan of the call's
+    operands, cast when they must be."""
+    if _no_casts(a):
+        return body
+    dtype, ops = a.dtype, _ops(a.xp)
+    return lambda *operands: body(*cast(operands, dtype, ops))
+
+
+def _finish(a: EinsumArgs, body: Any) -> Any:
+    """:func:`_with_casts`, and a result that may be a view of an operand copied."""
+    plan = _with_casts(a, body)
+    if copy_if_view(a):
+        return lambda *operands: plan(*operands).clone()
+    return plan
+
+
+def _lowering_plan(a: EinsumArgs) -> Any:
+    """The lowering with its plan written out as straight-line code (from the second
+    call of the signature; the first interprets it)."""
     plan, plan_for, ops = a.plan, a.plan_for, _ops(a.xp)
+
+    def lowered(*operands: Any) -> Any:
+        return run(plan, operands, ops, plan_for)
+
+    if a.lowering.slices:
+        return _finish(a, lowered)
     dtype, device = a.dtype, a.operands[0].device.type  # not the operands: kept
-    return runner(
-        lambda: _program_of(plan, dtype, device, ops),
-        lambda *operands: run(plan, operands, ops, plan_for),
-    )
+    return _finish(a, runner(lambda: _program_of(plan, dtype, device, ops), lowered))
 
 
-def _pack_interleaved(t: torch.Tensor) -> torch.Tensor:
-    """A contiguous copy of the batched matrices `t` (a small GEMM operand on the CPU)
-    whose batches interleave in memory (a batch stride below one matrix's elements, as
-    when the batch axis is not the outermost): MKL's ``bmm`` reads them slowly on an
-    Intel CPU (``bind,jnd->bnij``, MXNet shapes: 3.53 ms against 3.15 ms with the copy).
-    Not where MKL runs its generic kernels (:func:`.cpu_blas.mkl_off_intel`): there the
-    copy is the whole difference (2-core AMD EPYC: 1.6-4% slower with it)."""
-    if t.is_cpu and 0 < t.stride(0) < t.shape[1] * t.shape[2] and not mkl_off_intel():
-        return t.contiguous()
-    return t
+def _einsum_plan(a: EinsumArgs) -> Any:
+    """torch.einsum with its subscripts fixed."""
+    subscripts, einsum = a.subscripts, torch.einsum
+    return _finish(a, lambda *operands: einsum(subscripts, *operands))
 
 
 SPELLING = Spelling(
@@ -171,7 +173,6 @@ SPELLING = Spelling(
     batched="xp.matmul({a}, {b})",
     outer="xp.outer({a}, {b})",
     ops_calls=3,  # TorchOps primitives: permutes, views, then the call
-    pack=_pack_interleaved,
 )
 
 _PROGRAMS = Programs(SPELLING)
@@ -187,15 +188,8 @@ def _program(a: EinsumArgs) -> Program:
     return _program_of(a.plan, a.dtype, a.operands[0].device.type, _ops(a.xp))
 
 
-def plan_einsum(a: EinsumArgs) -> Any:
-    """:func:`torch_einsum` with its subscripts fixed."""
-    if not _no_casts(a):
-        return None
-    subscripts, einsum = a.subscripts, torch.einsum
-    return lambda *operands: einsum(subscripts, *operands)
-
-
-def _native_applies(a: EinsumArgs) -> str | None:
+def _einsum_applies(a: EinsumArgs) -> str | None:
+    """None when torch.einsum can run the call, else why not."""
     if a.lowering.slices:
         return "memory_limit needs chunking, which torch.einsum does not do"
     if not a.subscripts.isascii():
@@ -207,53 +201,38 @@ def _native_applies(a: EinsumArgs) -> str | None:
     return None
 
 
-def _cuda_default_applies(a: EinsumArgs) -> str | None:
-    if a.lowering.slices:
-        return "memory_limit needs chunking, which torch.einsum does not do"
-    if not a.subscripts.isascii():
-        return "more labels than torch.einsum's 52 letters"
-    if not (a.dtype.is_floating_point or a.dtype.is_complex):
-        return "torch.einsum on CUDA is the default for floating and complex dtypes only"
-    return None
-
-
-# Dtypes NumPy shares with torch (bfloat16 and the unsigned ones have no NumPy view).
+# Dtypes NumPy shares with torch at full precision (half precision stays in torch, whose
+# float16 products accumulate in float32; bfloat16 and the unsigned ones have no view).
 _NUMPY_DTYPES = frozenset(
-    {torch.float32, torch.float64, torch.complex64, torch.complex128, torch.float16}
+    {torch.float32, torch.float64, torch.complex64, torch.complex128}
     | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
 )
 
 
-def torch_numpy_loop(a: EinsumArgs) -> Any:
-    """numpy.einsum's loop on zero-copy NumPy views of CPU tensors (no autograd)."""
-    ops = [numpy_view(x) for x in cast(a.operands, a.dtype, _ops(a.xp))]
-    r = c_einsum(a.subscripts, *ops, order=loop_order(a.subscripts, ops))
-    return torch.from_numpy(np.asarray(r))
-
-
-def plan_numpy_loop(a: EinsumArgs) -> Any:
-    """:func:`torch_numpy_loop` with its subscripts and loop order fixed."""
-    if not _no_casts(a):
-        return None
+def _numpy_loop_plan(a: EinsumArgs) -> Any:
+    """numpy.einsum's loop on zero-copy views, its subscripts and loop order fixed."""
     subscripts = a.subscripts
-    order = loop_order(subscripts, [numpy_view(x) for x in a.operands])
+    order = loop_order(subscripts, [numpy_view(x) for x in cast(a.operands, a.dtype, _ops(a.xp))])
 
     def loop(*operands: Any) -> Any:
         r = c_einsum(subscripts, *[numpy_view(x) for x in operands], order=order)
-        return torch.from_numpy(np.asarray(r))
+        return torch.from_numpy(np.array(r))  # a copy: never a view of an operand
 
-    return loop
+    return _with_casts(a, loop)
 
 
 def _numpy_loop_applies(a: EinsumArgs) -> str | None:
-    if a.dtype not in _NUMPY_DTYPES or any(x.dtype not in _NUMPY_DTYPES for x in a.operands):
-        return "a dtype NumPy does not share"
     if a.operands[0].device.type != "cpu":
         return "not on the CPU"
-    if torch.compiler.is_compiling():
-        return "under torch.compile the lowering traces"
-    if torch.is_grad_enabled() and any(x.requires_grad for x in a.operands):
-        return "gradients needed: the lowering has them"
+    if a.dtype not in _NUMPY_DTYPES or any(x.dtype not in _NUMPY_DTYPES for x in a.operands):
+        return "a dtype NumPy does not share at full precision"
+    return _native_applies(a)
+
+
+def _numpy_loop_wins(a: EinsumArgs) -> str | None:
+    """None when NumPy's loop on views beats the lowering here, else why not."""
+    if a.dtype not in _NUMPY_DTYPES or any(x.dtype not in _NUMPY_DTYPES for x in a.operands):
+        return "a dtype NumPy does not share at full precision"
     # Not for outer products: torch's broadcast multiply holds its own on large ones
     # (2048^2 float32: 1.7 ms against 2.3 ms in NumPy's loop on the views). For every
     # matrix-vector product: torch.mv waits on its thread pool (see loop_wins).
@@ -261,7 +240,7 @@ def _numpy_loop_applies(a: EinsumArgs) -> str | None:
     if reason is not None:
         return reason
     if tiny(a):
-        calls = LOOP_CALLS_PER_OPERAND * max(a.lowering.n_operands - 1, 1)
+        calls = TORCH["einsum_loop_calls"] * max(a.lowering.n_operands - 1, 1)
         if _no_casts(a) and _program(a).calls <= calls:
             return "tiny, and the lowering is as few torch calls as the loop's own overhead"
         return None
@@ -272,40 +251,56 @@ def _numpy_loop_applies(a: EinsumArgs) -> str | None:
     return None
 
 
-# On tiny operands, where the products cost nothing, the number of calls decides: the
-# loop on views costs about as much Python as this many torch calls per operand past the
-# first (views, the result's wrapper, numpy.einsum's dispatch, its iterator set-up).
-LOOP_CALLS_PER_OPERAND = 3
+def _needs(a: EinsumArgs) -> frozenset[str]:
+    return _torch_state.needs(tuple(a.operands))
 
+
+def choose(a: EinsumArgs, device: str | None = None) -> tuple[str, str]:
+    """(strategy, rule) of a torch einsum call (on `device`, by default the operands')."""
+    device = a.operands[0].device.type if device is None else device
+    if device == "cuda":
+        if (a.dtype.is_floating_point or a.dtype.is_complex) and _einsum_applies(a) is None:
+            return "einsum", "CUDA, floating dtype: torch.einsum's own batched GEMMs"
+        return "lowering", "the batched-matmul lowering with torch's calls"
+    if _needs(a):
+        return "lowering", "the call needs autograd, torch.func or compile: torch's calls"
+    reason = _numpy_loop_wins(a) if device == "cpu" else "not on the CPU"
+    if reason is None:
+        return "numpy_loop", "NumPy's fused loop on views reads each operand once"
+    return "lowering", reason
+
+
+STRATEGIES = Strategies(
+    [
+        Strategy(
+            "lowering",
+            "each pairwise step one batched matmul with torch's calls; every feature",
+            _lowering_plan,
+            FEATURES,
+        ),
+        Strategy(
+            "einsum",
+            "torch.einsum itself; every feature",
+            _einsum_plan,
+            FEATURES,
+            applies=_einsum_applies,
+        ),
+        Strategy(
+            "numpy_loop",
+            "numpy.einsum's C loop on zero-copy views (CPU): no temporaries",
+            _numpy_loop_plan,
+            applies=_numpy_loop_applies,
+        ),
+    ],
+    choose=choose,
+    needs=_needs,
+)
 
 extend.register(
     "einsum",
-    "torch_matmul",
+    "torch",
     libraries=["torch"],
     priority=Priority.SPECIALIZED,
-    planner=plan_matmul,
-)(torch_matmul)
-# On CUDA torch.einsum beat the lowering (H100: 43.9 vs 49.4 µs, 83.2 vs 90.2 µs, 41.7 vs
-# 63.0 µs on the MXNet-issue patterns), so it is the default there for what it takes.
-extend.register(
-    "einsum",
-    "torch_einsum_cuda",
-    libraries=["torch"],
-    devices=["cuda"],
-    priority=Priority.OVERRIDE,
-    applies=_cuda_default_applies,
-    summary="torch.einsum itself, the CUDA default for floating and complex dtypes",
-    planner=plan_einsum,
-)(torch_einsum)
-extend.register(
-    "einsum",
-    "torch_numpy_loop",
-    libraries=["torch"],
-    devices=["cpu"],
-    priority=Priority.OVERRIDE,
-    applies=_numpy_loop_applies,
-    planner=plan_numpy_loop,
-)(torch_numpy_loop)
-extend.register(
-    "einsum", "torch_einsum", libraries=["torch"], priority=Priority.NATIVE, applies=_native_applies
-)(torch_einsum)
+    summary="batched-matmul lowering, torch.einsum (CUDA) or NumPy's loop on views (CPU)",
+    strategies=STRATEGIES,
+)

@@ -9,6 +9,10 @@ torch's threads. With the identity as both indices it is the row-wise dot produc
 two matrices, each input read once by every thread (2-core AMD EPYC, float32: 500x500
 34 us against 41 for ``torch.linalg.vecdot``; 2048x512 68 us against 98 for NumPy's
 loop on views).
+
+The operator is private to torch: the strategy is offered only where the installed
+torch has it (:data:`AVAILABLE`), and the other strategies serve everywhere else.
+It has no derivative, so only calls that need none take it.
 """
 
 from __future__ import annotations
@@ -18,25 +22,19 @@ from typing import Any
 
 import torch
 
-from ..._caches import l2_bytes
+from ..._tables import TORCH
 
-__all__ = ["row_dots_plan"]
+__all__ = ["AVAILABLE", "applies", "plan"]
 
-try:  # a private operator: where a torch lacks it, the other plans serve
+try:  # a capability check: where a torch lacks the operator, the other plans serve
     _ROW_DOTS: Any = torch.ops.aten._embedding_bag_per_sample_weights_backward.default
 except (AttributeError, RuntimeError):
     _ROW_DOTS = None
+AVAILABLE = _ROW_DOTS is not None
 _SUM = 0  # embedding_bag's mode "sum", the only one with per-sample weights
 _DTYPES = frozenset({torch.float32, torch.float64})  # BLAS dots; others loop in C++
-# The kernel's rows per task: fewer than two tasks run on one thread.
-GRAIN = 64
-# A BLAS call per vector costs about what streaming a few hundred bytes does; from this
-# length a vector repays it (AMD EPYC, 4 MB inputs: 512-byte vectors 1.0-1.4x the
-# other plans, 1 KiB ones 0.5-0.8x).
-ROW_BYTES = 1024
-# Below one core's L2 (both inputs together) NumPy's loop on one thread reads them at
-# the cache's speed, and starting the threads costs more than they save.
-MIN_BYTES = l2_bytes()
+# The kernel's rows per task (ATen's grain): fewer than two tasks run on one thread.
+_GRAIN = 64
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor | None:
@@ -47,38 +45,34 @@ def _rows(t: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
-def row_dots_plan(x1: torch.Tensor, x2: torch.Tensor, keepdims: bool) -> Any:
-    """A plan for two CPU tensors of one shape and real dtype, reduced along the last
-    axis, where one BLAS dot per vector on torch's threads reads the least: vectors
-    of at least ROW_BYTES with unit stride, at least two tasks of GRAIN rows, both
-    inputs past one core's L2 together, and two threads or more; else None.
-
-    The plan holds a 4-byte index per row (the identity), built once.
-    """
-    if _ROW_DOTS is None or x1.dtype not in _DTYPES or x1.ndim == 0:
-        return None
+def applies(x1: torch.Tensor, x2: torch.Tensor, threads: int, l2: int) -> bool:
+    """Whether one BLAS dot per vector reads least for two CPU tensors of one shape
+    and real dtype reduced along the last axis: vectors of at least ``row_dots_bytes``
+    with unit stride, at least two tasks, both inputs past one core's L2 together
+    (below, NumPy's one thread reads them at the cache's speed), two threads or more."""
+    if not AVAILABLE or x1.dtype not in _DTYPES or x1.dtype is not x2.dtype or x1.ndim == 0:
+        return False
     n = x1.shape[-1]
     rows = math.prod(x1.shape[:-1])
     size = x1.element_size()
-    if n * size < ROW_BYTES or rows < 2 * GRAIN or 2 * rows * n * size < MIN_BYTES:
-        return None
-    if x1.stride(-1) != 1 or x2.stride(-1) != 1 or torch.get_num_threads() < 2:
-        return None
-    if _rows(x1) is None or _rows(x2) is None:  # the key fixes the strides: so will later calls
-        return None
+    if n * size < TORCH["row_dots_bytes"] or rows < 2 * _GRAIN or 2 * rows * n * size < l2:
+        return False
+    if x1.stride(-1) != 1 or x2.stride(-1) != 1 or threads < 2:
+        return False
+    return _rows(x1) is not None and _rows(x2) is not None
+
+
+def plan(like: torch.Tensor, keepdims: bool) -> Any:
+    """The plan for tensors of `like`'s signature (see :func:`applies`). It holds a
+    4-byte index per row (the identity), built once."""
+    n = like.shape[-1]
+    rows = math.prod(like.shape[:-1])
     index = torch.arange(rows, dtype=torch.int32 if rows < 2**31 else torch.int64)
     op = _ROW_DOTS
-    if x1.ndim == 2 and not keepdims:
+    shape = (*like.shape[:-1], 1) if keepdims else like.shape[:-1]
 
-        def row_dots(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-            out: torch.Tensor = op(x1, x2, index, index, index, _SUM)
-            return out
-
-        return row_dots
-    shape = (*x1.shape[:-1], 1) if keepdims else x1.shape[:-1]
-
-    def row_dots_reshaped(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    def row_dots(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = op(x1.view(rows, n), x2.view(rows, n), index, index, index, _SUM)
         return out.view(shape)
 
-    return row_dots_reshaped
+    return row_dots

@@ -9,11 +9,10 @@ the strided view of every window with one ``copy_`` (or ``mul``); unshear reads 
 view of ``y`` with one copy. Fractional offsets take one ``lerp`` per group of
 channels (sub-pixel dispersion by linear interpolation).
 
-Gradients: shear's backward is unshear and vice versa. Eager calls that need
-gradients go through an ``autograd.Function`` that runs the kernels directly (no
-custom-op dispatch cost); under ``torch.compile`` the same kernels run inside the
-``portops::shear`` / ``portops::unshear`` custom ops, which have fake implementations
-and the same autograd formulas.
+Gradients: shear and unshear are one :class:`~.linear_op.LinearPair` (shear's
+backward is unshear and vice versa): the custom operators ``portops::shear`` /
+``portops::unshear`` for ``torch.compile``, an ``autograd.Function`` for eager calls
+that need gradients, forward-mode AD or ``torch.func``, the kernel itself otherwise.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import numpy as np
 import torch
 
 from ... import _buffers as buffers
-from ... import extend
+from ... import _torch_state, extend
 from ..._kernels.geometry import linear_step
 from ..._ops.shear import ShearArgs
 from ..._shear import blocked
@@ -37,8 +36,10 @@ from ..._shear.layout import (
     window_strides,
     windows_view,
 )
+from ..._strategy import FEATURES, Strategies, Strategy
 from ...extend import Priority
 from ..numpy import shear as numpy_kernels
+from .linear_op import LinearPair, result_dtype
 from .views import numpy_view
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
@@ -48,10 +49,6 @@ _VIA_NUMPY = (
     torch.float32, torch.float64, torch.complex64, torch.complex128,
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
 )  # fmt: skip
-
-
-def _result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
-    return a.dtype if mask is None else torch.result_type(a, mask)
 
 
 def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -64,10 +61,10 @@ def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.
 
 
 def _via_numpy(x: torch.Tensor, fractions: list[float], mask: torch.Tensor | None) -> bool:
-    """Whether shear goes to the NumPy kernels: CPU, a dtype NumPy has, integer offsets
-    and no mask. There its staged block copies beat torch's zero-fill and strided
-    ``copy_``; with a mask or fractions (one ``mul`` / ``lerp`` pass) and for unshear
-    (one strided read) torch's own vectorised loops are as fast or faster."""
+    """Whether shear can go to the NumPy kernels: CPU, a dtype NumPy has, integer
+    offsets and no mask. There its staged block copies beat torch's zero-fill and
+    strided ``copy_``; with a mask or fractions (one ``mul`` / ``lerp`` pass) and for
+    unshear (one strided read) torch's own vectorised loops are as fast or faster."""
     return x.device.type == "cpu" and x.dtype in _VIA_NUMPY and not fractions and mask is None
 
 
@@ -77,7 +74,7 @@ def _numpy_kernel(
     """:func:`blocked.shear_into` on NumPy views, writing a new tensor of `shape`."""
     out = _empty(shape, x.dtype, x.device)
     a = ShearArgs.make("shear", numpy_view(x), tuple(offsets), None, axis, channel_axis, None, np)
-    blocked.shear_into(np, out.numpy(), a, numpy_kernels.runner(x.numel()))
+    blocked.shear_into(np, out.numpy(), a, numpy_kernels.runner(out.numel() * x.element_size()))
     return out
 
 
@@ -106,12 +103,12 @@ def _shear_kernel(
     channel_axis: int,
     mask: torch.Tensor | None,
 ) -> torch.Tensor:
+    """Gaps zeroed through strided views, then ``x`` (times the mask) written into the
+    strided view of every window with one ``copy_`` (or ``mul``)."""
     width = x.shape[axis]
     wide = list(x.shape)
     wide[axis] += _growth(offsets, fractions)
-    dtype = _result_dtype(x, mask)
-    if _via_numpy(x, fractions, mask):
-        return _numpy_kernel(x, wide, offsets, axis, channel_axis)
+    dtype = result_dtype(x, mask)
     out = _empty(wide, dtype, x.device)
     if out.numel() == 0:
         return out
@@ -151,7 +148,7 @@ def _unshear_kernel(
     width = y.shape[axis] - _growth(offsets, fractions)
     shape = list(y.shape)
     shape[axis] = width
-    dtype = _result_dtype(y, mask)
+    dtype = result_dtype(y, mask)
     out = _empty(shape, dtype, y.device)
     if out.numel() == 0:
         return out
@@ -274,6 +271,22 @@ def _shape_after(shape: list[int], axis: int, change: int) -> list[int]:
     return out
 
 
+def _shape_after(shape: list[int], axis: int, change: int) -> list[int]:
+    out = list(shape)
+    out[axis] += change
+    return out
+
+
+def _sheared_shape(shape: list[int], geometry: tuple[Any, ...]) -> list[int]:
+    offsets, fractions, axis, _ = geometry
+    return _shape_after(shape, axis, _growth(offsets, fractions))
+
+
+def _unsheared_shape(shape: list[int], geometry: tuple[Any, ...]) -> list[int]:
+    offsets, fractions, axis, _ = geometry
+    return _shape_after(shape, axis, -_growth(offsets, fractions))
+
+
 @torch.library.custom_op("portops::shear", mutates_args=())
 def shear_op(
     x: torch.Tensor,
@@ -284,20 +297,10 @@ def shear_op(
     mask: torch.Tensor | None,
 ) -> torch.Tensor:
     """The sheared cube; `fractions` is empty for integer dispersion."""
+    if _via_numpy(x, fractions, mask):
+        return _numpy_kernel(x, _sheared_shape(list(x.shape), (offsets, fractions, axis, 0)),
+                             offsets, axis, channel_axis)  # fmt: skip
     return _shear_kernel(x, offsets, fractions, axis, channel_axis, mask)
-
-
-@shear_op.register_fake
-def _(
-    x: torch.Tensor,
-    offsets: list[int],
-    fractions: list[float],
-    axis: int,
-    channel_axis: int,
-    mask: torch.Tensor | None,
-) -> torch.Tensor:
-    shape = _shape_after(list(x.shape), axis, _growth(offsets, fractions))
-    return x.new_empty(shape, dtype=_result_dtype(x, mask))
 
 
 @torch.library.custom_op("portops::unshear", mutates_args=())
@@ -313,199 +316,157 @@ def unshear_op(
     return _unshear_kernel(y, offsets, fractions, axis, channel_axis, mask)
 
 
-@unshear_op.register_fake
-def _(
-    y: torch.Tensor,
-    offsets: list[int],
-    fractions: list[float],
-    axis: int,
-    channel_axis: int,
-    mask: torch.Tensor | None,
-) -> torch.Tensor:
-    shape = _shape_after(list(y.shape), axis, -_growth(offsets, fractions))
-    return y.new_empty(shape, dtype=_result_dtype(y, mask))
+def _step(offsets: list[int], fractions: list[float]) -> list[int] | list[float]:
+    """Offsets in the form the public functions take (they normalise them to these)."""
+    if not fractions:
+        return list(offsets)
+    return [n + f for n, f in zip(offsets, fractions, strict=True)]
 
 
-def _reduce_to(grad: torch.Tensor, like_shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
-    grad = grad.sum_to_size(like_shape)
-    if not dtype.is_complex and grad.is_complex():
-        grad = grad.real
-    return grad.to(dtype)
+def _public_shear(x: torch.Tensor, mask: torch.Tensor | None, geometry: Any) -> torch.Tensor:
+    from ..._ops.shear import shear as public
 
-
-def _grads(
-    shear_fn: Any,
-    unshear_fn: Any,
-    forward_is_shear: bool,
-    needs: tuple[bool, bool],
-    saved: tuple[torch.Tensor | None, torch.Tensor | None],
-    geometry: tuple[Any, ...],
-    arr_dtype: torch.dtype,
-    mask_dtype: torch.dtype | None,
-    grad: torch.Tensor,
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """Gradients in the array and the mask, for either direction.
-
-    ``out = S(m * x)``: ``grad_x = conj(m) * S^H g``, ``grad_m = conj(x) * S^H g``.
-    ``out = conj(m) * S^H y``: ``grad_y = S(m * g)``, ``grad_m = conj(g) * S^H y``.
-    """
-    arr, mask = saved
-    grad_arr = grad_mask = None
-    if forward_is_shear:
-        if needs[0]:
-            grad_arr = unshear_fn(grad, *geometry, mask).to(arr_dtype)
-        if mask is not None and needs[1]:
-            assert arr is not None and mask_dtype is not None
-            u = unshear_fn(grad, *geometry, None)
-            grad_mask = _reduce_to(u * arr.conj(), mask.shape, mask_dtype)
-    else:
-        if needs[0]:
-            grad_arr = shear_fn(grad, *geometry, mask).to(arr_dtype)
-        if mask is not None and needs[1]:
-            assert arr is not None and mask_dtype is not None
-            u = unshear_fn(arr, *geometry, None)
-            grad_mask = _reduce_to(grad.conj() * u, mask.shape, mask_dtype)
-    return grad_arr, grad_mask
-
-
-def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    arr, offsets, fractions, axis, channel_axis, mask = inputs
-    ctx.geometry = (offsets, fractions, axis, channel_axis)
-    ctx.arr_dtype = arr.dtype
-    ctx.mask_dtype = None if mask is None else mask.dtype
-    ctx.save_for_backward(arr if mask is not None else None, mask)
-
-
-def _shear_op_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-    needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[5])
-    g_arr, g_mask = _grads(
-        shear_op, unshear_op, True, needs, ctx.saved_tensors, ctx.geometry,
-        ctx.arr_dtype, ctx.mask_dtype, grad,
-    )  # fmt: skip
-    return g_arr, None, None, None, None, g_mask
-
-
-def _unshear_op_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-    needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[5])
-    g_arr, g_mask = _grads(
-        shear_op, unshear_op, False, needs, ctx.saved_tensors, ctx.geometry,
-        ctx.arr_dtype, ctx.mask_dtype, grad,
-    )  # fmt: skip
-    return g_arr, None, None, None, None, g_mask
-
-
-shear_op.register_autograd(_shear_op_backward, setup_context=_setup)
-unshear_op.register_autograd(_unshear_op_backward, setup_context=_setup)
-
-
-class _Shear(torch.autograd.Function):
-    """Eager autograd for shear: the kernels called directly, backward = unshear."""
-
-    @staticmethod
-    def forward(arr: torch.Tensor, mask: torch.Tensor | None, *geometry: Any) -> Any:
-        offsets, fractions, axis, channel_axis = geometry
-        return _shear_kernel(arr, offsets, fractions, axis, channel_axis, mask)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        arr, mask, *geometry = inputs
-        _remember(ctx, arr, mask, geometry)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        return _function_backward(ctx, grad, forward_is_shear=True)
-
-
-class _Unshear(torch.autograd.Function):
-    """Eager autograd for unshear: the kernels called directly, backward = shear."""
-
-    @staticmethod
-    def forward(arr: torch.Tensor, mask: torch.Tensor | None, *geometry: Any) -> Any:
-        offsets, fractions, axis, channel_axis = geometry
-        return _unshear_kernel(arr, offsets, fractions, axis, channel_axis, mask)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        arr, mask, *geometry = inputs
-        _remember(ctx, arr, mask, geometry)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        return _function_backward(ctx, grad, forward_is_shear=False)
-
-
-def _remember(ctx: Any, arr: torch.Tensor, mask: torch.Tensor | None, geometry: Any) -> None:
-    ctx.geometry = tuple(geometry)
-    ctx.arr_dtype = arr.dtype
-    ctx.mask_dtype = None if mask is None else mask.dtype
-    ctx.save_for_backward(arr if mask is not None else None, mask)
-
-
-def _apply_shear(arr: torch.Tensor, *rest: Any) -> torch.Tensor:
-    *geometry, mask = rest
-    out: torch.Tensor = _Shear.apply(arr, mask, *geometry)  # type: ignore[no-untyped-call]
+    offsets, fractions, axis, cax = geometry
+    out: torch.Tensor = public(x, _step(offsets, fractions), axis=axis, channel_axis=cax, mask=mask)
     return out
 
 
-def _apply_unshear(arr: torch.Tensor, *rest: Any) -> torch.Tensor:
-    *geometry, mask = rest
-    out: torch.Tensor = _Unshear.apply(arr, mask, *geometry)  # type: ignore[no-untyped-call]
+def _public_unshear(y: torch.Tensor, mask: torch.Tensor | None, geometry: Any) -> torch.Tensor:
+    from ..._ops.shear import unshear as public
+
+    offsets, fractions, axis, cax = geometry
+    out: torch.Tensor = public(y, _step(offsets, fractions), axis=axis, channel_axis=cax, mask=mask)
     return out
 
 
-def _function_backward(ctx: Any, grad: torch.Tensor, *, forward_is_shear: bool) -> tuple[Any, ...]:
-    needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
-    g_arr, g_mask = _grads(
-        _apply_shear, _apply_unshear, forward_is_shear, needs, ctx.saved_tensors,
-        ctx.geometry, ctx.arr_dtype, ctx.mask_dtype, grad,
-    )  # fmt: skip
-    return (g_arr, g_mask) + (None,) * len(ctx.geometry)
+PAIR = LinearPair(
+    shear_op,
+    unshear_op,
+    _sheared_shape,
+    _unsheared_shape,
+    _public_shear,
+    _public_unshear,
+    axes=(2, 3),
+)
+PAIR.register()
 
 
-def _needs_grad(a: ShearArgs) -> bool:
-    if not torch.is_grad_enabled():
-        return False
-    return a.array.requires_grad or (a.mask is not None and a.mask.requires_grad)
+def _needs(a: ShearArgs) -> frozenset[str]:
+    return _torch_state.needs((a.array, a.mask))
 
 
-def _compiling() -> bool:
-    """Whether torch.compile is tracing (the custom ops are what it sees)."""
-    return torch.compiler.is_compiling()
+def _geometry(a: ShearArgs) -> tuple[Any, ...]:
+    return (list(a.offsets), list(a.fractions or ()), a.axis, a.channel_axis)
 
 
-def _call(a: ShearArgs, kernel: Any, function: Any, op: Any) -> torch.Tensor:
-    args = (list(a.offsets), list(a.fractions or ()), a.axis, a.channel_axis)
-    if _compiling():
-        traced: torch.Tensor = op(a.array, *args, a.mask)
-        return traced
-    if _needs_grad(a):
-        grad: torch.Tensor = function.apply(a.array, a.mask, *args)
-        return grad
-    out: torch.Tensor = kernel(a.array, *args, a.mask)
-    return out
+def _normalizer(a: ShearArgs) -> Any:
+    """The mask as validation made it (cast from bool, reshaped); idempotent."""
+    mask = a.mask
+    shape = None if mask is None else tuple(mask.shape)
+    dtype = None if mask is None else mask.dtype
+
+    def normalize(m: torch.Tensor | None) -> torch.Tensor | None:
+        if m is not None:
+            if m.dtype != dtype:
+                m = m.to(dtype)
+            if m.shape != shape:
+                m = m.reshape(shape)
+        return m
+
+    return normalize
 
 
-def shear(a: ShearArgs) -> torch.Tensor:
-    """Zero the gaps, then one strided ``copy_`` of ``x`` into the windows; differentiable."""
-    return _call(a, _shear_kernel, _Shear, shear_op)
+def _plan(a: ShearArgs, adjoint: bool, kernel: Any) -> Any:
+    """The kernel directly, through the Function when the call needs autograd,
+    forward-mode AD or torch.func, or the custom operator under torch.compile."""
+    geometry = _geometry(a)
+    normalize = _normalizer(a)
+    needs = _needs(a)
+
+    def run(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        m = normalize(m)
+        if "compile" in needs:
+            return PAIR.call_op(adjoint, arr, m, geometry)
+        if needs:
+            return PAIR.apply(adjoint, arr, m, geometry, kernel)
+        return kernel(arr, m)
+
+    return run
 
 
-def unshear(a: ShearArgs) -> torch.Tensor:
-    """One strided copy of every window of ``y`` (mask fused); differentiable."""
-    return _call(a, _unshear_kernel, _Unshear, unshear_op)
+def _numpy_shear(a: ShearArgs) -> Any:
+    offsets, axis, cax = list(a.offsets), a.axis, a.channel_axis
+    wide = list(a.shape)
+    return _plan(a, False, lambda x, m: _numpy_kernel(x, wide, offsets, axis, cax))
 
+
+def _strided_shear(a: ShearArgs) -> Any:
+    geometry = _geometry(a)
+    return _plan(a, False, lambda x, m: _shear_kernel(x, *geometry, m))
+
+
+def _strided_unshear(a: ShearArgs) -> Any:
+    geometry = _geometry(a)
+    return _plan(a, True, lambda y, m: _unshear_kernel(y, *geometry, m))
+
+
+def choose_shear(a: ShearArgs) -> tuple[str, str]:
+    fractions = list(a.fractions or ())
+    if not _needs(a) - {"grad"} and _via_numpy(a.array, fractions, a.mask):
+        return "numpy", "CPU, integer offsets, no mask: NumPy's cache-sized blocks on views"
+    return "strided", "strided zero-fill and one copy into the windows' view"
+
+
+_SHEAR = Strategies(
+    [
+        Strategy(
+            "numpy",
+            "NumPy's cache-sized blocks on zero-copy views (CPU, integer offsets, no mask)",
+            _numpy_shear,
+            frozenset({"grad"}),
+            lambda a: numpy_kernels.threads(a),
+            lambda a: (
+                None
+                if _via_numpy(a.array, list(a.fractions or ()), a.mask)
+                else "CPU, a dtype NumPy shares, integer offsets and no mask only"
+            ),
+        ),
+        Strategy(
+            "strided",
+            "strided zero-fill and one copy_ (or mul, lerp) into the windows' view",
+            _strided_shear,
+            FEATURES,
+        ),
+    ],
+    choose=choose_shear,
+    needs=_needs,
+)
+_UNSHEAR = Strategies(
+    [
+        Strategy(
+            "strided",
+            "one copy_ of the windows' strided view, mask fused",
+            _strided_unshear,
+            FEATURES,
+        )
+    ],
+    choose=lambda a: ("strided", "one strided read of every window"),
+    needs=_needs,
+)
 
 extend.register(
     "shear",
     "torch_strided",
     libraries=["torch"],
     priority=Priority.SPECIALIZED,
-    summary="strided zero-fill and one copy_ into the windows' view; autograd, custom op",
-)(shear)
+    summary="strided zero-fill and one copy_ into the windows' view; every autograd feature",
+    strategies=_SHEAR,
+)
 extend.register(
     "unshear",
     "torch_strided",
     libraries=["torch"],
     priority=Priority.SPECIALIZED,
-    summary="one copy_ of the windows' strided view, mask fused; autograd, custom op",
-)(unshear)
+    summary="one copy_ of the windows' strided view, mask fused; every autograd feature",
+    strategies=_UNSHEAR,
+)

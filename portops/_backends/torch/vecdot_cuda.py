@@ -1,13 +1,12 @@
-"""vecdot on CUDA tensors: a fused Triton row reduction, or torch's own product and sum.
+"""vecdot on CUDA tensors, two strategies:
 
-Real floating inputs whose batch dimensions (after broadcasting) merge into rows are
-reduced by :mod:`portops._backends.torch._triton_vecdot`: each input read once, no
-product temporary, one launch (two when too few rows need the contracted axis split),
-planned once per call signature so that a repeated call allocates and launches. Other
-cases — complex and integer dtypes, layouts that do not merge, and calls that need a
-gradient — use the product and sum, accumulated in float32 for half precision; unsigned
-integers, which torch's CUDA kernels do not multiply, are computed in int64 (the same
-result modulo the dtype's range).
+- ``triton``: real floating inputs whose batch dimensions (after broadcasting) merge
+  into rows are reduced by :mod:`portops._backends.torch._triton_vecdot`: each input
+  read once, no product temporary, one launch (two when too few rows need the
+  contracted axis split), planned once per call signature;
+- ``native``: everything else — complex and integer dtypes, layouts that do not merge,
+  calls that need autograd, forward-mode AD, torch.func or compile — torch's product
+  and sum (see :func:`portops._backends.torch.vecdot.mul_sum`).
 """
 
 from __future__ import annotations
@@ -18,12 +17,11 @@ from typing import Any
 
 import torch
 
-from ... import extend
+from ... import _machine, _torch_state, extend
 from ..._ops.vecdot import VecdotArgs
+from ..._strategy import FEATURES, Strategies, Strategy
 from ...extend import Priority
-from .vecdot import _mul_sum
-
-_UNSIGNED = {torch.uint16, torch.uint32, torch.uint64}
+from .vecdot import STRATEGIES as CPU_STRATEGIES
 
 Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -45,16 +43,6 @@ def _sms(device: int) -> int:
 def _dtype(a: VecdotArgs) -> torch.dtype:
     d1, d2 = a.x1.dtype, a.x2.dtype
     return d1 if d1 is d2 else torch.promote_types(d1, d2)
-
-
-def native(a: VecdotArgs) -> torch.Tensor:
-    """Product and sum (float32 accumulation for half; int64 for unsigned); autograd."""
-    dtype = _dtype(a)
-    if dtype in _UNSIGNED:
-        wide = _mul_sum(a.x1.to(torch.int64), a.x2.to(torch.int64), a.axis, a.keepdims,
-                        torch.int64)  # fmt: skip
-        return wide.view(torch.uint64) if dtype == torch.uint64 else wide.to(dtype)
-    return _mul_sum(a.x1, a.x2, a.axis, a.keepdims, dtype)
 
 
 def _rows_view(a: VecdotArgs) -> tuple[Any, Any, tuple[int, ...], int, int] | None:
@@ -81,13 +69,11 @@ def _rows_view(a: VecdotArgs) -> tuple[Any, Any, tuple[int, ...], int, int] | No
     return views[0], views[1], strides, rows, length
 
 
-def plan(a: VecdotArgs) -> Run | None:
-    """The Triton plan for these arguments' signature, or None (the native call runs)."""
+def _triton_plan(a: VecdotArgs) -> Run | None:
+    """The Triton plan for these arguments' signature, or None where it does not apply."""
     dtype = _dtype(a)
     x1, x2 = a.x1, a.x2
-    if x1.dtype is not dtype or x2.dtype is not dtype or torch.compiler.is_compiling():
-        return None
-    if torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad):
+    if x1.dtype is not dtype or x2.dtype is not dtype or not dtype.is_floating_point:
         return None
     kernels = _triton()
     if kernels is None:
@@ -102,20 +88,41 @@ def plan(a: VecdotArgs) -> Run | None:
     else:
         del shape[a.axis]
     device = x1.device
-    # The row views start where the inputs do: the kernel takes the inputs' own
-    # pointers with the views' strides.
-    sms = _sms(device.index)
-    run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = kernels.plan_rows(
-        rows, length, strides, dtype, device, sms, tuple(shape)
-    )
+    sms = _machine.current().gpu_sms or _sms(device.index)
+    run: Run | None = kernels.plan_rows(rows, length, strides, dtype, device, sms, tuple(shape))
     return run
 
 
-def _torch_cuda(a: VecdotArgs) -> torch.Tensor:
-    """Fused Triton row reduction for real floats, else the product and sum."""
-    run = plan(a)
-    return native(a) if run is None else run(a.x1, a.x2)
+def _needs(a: VecdotArgs) -> frozenset[str]:
+    return _torch_state.needs((a.x1, a.x2))
 
+
+def choose(a: VecdotArgs) -> tuple[str, str]:
+    if _needs(a):
+        return "native", "the call needs autograd, torch.func or compile: torch's own calls"
+    if _triton_plan(a) is None:
+        return "native", "not a real floating layout whose batch dims merge into rows"
+    return "triton", "one fused Triton row reduction: each input read once"
+
+
+def _plan_triton(a: VecdotArgs) -> Run:
+    run = _triton_plan(a)
+    return CPU_STRATEGIES.by_name["native"].plan(a) if run is None else run
+
+
+STRATEGIES = Strategies(
+    [
+        Strategy(
+            "native",
+            "torch's product and sum (half in float32, unsigned in int64); every feature",
+            CPU_STRATEGIES.by_name["native"].plan,
+            FEATURES,
+        ),
+        Strategy("triton", "a fused Triton row reduction, one launch", _plan_triton),
+    ],
+    choose=choose,
+    needs=_needs,
+)
 
 extend.register(
     "vecdot",
@@ -123,5 +130,6 @@ extend.register(
     libraries=("torch",),
     devices=("cuda",),
     priority=Priority.SPECIALIZED,
-    planner=plan,
-)(_torch_cuda)
+    summary="a fused Triton row reduction, or torch's product and sum; every autograd feature",
+    strategies=STRATEGIES,
+)

@@ -1,0 +1,408 @@
+"""The machine portops fits its choices to: cores, caches, memory.
+
+A strategy's rules speak of the machine (does this input fit one core's L2? the L3?
+how many threads may share the work?) rather than of constants measured on one
+computer. The profile is read once, lazily, from the operating system: Linux's sysfs,
+``sysconf``, or ``sysctl`` on macOS; what cannot be read takes a stated default and
+the profile's ``source`` says so.
+
+It can be overridden, so that the choice portops would make on another machine can be
+inspected and tested here:
+
+- ``with portops.machine(cores=64, l2=2 << 20, l3=64 << 20): ...`` within a block
+  (for the current thread or asyncio task);
+- the environment variable ``PORTOPS_MACHINE`` naming a JSON file of the same fields,
+  read at the first use (for a whole process: a job script, a container).
+
+GPU backends read their device's own properties (multiprocessor count) from the
+device; ``gpu_sms`` overrides that too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import warnings
+from contextvars import ContextVar, Token
+from typing import Any
+
+__all__ = ["Machine", "current", "machine"]
+
+ENV_MACHINE = "PORTOPS_MACHINE"
+# Where nothing can be read (Windows, a sandbox without /sys): a modest laptop.
+_DEFAULTS = {"l1": 32 << 10, "l2": 1 << 20, "l3": 8 << 20, "line": 64, "memory": 8 << 30}
+_tokens = itertools.count(1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """A description of the machine portops' choices are fitted to.
+
+    Attributes
+    ----------
+    cores : int
+        The cores this process may run on (its CPU affinity): the default thread count.
+    l1, l2 : int
+        Bytes of level-1 data cache and of level-2 cache of one core.
+    l3 : int
+        Bytes of one level-3 cache (0 where there is none).
+    l3_shared_by : int
+        How many cores share one level-3 cache.
+    line : int
+        Bytes of a cache line.
+    memory : int
+        Bytes of physical memory.
+    cpu : str
+        The processor's model name, where known.
+    gpu_sms : int or None
+        Streaming multiprocessors of the GPU (None: read from the device).
+    source : str
+        Where the values came from: ``"sysfs"``, ``"sysctl"``, ``"sysconf"``,
+        ``"defaults"``, plus ``"+file"`` / ``"+override"`` for overridden fields.
+
+    Used as a context manager, a profile applies within the block: ``with
+    portops.machine(cores=64): portops.explain(...)``.
+    """
+
+    cores: int
+    l1: int
+    l2: int
+    l3: int
+    l3_shared_by: int
+    line: int
+    memory: int
+    cpu: str = "unknown"
+    gpu_sms: int | None = None
+    source: str = "defaults"
+    # Identifies the profile in plan keys (a plan depends on the machine it was made for).
+    token: int = dataclasses.field(
+        default_factory=lambda: next(_tokens), init=False, compare=False, repr=False
+    )
+    _entered: list[Token[Machine | None]] = dataclasses.field(
+        default_factory=list, init=False, compare=False, repr=False
+    )
+
+    @property
+    def l3_per_core(self) -> int:
+        """One core's share of its level-3 cache (0 where there is none)."""
+        return self.l3 // max(1, self.l3_shared_by)
+
+    @property
+    def cache(self) -> int:
+        """What all this process's cores cache together: their L2s, or the L3s they
+        share where those are larger (the last level a working set can stay in)."""
+        instances = -(-self.cores // max(1, self.l3_shared_by))
+        return max(self.l3 * instances, self.l2 * self.cores)
+
+    def replace(self, **fields: Any) -> Machine:
+        """A copy with some fields changed (checked as :func:`machine` checks them).
+
+        A new core count without ``l3_shared_by`` describes one L3 shared by all the
+        cores (one socket), not this machine's sharing scaled up.
+        """
+        checked = _check_fields(fields)
+        if "cores" in checked and "l3_shared_by" not in checked:
+            checked = {**checked, "l3_shared_by": checked["cores"]}
+        source = self.source if "+override" in self.source else self.source + "+override"
+        return dataclasses.replace(self, **checked, source=source)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a dict (the form ``PORTOPS_MACHINE``'s file takes)."""
+        return {f.name: getattr(self, f.name) for f in _PUBLIC_FIELDS}
+
+    def __str__(self) -> str:
+        def size(n: int) -> str:
+            return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+        l3 = f"{size(self.l3)} L3 shared by {self.l3_shared_by}" if self.l3 else "no L3"
+        gpu = "" if self.gpu_sms is None else f", GPU of {self.gpu_sms} SMs"
+        return (
+            f"{self.cpu}: {self.cores} cores, {size(self.l1)} L1d, {size(self.l2)} L2 per "
+            f"core, {l3}, {self.line}-byte lines, {self.memory / (1 << 30):.1f} GiB memory"
+            f"{gpu} (from {self.source})"
+        )
+
+    def __enter__(self) -> Machine:
+        self._entered.append(_scoped.set(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _scoped.reset(self._entered.pop())
+
+
+_PUBLIC_FIELDS = tuple(
+    f for f in dataclasses.fields(Machine) if f.name not in ("token", "_entered", "source")
+)
+_INT_FIELDS = frozenset(f.name for f in _PUBLIC_FIELDS if f.name not in ("cpu", "gpu_sms"))
+
+
+def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` checked: known names, positive integers (caches may be 0), or raise."""
+    known = {f.name for f in _PUBLIC_FIELDS}
+    for name, value in fields.items():
+        if name not in known:
+            raise TypeError(
+                f"machine() got an unknown field {name!r}; fields: {', '.join(sorted(known))}"
+            )
+        if name == "cpu":
+            if not isinstance(value, str):
+                raise TypeError(f"cpu must be a str, got {type(value).__name__}")
+            continue
+        if name == "gpu_sms" and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+        low = 0 if name in ("l3",) else 1
+        if value < low:
+            raise ValueError(f"{name} must be at least {low}, got {value}")
+    return fields
+
+
+# -- reading the machine ----------------------------------------------------------
+
+
+def _affinity() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _sysfs_cache() -> dict[str, int] | None:
+    """L1d, L2, L3 sizes, L3 sharing and the line size of cpu0, from Linux's sysfs."""
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        indices = sorted(i for i in os.listdir(root) if i.startswith("index"))
+    except OSError:
+        return None
+    found: dict[str, int] = {}
+    for index in indices:
+        path = f"{root}/{index}"
+        try:
+            level = _read(f"{path}/level")
+            kind = _read(f"{path}/type")
+            size = _size(_read(f"{path}/size"))
+            line = int(_read(f"{path}/coherency_line_size") or 0)
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        found[f"l{level}"] = size
+        if line:
+            found["line"] = line
+        if level == "3":
+            found["l3_shared_by"] = _count_cpus(_read(f"{path}/shared_cpu_list"))
+    return found or None
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
+
+
+def _size(text: str) -> int:
+    text = text.upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * scale
+
+
+def _count_cpus(text: str) -> int:
+    count = 0
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        count += int(last or first) - int(first) + 1
+    return max(1, count)
+
+
+def _sysctl_cache() -> dict[str, int] | None:
+    """The same from macOS's sysctl (performance cores' caches on Apple silicon)."""
+    names = {
+        "l1": ("hw.perflevel0.l1dcachesize", "hw.l1dcachesize"),
+        "l2": ("hw.perflevel0.l2cachesize", "hw.l2cachesize"),
+        "l3": ("hw.l3cachesize",),
+        "line": ("hw.cachelinesize",),
+    }
+    found: dict[str, int] = {}
+    for key, candidates in names.items():
+        for name in candidates:
+            try:
+                out = subprocess.run(
+                    ["sysctl", "-n", name], capture_output=True, text=True, timeout=5, check=True
+                )
+                value = int(out.stdout.strip())
+            except (OSError, ValueError, subprocess.SubprocessError):
+                continue
+            if value > 0:
+                found[key] = value
+                break
+    if "l2" in found and "l3" not in found:
+        found["l3"] = 0
+    return found or None
+
+
+def _sysconf_cache() -> dict[str, int] | None:
+    found: dict[str, int] = {}
+    for key, name in (
+        ("l1", "SC_LEVEL1_DCACHE_SIZE"),
+        ("l2", "SC_LEVEL2_CACHE_SIZE"),
+        ("l3", "SC_LEVEL3_CACHE_SIZE"),
+        ("line", "SC_LEVEL1_DCACHE_LINESIZE"),
+    ):
+        try:
+            value = os.sysconf(name)
+        except (ValueError, OSError, AttributeError):
+            continue
+        if value > 0:
+            found[key] = value
+    return found or None
+
+
+def _memory() -> int | None:
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        pass
+    if sys.platform == "darwin":
+        try:
+            out = subprocess.run(
+                ["sysctl", "-n", "hw.memsize"], capture_output=True, text=True, timeout=5
+            )
+            return int(out.stdout.strip())
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return None
+    return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def detect() -> Machine:
+    """The profile of this machine, read from the operating system (no overrides)."""
+    fields: dict[str, Any] = {}
+    source = "defaults"
+    readers = [("sysfs", _sysfs_cache), ("sysconf", _sysconf_cache)]
+    if sys.platform == "darwin":
+        readers.insert(0, ("sysctl", _sysctl_cache))
+    for name, reader in readers:
+        found = reader()
+        if found and "l2" in found:
+            fields.update(found)
+            source = name
+            break
+    for key, value in _DEFAULTS.items():
+        fields.setdefault(key, value)
+    fields["memory"] = _memory() or _DEFAULTS["memory"]
+    fields.setdefault("l3_shared_by", 1)
+    cores = _affinity()
+    fields["l3_shared_by"] = max(1, fields["l3_shared_by"])
+    return Machine(cores=cores, cpu=_cpu_name(), source=source, **fields)
+
+
+# -- the current profile ------------------------------------------------------------
+
+_scoped: ContextVar[Machine | None] = ContextVar("portops_machine", default=None)
+_detected: list[Machine] = []
+_lock = threading.Lock()
+
+
+def _from_file(base: Machine) -> Machine:
+    """`base` with the fields of the JSON file ``PORTOPS_MACHINE`` names, if set.
+
+    A file that cannot be read or holds bad fields warns, naming it, and is ignored:
+    it tunes speed, never results.
+    """
+    path = os.environ.get(ENV_MACHINE, "").strip()
+    if not path:
+        return base
+    try:
+        with open(path) as f:
+            fields = json.load(f)
+        if not isinstance(fields, dict):
+            raise TypeError("the file must hold a JSON object of fields")
+        _check_fields(fields)
+    except (OSError, ValueError, TypeError) as exc:
+        warnings.warn(
+            f"{ENV_MACHINE}={path!r} could not be used ({exc}); using the detected machine",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return base
+    return dataclasses.replace(base, **fields, source=base.source + "+file")
+
+
+def _process_machine() -> Machine:
+    if not _detected:
+        with _lock:
+            if not _detected:
+                _detected.append(_from_file(detect()))
+    return _detected[0]
+
+
+def current() -> Machine:
+    """The profile in force: the innermost ``with portops.machine(...)`` block's, else
+    the process's (detected, with ``PORTOPS_MACHINE``'s fields)."""
+    scoped = _scoped.get()
+    return scoped if scoped is not None else _process_machine()
+
+
+def token() -> int:
+    """Identifies the profile in force, for plan keys (cheap: one ContextVar read)."""
+    scoped = _scoped.get()
+    return 0 if scoped is None else scoped.token
+
+
+def reset() -> None:
+    """Forget the detected profile (read again at the next use): for tests."""
+    with _lock:
+        _detected.clear()
+
+
+def machine(**fields: Any) -> Machine:
+    """The machine profile portops fits its choices to, optionally overridden.
+
+    Parameters
+    ----------
+    **fields
+        Fields to override (``cores``, ``l1``, ``l2``, ``l3``, ``l3_shared_by``,
+        ``line``, ``memory``, ``cpu``, ``gpu_sms``); sizes in bytes.
+
+    Returns
+    -------
+    Machine
+        The profile in force, with `fields` replaced. Printed, a one-line summary.
+        Used as a context manager, it applies within the block, for the current
+        thread or task: the strategies and thread counts that :func:`portops.explain`
+        reports, and that calls take, are then those of that machine.
+
+    Raises
+    ------
+    TypeError
+        For an unknown field or a value of the wrong type.
+    ValueError
+        For a size or count below its minimum.
+
+    Examples
+    --------
+    >>> import numpy as np, portops
+    >>> portops.machine().cores >= 1
+    True
+    >>> with portops.machine(cores=64, l2=2 << 20, l3=64 << 20):
+    ...     portops.get_num_threads()
+    64
+    """
+    base = current()
+    return base.replace(**fields) if fields else base

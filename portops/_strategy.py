@@ -1,0 +1,149 @@
+"""Strategies: the named ways an implementation can run a call, and the rule choosing one.
+
+An implementation (a registry entry for a library and device, see
+:mod:`portops._dispatch`) often has several ways to do its work: NumPy's vecdot can call
+``np.vecdot``, einsum's C loop, or one matrix-vector product, and which is fastest
+depends on the shapes and the machine. Each way is a :class:`Strategy` with a name, a
+one-line summary, the autograd features it keeps (torch), how many threads it uses,
+and a *plan*: a function of the call's arrays with everything that depends only on the
+call's signature worked out once. A :class:`Strategies` set holds them with the rule
+that picks one for a call and says why; :func:`portops.explain` shows the choice,
+:func:`portops.prefer` can force any strategy (``prefer(vecdot="numpy/einsum")``), and
+planned and unplanned calls run the same choice (an unplanned call builds the plan and
+runs it once).
+
+A plan takes the arrays of later calls with the same signature as they are passed to
+the public function (a mask not yet cast from bool, a ``y`` without its channel axis),
+and the normalised arrays of the first call: its normalisation must be idempotent. It
+must not keep a reference to the arrays it was planned from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["FEATURES", "Choice", "Strategies", "Strategy"]
+
+Plan = Callable[..., Any]
+
+#: What a torch call may need beyond a result: gradients (``backward``, double
+#: backward), forward-mode AD, the ``torch.func`` transforms (``vmap``, ``grad``,
+#: ``jvp``, ...) and tracing by ``torch.compile``.
+FEATURES = frozenset({"grad", "forward_ad", "functorch", "compile"})
+
+
+def _one_thread(args: Any) -> int:
+    return 1
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way to run a call.
+
+    Parameters
+    ----------
+    name : str
+        Unique within its implementation; ``prefer(op="impl/name")`` forces it.
+    summary : str
+        One line: what it does and when it wins.
+    plan : callable
+        ``plan(args)`` -> a function of the call's arrays giving the result (see the
+        module docstring for its contract).
+    features : frozenset of str
+        The :data:`FEATURES` it keeps (a strategy that leaves torch keeps none).
+    threads : callable
+        ``threads(args)`` -> how many threads it will use for this call.
+    applies : callable, optional
+        ``applies(args)`` -> None when the strategy can compute these arguments' result
+        at all (whatever its speed), else why not: for :func:`portops.prefer`, which
+        refuses a strategy that does not apply rather than run it.
+    """
+
+    name: str
+    summary: str
+    plan: Callable[[Any], Plan]
+    features: frozenset[str] = frozenset()
+    threads: Callable[[Any], int] = field(default=_one_thread)
+    applies: Callable[[Any], str | None] | None = None
+
+    def missing(self, needs: frozenset[str]) -> frozenset[str]:
+        """The features of `needs` this strategy does not keep."""
+        return needs - self.features
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The strategy chosen for a call, the threads it will use, and the rule or cost
+    that chose it (what :func:`portops.explain` reports)."""
+
+    strategy: Strategy
+    reason: str
+    threads: int = 1
+
+
+Chooser = Callable[[Any], tuple[str, str]]  # args -> (strategy name, reason)
+NeedsOf = Callable[[Any], frozenset[str]]
+
+
+def _no_needs(args: Any) -> frozenset[str]:
+    return frozenset()
+
+
+class Strategies:
+    """The strategies of one implementation and the rule that picks one.
+
+    Parameters
+    ----------
+    strategies : sequence of Strategy
+        Every way the implementation can run a call.
+    choose : callable
+        ``choose(args)`` -> ``(name, reason)``: the strategy for these arguments and
+        the rule that picked it, in words. It must pick a strategy that keeps every
+        feature ``needs(args)`` names.
+    needs : callable, optional
+        ``needs(args)`` -> the :data:`FEATURES` the call needs (torch: gradients,
+        forward-mode AD, ``torch.func``, compile); none by default.
+    """
+
+    def __init__(
+        self, strategies: Sequence[Strategy], choose: Chooser, needs: NeedsOf = _no_needs
+    ) -> None:
+        self.by_name = {s.name: s for s in strategies}
+        if len(self.by_name) != len(strategies):
+            raise ValueError("two strategies share a name")
+        self._choose = choose
+        self.needs = needs
+
+    def __iter__(self) -> Any:
+        return iter(self.by_name.values())
+
+    def names(self) -> list[str]:
+        return list(self.by_name)
+
+    def choose(self, args: Any, forced: str | None = None) -> Choice:
+        """The choice for `args`: the rule's, or `forced` (a strategy name), checked
+        against the features the call needs."""
+        needs = self.needs(args)
+        if forced is not None:
+            strategy = self.by_name.get(forced)
+            if strategy is None:
+                raise ValueError(
+                    f"no strategy named {forced!r}; strategies: {', '.join(self.by_name)}"
+                )
+            why = None if strategy.applies is None else strategy.applies(args)
+            if why is not None:
+                raise ValueError(f"strategy {forced!r} does not apply to these arguments: {why}")
+            missing = strategy.missing(needs)
+            if missing:
+                raise ValueError(
+                    f"strategy {forced!r} does not keep what this call needs "
+                    f"({', '.join(sorted(missing))})"
+                )
+            reason = "forced by portops.prefer"
+        else:
+            name, reason = self._choose(args)
+            strategy = self.by_name[name]
+            assert not strategy.missing(needs), (name, needs)
+        return Choice(strategy, reason, strategy.threads(args))
