@@ -74,10 +74,12 @@ API_GROUPS = {
     ),
     "Contractions": ("einsum", "einsum_path", "vecdot"),
     "Dispatch": ("implementations", "explain", "prefer"),
-    "Threads and caches": (
+    "The machine and its tuning": ("machine", "tuning", "tune"),
+    "Threads, plans and caches": (
         "threads",
         "get_num_threads",
         "set_num_threads",
+        "plan_stats",
         "cache_info",
         "clear_cache",
         "set_cache_limit",

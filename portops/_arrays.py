@@ -90,7 +90,7 @@ _multi_device: frozenset[str] = frozenset()
 _entry_points_loaded = [False]
 
 _library_by_type: dict[type, str | None] = {}
-_namespace_by_type: dict[type, Any] = {}
+_namespace_by_name: dict[str, Any] = {}
 # Array subclasses whose meaning portops would silently drop, with what to pass instead.
 _refusals: dict[type, str | None] = {}
 
@@ -134,7 +134,7 @@ def _changed() -> None:
     _device_of = {b.name: b.device for b in _detection_order}
     _multi_device = frozenset(b.name for b in _detection_order if b.multi_device)
     _library_by_type.clear()
-    _namespace_by_type.clear()
+    _namespace_by_name.clear()
 
 
 def get_backend(name: str) -> Backend | None:
@@ -243,16 +243,30 @@ def check_not_refused(x: Any, name: str) -> None:
 
 def namespace_of(x: Any) -> Any:
     """The array-API-compatible namespace of `x` (cached per type)."""
+    return _namespace_by_name[_namespace_name(x)]
+
+
+def _namespace_name(x: Any) -> str:
+    """A name for `x`'s type under which its namespace is kept, found on first sight.
+
+    The name, not the namespace, is what torch.compile keeps as a constant (it runs
+    this eagerly while tracing): a module object would not do as one.
+    """
     t = type(x)
-    try:
-        return _namespace_by_type[t]
-    except KeyError:
-        pass
-    backend = _backends.get(library_of(x) or "")
-    namespace = backend.namespace if backend is not None else None
-    xp = compat.array_namespace(x) if namespace is None else namespace(x)
-    _namespace_by_type[t] = xp
-    return xp
+    name = f"{t.__module__}.{t.__qualname__}"
+    if name not in _namespace_by_name:
+        backend = _backends.get(library_of(x) or "")
+        namespace = backend.namespace if backend is not None else None
+        xp = compat.array_namespace(x) if namespace is None else namespace(x)
+        _namespace_by_name[name] = xp  # one dict store: atomic, a race only recomputes
+    return name
+
+
+# Run eagerly while torch.compile traces, their results kept as constants (see
+# portops._machine.current): they look up or fill caches keyed by type, and the
+# array-API helpers they call are lru_cache-wrapped, which Dynamo warns about.
+library_of._dynamo_marked_constant = True  # type: ignore[attr-defined]
+_namespace_name._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def device_kind(x: Any, library: str) -> str:
@@ -308,9 +322,10 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
         return _inspect_with_dask(names, arrays)
     device = device_kind(first, library)
     if library in _multi_device:
-        placed = [
-            (n, compat.device(a)) for n, a in zip(names, arrays, strict=True) if a is not None
-        ]
+        # torch's own attribute (compat.device tries every library's type first, which
+        # torch.compile warns about while it traces)
+        read = _torch_device_of if library == TORCH else compat.device
+        placed = [(n, read(a)) for n, a in zip(names, arrays, strict=True) if a is not None]
         # Traced JAX arrays report no device; only concrete placements can disagree.
         placed = [(n, d) for n, d in placed if d is not None]
         for n, d in placed[1:]:
@@ -382,6 +397,10 @@ def as_dask_operands(
 
 def _torch_device(x: Any) -> str:
     return str(x.device.type)
+
+
+def _torch_device_of(x: Any) -> Any:
+    return x.device
 
 
 def _cupy_device(x: Any) -> str:

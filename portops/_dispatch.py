@@ -417,7 +417,7 @@ def invoke_planned(
     operation = _operations[op]
     call = operation.prepare(*args, **kwargs)
     impl = select(op, call)
-    keep = key is not None and _preferred.get() is None
+    keep = key is not None and not preferences_active()
     if impl.strategies is not None:
         choice = impl.strategies.choose(call.args, _forced_strategy(op))
         plan = choice.strategy.plan(call.args)
@@ -560,7 +560,7 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
         call.device,
         tuple(candidates),
         strategy=choice.strategy.name,
-        threads=choice.threads,
+        threads=choice.strategy.threads(call.args),
         reason=choice.reason,
         strategies=strategies,
         needs=tuple(sorted(needs)),

@@ -365,6 +365,13 @@ def token() -> int:
     return 0 if scoped is None else scoped.token
 
 
+# torch.compile cannot trace a ContextVar read: it runs functions carrying this attribute
+# eagerly while tracing and keeps their result as a constant (what
+# torch.compiler.assume_constant_result sets; set here so that torch need not be imported).
+current._dynamo_marked_constant = True  # type: ignore[attr-defined]
+token._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
 def reset() -> None:
     """Forget the detected profile (read again at the next use): for tests."""
     with _lock:

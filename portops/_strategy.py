@@ -75,12 +75,11 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Choice:
-    """The strategy chosen for a call, the threads it will use, and the rule or cost
-    that chose it (what :func:`portops.explain` reports)."""
+    """The strategy chosen for a call and the rule or cost that chose it (what
+    :func:`portops.explain` reports, with ``strategy.threads(args)``)."""
 
     strategy: Strategy
     reason: str
-    threads: int = 1
 
 
 Chooser = Callable[[Any], tuple[str, str]]  # args -> (strategy name, reason)
@@ -146,4 +145,4 @@ class Strategies:
             name, reason = self._choose(args)
             strategy = self.by_name[name]
             assert not strategy.missing(needs), (name, needs)
-        return Choice(strategy, reason, strategy.threads(args))
+        return Choice(strategy, reason)

@@ -87,6 +87,10 @@ def get_num_threads() -> int:
     return available_cores()
 
 
+# Read eagerly while torch.compile traces (see portops._machine.current).
+get_num_threads._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
 def set_num_threads(n: int | None) -> int | None:
     """Set how many threads portops' kernels may use in this process.
 
@@ -184,6 +188,9 @@ def effective_threads() -> int:
         if blas is not None:
             n = min(n, blas)
     return n
+
+
+effective_threads._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def workers(work: int, grain: int) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -145,17 +146,23 @@ def _size(nbytes: int) -> str:
 
 
 def check_fits(
-    shape: Sequence[int], itemsize: int, cause: str, library: str, what: str = "a result"
+    shape: Sequence[int],
+    itemsize: int,
+    cause: str | tuple[str, Any],
+    library: str,
+    what: str = "a result",
 ) -> None:
-    """Raise ValueError, naming `cause`, when an array of `shape` and `itemsize` would
-    not fit this machine's memory: before any work, rather than after minutes of it or
-    when the allocation fails. Dask arrays are exempt (they are computed in chunks)."""
-    if library == "dask":
-        return
+    """Raise ValueError, naming `cause` (a phrase, or an argument's name and value),
+    when an array of `shape` and `itemsize` would not fit this machine's memory: before
+    any work, rather than after minutes of it or when the allocation fails. Dask arrays
+    are held to the largest size any array can have (they are computed in chunks)."""
     nbytes = math.prod(shape) * itemsize
-    memory = _machine.current().memory
+    memory = sys.maxsize if library == "dask" else _machine.current().memory
     if nbytes > memory:
+        if not isinstance(cause, str):
+            cause = f"{cause[0]}={cause[1]!r}"
+        limit = "any array can hold" if library == "dask" else "this machine's memory"
         raise ValueError(
             f"{cause} asks for {what} of shape {tuple(shape)}: {_size(nbytes)}, more than "
-            f"this machine's memory ({_size(memory)})"
+            f"{limit} ({_size(memory)})"
         )

@@ -55,12 +55,15 @@ def test_implementations_table_reads_as_the_list_of_dicts_it_was():
         "devices": None,
         "priority": blocked["priority"],
         "summary": blocked["summary"],
+        "strategies": ["blocked", "strided", "sheared", "loop"],
     }
     row = next(i for i in impls if i.name == "numpy_blocked")
     assert row["libraries"] == ["numpy"] and row["name"] == "numpy_blocked"
     lines = str(impls).splitlines()
     assert lines[0] == "implementations of shift_sum:"
-    assert lines[1].split() == ["name", "priority", "libraries", "devices", "summary"]
+    assert lines[1].split() == [
+        "name", "priority", "libraries", "devices", "strategies", "summary"
+    ]  # fmt: skip
     assert len(lines) == len(impls) + 2 and repr(impls) == str(impls)
     generic_line = next(line for line in lines if line.split()[0] == "generic")
     assert generic_line.split()[1:4] == ["-100", "any", "any"]
@@ -90,7 +93,10 @@ def test_explain_reads_as_the_report_it_was():
     assert lines[0] == "shift_sum on numpy arrays (device cpu):"
     assert lines[1].startswith("  -> numpy_blocked: ") and lines[1].endswith("[first that applies]")
     assert repr(report) == str(report)
-    assert len(lines) == len(report.candidates) + 1
+    # The candidates, then the strategy line and each strategy of the chosen one.
+    assert len(lines) == len(report.candidates) + 2 + len(report.strategies)
+    assert lines[len(report.candidates) + 1].startswith("strategy of numpy_blocked: sheared on")
+    assert report.strategy == "sheared" and report.threads == 1 and report.reason
 
 
 def test_explain_says_why_a_candidate_does_not_apply():

@@ -12,8 +12,8 @@ import pytest
 import shift_sum_reference as ref
 
 import portops
-from portops import _dispatch
-from portops._plans import PlanCache, signature
+from portops import _dispatch, _plans
+from portops._plans import PlanCache
 
 shift_sum_module = importlib.import_module("portops._ops.shift_sum")
 
@@ -78,23 +78,43 @@ def test_plans_keep_no_tensor_alive():
 
 
 def test_the_cache_is_bounded():
-    cache = PlanCache(maxsize=2)
+    cache = PlanCache("test cache", maxsize=2)
     for k in range(5):
         cache.put(k, lambda *a: None)
     assert len(cache) == 2 and cache.get(4) is not None and cache.get(0) is None
-    PlanCache(maxsize=0).put(1, lambda *a: None)  # plans off: nothing kept
+    PlanCache("test cache, off", maxsize=0).put(1, lambda *a: None)  # plans off: nothing kept
+    stats = portops.plan_stats()["test cache"]
+    assert (stats.held, stats.made, stats.maxsize) == (2, 5, 2)
 
 
 def test_unusual_arguments_take_the_full_path():
     x = np.ones((2, 3, 4))
-    assert signature(x, None, 1, -1, -3, False) is not None
-    assert signature(x, None, True, -1, -3, False) is None  # bool step: validation rejects
-    assert signature(x, None, 1, True, -3, False) is None
-    assert signature(x, None, [0, 1, True], -1, -3, False) is None
-    assert signature(x, None, 1, -1, -3, np.bool_(False)) is None
-    assert signature(x.view(np.ma.MaskedArray), None, 1, -1, -3, False) is None
+    params = shift_sum_module._params
+    assert params(1, None, -1, -3, False) is not None
+    assert params(True, None, -1, -3, False) is None  # bool step: validation rejects
+    assert params(1, None, True, -3, False) is None
+    assert params([0, 1, True], None, -1, -3, False) is None
+    assert params(1, None, -1, -3, np.bool_(False)) is None
+    assert _plans.key((), x.view(np.ma.MaskedArray)) is None  # a subclass: no plan
+    assert _plans.key((), x, np.ones(3)) is not None
     with pytest.raises(TypeError, match="axis"):
         portops.shift_sum(x, 1, axis=True)
+
+
+def test_keys_declare_the_state_they_depend_on():
+    """The machine profile and the tuned parameters are part of every key: a plan made
+    for one profile is not run under another."""
+    from portops import _tuning
+
+    x = np.ones((2, 3, 4))
+    key = _plans.key((1,), x)
+    assert _plans.key((1,), x) == key
+    with portops.machine(cores=64):
+        assert _plans.key((1,), x) != key
+    with _tuning.overridden({"numpy.vecdot_short": 7}):
+        assert _plans.key((1,), x) != key
+    # (Tuned values changing drops every plan: the keys made from then on differ too.)
+    assert _plans.key((1,), x) == _plans.key((1,), x)
 
 
 def test_a_preference_bypasses_the_plans(monkeypatch):

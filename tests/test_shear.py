@@ -308,21 +308,19 @@ def test_property_shear_and_unshear(backend, p):
 def test_numpy_blocks_over_threads(monkeypatch, shape, step, axis, cax, mask_shape, block_bytes):
     """The NumPy kernels cut into blocks (channels split between blocks, rows, or whole
     where the shifted axis comes first) over threads, on every case however small."""
+    from portops import _tuning
     from portops._backends.numpy import shear as kernels
-    from portops._backends.numpy import shift_sum
-    from portops._shear import blocked
 
-    monkeypatch.setattr(kernels, "_THREADED", 0)
-    monkeypatch.setattr(blocked, "BLOCK_BYTES", block_bytes)
-    monkeypatch.setattr(shift_sum, "worker_count", lambda: 3)
     # Results start as NaN, so that an element left unwritten shows.
     monkeypatch.setattr(kernels.buffers, "empty", lambda s, d: np.full(s, np.nan, dtype=d))
     x, mask, y, *_ = _arrays(Backend("numpy"), shape, step, axis, cax, mask_shape)
     kw = {"axis": axis, "channel_axis": cax, "mask": mask}
-    np.testing.assert_allclose(portops.shear(x, step, **kw), ref.shear(x, step, **kw), rtol=1e-14)
-    np.testing.assert_allclose(
-        portops.unshear(y, step, **kw), ref.unshear(y, step, **kw), rtol=1e-14
-    )
+    # Blocks of about `block_bytes` (half of an L2 that small), one thread per byte.
+    with portops.threads(3), portops.machine(l2=2 * block_bytes):
+        with _tuning.overridden({"numpy.thread_grain": 1}):
+            got, got_t = portops.shear(x, step, **kw), portops.unshear(y, step, **kw)
+    np.testing.assert_allclose(got, ref.shear(x, step, **kw), rtol=1e-14)
+    np.testing.assert_allclose(got_t, ref.unshear(y, step, **kw), rtol=1e-14)
 
 
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)

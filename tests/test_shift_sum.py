@@ -160,9 +160,7 @@ def test_dot_test_and_range(backend, shape, step, axis, cax, mask_shape):
         with preferred("shift_sum_pinv", name):
             back = portops.shift_sum_pinv(image, step, channels=channels, **kw, mask=mb)
             again = portops.shift_sum(back, step, **kw, mask=mb)
-            np.testing.assert_allclose(
-                backend.to_numpy(again), backend.to_numpy(image), rtol=1e-10
-            )
+            np.testing.assert_allclose(backend.to_numpy(again), backend.to_numpy(image), rtol=1e-10)
 
 
 DTYPES = ["float32", "float64", "complex64", "complex128", "int32", "int64", "float16"]

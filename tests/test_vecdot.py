@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from contextlib import nullcontext
 from typing import Any
 
 import numpy as np

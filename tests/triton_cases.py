@@ -172,21 +172,6 @@ def test_layout_beyond_the_kernels_is_reported(kernels):
         kernels.forward(a.array, list(a.offsets), a.axis, a.channel_axis, a.mask)
 
 
-def test_pinv_op_default_and_gradient():
-    """``portops::shift_sum_pinv``: composed on the CPU, gradient in y by its formula."""
-    from portops._backends.torch.shift_sum_cuda import shift_sum_pinv_op
-
-    y = torch.randn(2, 1, 4, 11, dtype=torch.float64, requires_grad=True)
-    mask = torch.rand(1, 3, 4, 7, dtype=torch.float64) + 0.5
-    offsets = [0, 2, 4]
-    got = shift_sum_pinv_op(y, offsets, 3, 1, mask)
-    dense = ref.dense_matrix((2, 3, 4, 7), 2, mask=mask.numpy())
-    want = (np.linalg.pinv(dense) @ y.detach().numpy().reshape(-1)).reshape(2, 3, 4, 7)
-    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-10, atol=1e-12)
-    assert torch.autograd.gradcheck(lambda t: shift_sum_pinv_op(t, offsets, 3, 1, mask), (y,))
-    assert torch.autograd.gradcheck(lambda t: shift_sum_pinv_op(t, offsets, 3, 1, None), (y,))
-
-
 @pytest.mark.parametrize(
     ("s1", "s2", "axis", "planned"),
     [
@@ -209,9 +194,10 @@ def test_vecdot_rows_plan(kernels, monkeypatch, s1, s2, axis, planned, dtype):
     x1 = torch.from_numpy(_rand(s1, dtype, 0))
     x2 = torch.from_numpy(_rand(s2, dtype, 1))
     a = VecdotArgs.make(x1, x2, axis, False, namespace_of(x1))
-    run = vecdot_cuda.plan(a)
+    run = vecdot_cuda._triton_plan(a)
     want = np.sum(x1.double().numpy() * x2.double().numpy(), axis=axis)
-    got = vecdot_cuda.native(a) if run is None else run(x1, x2)
+    native = vecdot_cuda.STRATEGIES.by_name["native"].plan(a)
+    got = native(x1, x2) if run is None else run(x1, x2)
     assert got.dtype == x1.dtype and got.shape == want.shape
     np.testing.assert_allclose(got.double().numpy(), want, **tolerance(dtype))
     assert (run is not None) == planned
@@ -224,7 +210,8 @@ def test_vecdot_unsigned_native():
     for dtype in ("uint16", "uint32", "uint64"):
         a = np.arange(12, dtype=dtype).reshape(3, 4) * np.array(2**13, dtype=dtype)
         t = torch.from_numpy(a)
-        got = vecdot_cuda.native(VecdotArgs.make(t, t, -1, False, namespace_of(t)))
+        args = VecdotArgs.make(t, t, -1, False, namespace_of(t))
+        got = vecdot_cuda.STRATEGIES.by_name["native"].plan(args)(t, t)
         want = np.sum(a * a, axis=-1, dtype=dtype)
         assert got.dtype == getattr(torch, dtype)
         np.testing.assert_array_equal(got.numpy(), want)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from .. import _machine
+from .._tracing import memo
 from .._validate import check_fits
 from .parse import Equation
 from .path import choose, chunk_shapes
@@ -127,7 +127,7 @@ class Lowering:
     def plan_for(self, chunks: dict[int, int]) -> Plan:
         """The plan of one chunk (labels cut to `chunks`); chunks of one shape share it."""
         if self._chunk_plan is None:
-            self._chunk_plan = lru_cache(maxsize=64)(self._build_chunk)
+            self._chunk_plan = memo(64)(self._build_chunk)
         return self._chunk_plan(tuple(sorted(chunks.items())))
 
     def _build_chunk(self, chunks: tuple[tuple[int, int], ...]) -> Plan:

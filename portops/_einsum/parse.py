@@ -13,8 +13,9 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any, NamedTuple
+
+from .._tracing import memo
 
 __all__ = ["Equation", "is_plain", "parse", "split_interleaved"]
 
@@ -151,7 +152,7 @@ def parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
         return _parse(subscripts, ndims)
 
 
-@lru_cache(maxsize=1024)
+@memo(1024)
 def _parse_cached(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
     return _parse(subscripts, ndims)
 

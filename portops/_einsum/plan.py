@@ -15,7 +15,6 @@ intermediates); :mod:`portops._einsum.execute` runs it with a backend's primitiv
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .._tables import EINSUM
+from .._tracing import memo
 from .parse import Equation
 
 __all__ = ["Plan", "SliceSpec", "Step", "build", "sizes_of"]
@@ -506,7 +506,7 @@ def effective_labels(eq: Equation, shapes: Sequence[Sequence[int]]) -> list[set[
     ]
 
 
-@functools.lru_cache(maxsize=8)
+@memo(8)
 def all_paths(n: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """Every sequence of pairwise contractions of `n` operands (numpy's format)."""
     if n <= 1:

@@ -3,16 +3,16 @@ under ``jax.jit``/``jax.grad``, lazily on Dask, on array-api-strict and on CuPy.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from .. import extend
 from .._einsum.execute import ArrayAPIOps, cast, run
 from .._ops.einsum import EinsumArgs
+from .._tracing import memo
 from ..extend import Priority
 
 
-@lru_cache(maxsize=32)
+@memo(32)
 def _ops(xp: Any) -> ArrayAPIOps:
     return ArrayAPIOps(xp)
 
@@ -20,7 +20,11 @@ def _ops(xp: Any) -> ArrayAPIOps:
 def generic(a: EinsumArgs) -> Any:
     """Lower every step to the namespace's matmul / multiply."""
     ops = _ops(a.xp)
-    return run(a.plan, cast(a.operands, a.dtype, ops), ops, a.plan_for)
+    result = run(a.plan, cast(a.operands, a.dtype, ops), ops, a.plan_for)
+    ins = a.lowering.equation.inputs
+    if len(ins) == 1 and set(a.lowering.equation.output) == set(ins[0]):
+        result = a.xp.asarray(result, copy=True)  # a transpose or diagonal: never a view
+    return result
 
 
 extend.register(

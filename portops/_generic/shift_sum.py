@@ -54,7 +54,9 @@ def forward(a: ShiftSumArgs) -> Any:
     assert total is not None
     if not keepdims:
         total = xp.squeeze(total, axis=cax)
-    return xp.astype(total, out_dtype, copy=False)
+    # One unmasked channel at offset 0 in its own dtype: `total` is still x itself.
+    copy = len(offsets) == 1 and mask is None
+    return xp.astype(total, out_dtype, copy=copy)
 
 
 def conj_mask(xp: Any, mask: Any) -> Any:

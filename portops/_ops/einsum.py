@@ -18,7 +18,6 @@ loop runs best never builds them.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -57,6 +56,7 @@ from .._einsum.plan import Plan
 from .._einsum.report import EinsumReport, describe
 from .._plans import PlanCache
 from .._plans import key as plan_key
+from .._tracing import memo
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 
@@ -109,7 +109,7 @@ def _np_dtype(d: Any) -> np.dtype[Any]:
     return np.dtype(str(d).rsplit(".", 1)[-1])
 
 
-@lru_cache(maxsize=256)
+@memo(256)
 def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
     """numpy's result type of `dtypes`, as a dtype of `xp`."""
     try:
@@ -276,10 +276,10 @@ def _plan(
     return _Entry(lowering, result_dtype, equation)
 
 
-# An lru_cache rather than a dict: torch.compile traces through the wrapper without
-# guarding on the cache's contents (guards over a dict of thousands of plans made each
-# compilation take tens of seconds). It is thread-safe and bounded.
-_cached_plan = lru_cache(maxsize=_CACHE_MAX)(_plan)
+# An lru_cache rather than a dict: thread-safe and bounded, and torch.compile traces
+# past it without guarding on its contents (guards over a dict of thousands of plans
+# made each compilation take tens of seconds); memo steps aside while it traces.
+_cached_plan = memo(_CACHE_MAX)(_plan)
 
 
 def clear_caches() -> None:
@@ -398,9 +398,9 @@ def einsum(
     array
         Same library and device as the operands; dtype as NumPy computes it (the
         result type of the operands, or `dtype`); bool operands give bool (any of the
-        products). Complex operands are not conjugated. May be a view of an operand
-        when no arithmetic is needed (a transpose or a diagonal), as with NumPy; a
-        0-d NumPy result is a NumPy scalar, as from ``numpy.einsum``. `out` when given.
+        products). Complex operands are not conjugated. Never a view of an operand
+        (NumPy returns one for a transpose or a diagonal: here it is a copy); a 0-d
+        NumPy result is a NumPy scalar, as from ``numpy.einsum``. `out` when given.
         NumPy operands of object dtype are handed to ``numpy.einsum`` itself.
 
     Raises

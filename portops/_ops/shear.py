@@ -142,7 +142,7 @@ def _prepare_shear(
         _check_fractional_dtype(xp, x, "x")
     wide = list(shape)
     wide[ax] += growth(offsets, fractions)
-    check.check_fits(wide, getattr(x.dtype, "itemsize", 8), f"step={step!r}", lib.library)
+    check.check_fits(wide, getattr(x.dtype, "itemsize", 8), ("step", step), lib.library)
     m = _normalize_mask(xp, mask, shape, x.dtype)
     args = ShearArgs.make("shear", x, offsets, fractions, ax, cax, m, xp)
     return _dispatch.Call(lib.library, lib.device, args)

@@ -229,7 +229,7 @@ def _prepare_forward(
     offsets = _normalize_offsets(step, shape[cax])
     y_shape = [n for d, n in enumerate(shape) if d != cax]
     y_shape[ax - (ax > cax)] += max(offsets)
-    check.check_fits(y_shape, _itemsize(x.dtype), f"step={step!r}", lib.library)
+    check.check_fits(y_shape, _itemsize(x.dtype), ("step", step), lib.library)
     m = _normalize_mask(xp, mask, shape, x.dtype, "x", lib.library)
     flag = check.flag(keepdims, "keepdims")
     args = ShiftSumArgs.make("forward", x, offsets, ax, cax, m, flag, xp)
@@ -284,7 +284,7 @@ def _prepare_transposed(
     x_shape = list(y.shape)
     x_shape[cax] = n_channels
     x_shape[ax] = y_width - grow
-    check.check_fits(x_shape, _itemsize(y.dtype), f"step with {n_channels} channels", lib.library)
+    check.check_fits(x_shape, _itemsize(y.dtype), ("step", step), lib.library)
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y", lib.library)
     args = ShiftSumArgs.make("adjoint", y, offsets, ax, cax, m, keepdims, xp)
     return _dispatch.Call(lib.library, lib.device, args)
@@ -318,7 +318,7 @@ def _check_width(
             f"channels with step {s} need at least {grow}"
         )
     y_shape[cax], y_shape[ax] = channels, y_shape[ax] - grow
-    check.check_fits(y_shape, _itemsize(y.dtype), f"channels={channels}", library)
+    check.check_fits(y_shape, _itemsize(y.dtype), ("channels", channels), library)
 
 
 def _itemsize(dtype: Any) -> int:

@@ -27,9 +27,9 @@ __all__ = ["runner", "threads"]
 
 
 def _moved(a: ShearArgs) -> int:
-    """Bytes a call moves: its input read, its result written."""
-    item = np.dtype(a.dtype).itemsize
-    return (a.array.size + math.prod(a.shape)) * item
+    """Bytes a call moves: its input read, its result written (of any library)."""
+    item = int(a.dtype.itemsize)
+    return (math.prod(a.array.shape) + math.prod(a.shape)) * item
 
 
 def threads(a: ShearArgs) -> int:

@@ -84,6 +84,14 @@ class LinearPair:
 
     # -- the pieces shared by the custom operators and the autograd.Function -------------
 
+    def _calls(self, ops: bool) -> tuple[Public, Public]:
+        """(forward, adjoint): the public functions, or the custom operators (what the
+        operators' own backward calls, so that torch.compile traces nothing else)."""
+        if not ops:
+            return self.public_forward, self.public_adjoint
+        fwd, adj = self.forward_op, self.adjoint_op
+        return (lambda a, m, g: fwd(a, *g, m)), (lambda a, m, g: adj(a, *g, m))
+
     def gradients(
         self,
         adjoint: bool,
@@ -93,22 +101,24 @@ class LinearPair:
         dtypes: tuple[torch.dtype, torch.dtype | None],
         needs: tuple[bool, bool],
         grad: torch.Tensor,
+        ops: bool = False,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Gradients in the array and the mask.
+        """Gradients in the array and the mask (`ops`: by the custom operators).
 
         ``out = A(m * x)``: ``grad_x = conj(m) * A^H g``, ``grad_m = conj(x) * A^H g``.
         ``out = conj(m) * A^H y``: ``grad_y = A(m * g)``, ``grad_m = conj(g) * A^H y``.
         """
+        forward, backward = self._calls(ops)
         grad_arr = grad_mask = None
         if needs[0]:
-            back = self.public_forward if adjoint else self.public_adjoint
+            back = forward if adjoint else backward
             grad_arr = back(grad, mask, geometry).to(dtypes[0])
         if mask is not None and needs[1]:
             assert arr is not None and dtypes[1] is not None
             if adjoint:
-                u = grad.conj() * self.public_adjoint(arr, None, geometry)
+                u = grad.conj() * backward(arr, None, geometry)
             else:
-                u = self.public_adjoint(grad, None, geometry) * arr.conj()
+                u = backward(grad, None, geometry) * arr.conj()
             grad_mask = _reduce_to(u, mask.shape, dtypes[1])
         return grad_arr, grad_mask
 
@@ -182,7 +192,8 @@ class LinearPair:
         def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
             arr, mask = ctx.saved_tensors
             needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[-1])
-            grads = self.gradients(adjoint, arr, mask, ctx.geometry, ctx.dtypes, needs, grad)
+            geometry, dtypes = ctx.geometry, ctx.dtypes
+            grads = self.gradients(adjoint, arr, mask, geometry, dtypes, needs, grad, ops=True)
             return (grads[0], *(None,) * len(ctx.geometry), grads[1])
 
         return backward

@@ -33,6 +33,7 @@ import torch
 
 from ... import _buffers as buffers
 from ... import _machine, _torch_state, extend
+from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import linear_step
 from ..._ops.shift_sum import ShiftSumArgs
@@ -259,6 +260,11 @@ def _numpy_record(a: ShiftSumArgs) -> ShiftSumArgs:
     return ShiftSumArgs.make("forward", x, a.offsets, a.axis, a.channel_axis, mask, True, np)
 
 
+def _numpy_threads(a: ShiftSumArgs) -> int:
+    record = _numpy_record(a)
+    return numpy_shift_sum.FORWARD.choose(record).strategy.threads(record)
+
+
 def _numpy_plan(a: ShiftSumArgs) -> Run:
     """NumPy's forward strategies on zero-copy views (channel axis kept)."""
     record = _numpy_record(a)
@@ -303,7 +309,8 @@ def _plain_kernel(direction: str, arr: torch.Tensor, geometry: Any, mask: Any) -
     key = plan_key((direction, tuple(offsets), axis, cax), arr, mask)
     run = None if key is None else _OP_PLANS.get(key)
     if run is None:
-        a = ShiftSumArgs.make(direction, arr, tuple(offsets), axis, cax, mask, True, torch)
+        xp = namespace_of(arr)
+        a = ShiftSumArgs.make(direction, arr, tuple(offsets), axis, cax, mask, True, xp)
         if direction == "forward":
             run = _forward_kernel(choose_forward(a, plain=True)[0], a)
         else:
@@ -463,7 +470,7 @@ FORWARD = Strategies(
             "NumPy's strategies on zero-copy views (small x, or strided rows past the cache)",
             lambda a: _linear_plan(a, False, _forward_kernel("numpy", a)),
             frozenset({"grad"}),
-            lambda a: numpy_shift_sum.FORWARD.choose(_numpy_record(a)).threads,
+            _numpy_threads,
             _numpy_applies,
         ),
         Strategy(
