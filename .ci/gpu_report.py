@@ -607,7 +607,7 @@ def write_summary(out: Path, work: Path) -> str:
         f"portops GPU check ({meta.get('mode', '?')}) {meta.get('started', '')}, "
         f"commit {meta.get('commit', '?')}",
         f"result: {verdict}",
-        f"time: {meta.get('elapsed', round(total))} s of the {meta.get('budget', '?')} s planned",
+        f"time: {meta.get('elapsed', round(total))} s (budget {meta.get('budget', '?')} s)",
         *env,
         "",
         f"{'step':<9} {'state':<8} {'rc':>4} {'time':>6} {'box':>5}  note",
