@@ -232,10 +232,9 @@ def env_report() -> list[str]:
     from importlib import metadata
 
     lines = [f"python: {sys.version.split()[0]} ({sys.executable})", f"cpus: {os.cpu_count()}"]
-    names = ["torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "jax", "jaxlib", "numpy",
-             "dask", "distributed", "array-api-compat", "array-api-strict", "opt-einsum",
-             "scipy", "pylops", "nox", "pytest", "pytest-xdist", "pytest-timeout",
-             "pytest-benchmark", "hypothesis", "packaging"]  # fmt: skip
+    names = """torch triton cupy-cuda13x cupy-cuda12x jax jaxlib numpy dask distributed
+        array-api-compat array-api-strict opt-einsum scipy pylops nox pytest pytest-xdist
+        pytest-timeout pytest-benchmark hypothesis packaging""".split()
     found = []
     for name in names:
         try:
@@ -540,9 +539,9 @@ def criteria(data: dict[str, Any]) -> list[str]:
     ]
 
     def figure(value: float | None, spec: str) -> str:
-        return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else (
-            format(value, spec)
-        )  # fmt: skip
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "—"
+        return format(value, spec)
 
     for group, row in table.items():
         e = row.get("entry") or {}
@@ -582,8 +581,15 @@ def digest_bench(out: Path, work: Path) -> list[str]:
     return lines
 
 
+def digest_env(out: Path, work: Path) -> list[str]:
+    """The env step's problems: the wheels' and the dry run's checks, errors, a missing GPU."""
+    lines = tail_lines(out / "env.txt", 400)
+    marks = ("  - ", "ERROR", "error", "over the", "not found", "gpu: none")
+    return [ln.rstrip()[:200] for ln in lines if ln.startswith(marks) or "over the " in ln][:20]
+
+
 DIGESTS = {
-    "env": None,
+    "env": digest_env,
     "tests": digest_tests,
     "memcheck": digest_memcheck,
     "timing": digest_timing,
@@ -595,13 +601,14 @@ DIGESTS = {
 def write_summary(out: Path, work: Path) -> str:
     status = read_status(work)
     meta = json.loads((work / "meta.json").read_text()) if (work / "meta.json").is_file() else {}
-    env = [ln for ln in (out / "env.txt").read_text("utf-8", "replace").splitlines()
-           if ln.startswith(("gpu:", "versions:", "torch sees:", "cupy sees:", "wheels:"))
-           ] if (out / "env.txt").is_file() else []  # fmt: skip
+    env_lines = tail_lines(out / "env.txt", 200)
+    keys = ("gpu:", "versions:", "torch sees:", "cupy sees:", "wheels:")
+    env = [ln for ln in env_lines if ln.startswith(keys)]
     bad = [r for r in status if r["state"] not in ("ok", "dry-ok")]
-    verdict = "ALL STEPS OK" if status and not bad else (
-        "NOT OK: " + ", ".join(f"{r['step']} {r['state']}" for r in bad) if bad else "NO STEP RAN"
-    )  # fmt: skip
+    if bad:
+        verdict = "NOT OK: " + ", ".join(f"{r['step']} {r['state']}" for r in bad)
+    else:
+        verdict = "ALL STEPS OK" if status else "NO STEP RAN"
     total = sum(float(r["seconds"] or 0) for r in status if r["step"] != "memcheck")
     lines = [
         f"portops GPU check ({meta.get('mode', '?')}) {meta.get('started', '')}, "
@@ -809,9 +816,9 @@ def main(argv: list[str] | None = None) -> int:
             if Path(args.dir).is_dir()
             else 0
         )
-        print(f"wheels: {n} listed, {size / 2**20:.1f} MiB in {args.dir}/; " + (
-            "each present once, for CPython 3.12 manylinux x86_64, requirements covered"
-            if not problems else f"{len(problems)} problems"))  # fmt: skip
+        ready = "each present once, for CPython 3.12 manylinux x86_64, requirements covered"
+        state = f"{len(problems)} problems" if problems else ready
+        print(f"wheels: {n} listed, {size / 2**20:.1f} MiB in {args.dir}/; {state}")
     elif args.command == "installed":
         problems = check_installed(Path(args.list))
         print(
