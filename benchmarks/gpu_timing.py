@@ -9,6 +9,10 @@ Python time to issue the same calls), and the ratio to the *limit*: the bytes th
 operation must read and write divided by the device-to-device copy bandwidth measured
 in the same run (counted as bytes read + written per second). Every portops result is
 checked against a baseline's before it is timed.
+
+``--dry-run`` needs no GPU: it checks the options, prints the groups a run would time
+(:func:`planned_groups`) and writes them to ``--json`` / ``--text``, so that a script
+that reads the results can check the names it expects before a GPU is at hand.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,7 +37,10 @@ import portops
 CASES = [(16, 28, 256, 256, 2), (64, 28, 512, 512, 2)]
 QUICK_CASES = [(2, 8, 64, 64, 2)]
 TINY = (1, 4, 8, 8, 2)
+TINY_TAG = "(1,4,8,8)"
 VECDOT_SHAPES = [(4096, 4096), (500, 500), (2**20, 3), (64, 65536)]
+SHIFT_SUM_OPS = ("forward", "forward + mask", "adjoint", "adjoint + mask", "pinv + mask")
+PARTS = ("shift_sum", "tiny", "vecdot", "einsum")
 EINSUM = [
     ("bnid,bnjd->bnij", [(64, 8, 100, 128), (64, 8, 50, 128)]),
     ("bind,bjnd->bnij", [(64, 100, 8, 128), (64, 50, 8, 128)]),
@@ -126,6 +134,29 @@ def _close(got: Any, want: Any, library: str, what: str) -> None:
 # ----------------------------------------------------------------------------- shift_sum
 
 
+def case_tag(case: tuple[int, ...]) -> str:
+    """``(16, 28, 256, 256, 2)`` -> ``"B16 C28 256x256"``: the groups' name for a case."""
+    b, c, h, w, _ = case
+    return f"B{b} C{c} {h}x{w}"
+
+
+def planned_groups(cases: list[tuple[int, ...]], parts: set[str], library: str) -> list[str]:
+    """The groups a run times for `library` (torch or cupy), in the order it times them."""
+    groups = []
+    if "shift_sum" in parts:
+        for case in cases:
+            groups += [f"{library} {op} {case_tag(case)}" for op in SHIFT_SUM_OPS]
+            if library == "torch":
+                groups.append(f"torch forward+backward + mask {case_tag(case)}")
+    if "tiny" in parts:
+        groups.append(f"{library} host path {TINY_TAG}")
+    if "vecdot" in parts:
+        groups += [f"{library} vecdot {rows}x{n}" for rows, n in VECDOT_SHAPES]
+    if "einsum" in parts:
+        groups += [f"{library} einsum {eq}" for eq, _ in EINSUM]
+    return groups
+
+
 def _time_group(
     library: str,
     group: str,
@@ -159,7 +190,7 @@ def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[En
            + torch.arange(h, device="cuda").view(1, h, 1) * wo)  # fmt: skip
     indices = idx.view(1, c * h * w).expand(b, c * h * w)
     xb, yb, mb = x.numel() * 4, y.numel() * 4, mask.numel() * 4
-    tag = f"B{b} C{c} {h}x{w}"
+    tag = case_tag(case)
 
     def loop(xx: Any) -> Any:
         yy = torch.zeros(b, h, wo, device="cuda")
@@ -200,6 +231,7 @@ def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[En
         "pinv + mask": (lambda: portops.shift_sum_pinv(y, s, channels=c, mask=mask),
                         xb + yb + mb, {}),
     }  # fmt: skip
+    assert tuple(groups) == SHIFT_SUM_OPS  # the names planned_groups gives
     for op, (fn, nbytes, baselines) in groups.items():
         _time_group("torch", f"torch {op} {tag}", fn, baselines, nbytes / bw * 1e6, timer, out)
     # Forward + backward with a mask (gradient for x), against the forward's limit.
@@ -233,7 +265,7 @@ def shift_sum_cupy(case: tuple[int, ...], timer: Timer, bw: float, out: list[Ent
     mask = rng.random((h, w), dtype=cupy.float32)
     y = rng.random((b, h, wo), dtype=cupy.float32)
     xb, yb, mb = x.nbytes, y.nbytes, mask.nbytes
-    tag = f"B{b} C{c} {h}x{w}"
+    tag = case_tag(case)
 
     def loop(xx: Any) -> Any:
         yy = cupy.zeros((b, h, wo), dtype=xx.dtype)
@@ -256,6 +288,7 @@ def shift_sum_cupy(case: tuple[int, ...], timer: Timer, bw: float, out: list[Ent
         "pinv + mask": (lambda: portops.shift_sum_pinv(y, s, channels=c, mask=mask),
                         xb + yb + mb, {}),
     }  # fmt: skip
+    assert tuple(groups) == SHIFT_SUM_OPS  # the names planned_groups gives
     for op, (fn, nbytes, baselines) in groups.items():
         _time_group("cupy", f"cupy {op} {tag}", fn, baselines, nbytes / bw * 1e6, timer, out)
 
@@ -276,7 +309,7 @@ def tiny_host(library: str, timer: Timer, out: list[Entry]) -> None:
         mask = cupy.random.random((h, w), dtype=cupy.float32)
         elementwise = lambda: x * 2  # noqa: E731
     y = portops.shift_sum(x, s)
-    group = f"{library} host path (1,4,8,8)"
+    group = f"{library} host path {TINY_TAG}"
     for name, fn in {
         "shift_sum": lambda: portops.shift_sum(x, s),
         "shift_sum + mask": lambda: portops.shift_sum(x, s, mask=mask),
@@ -389,60 +422,119 @@ def report(entries: list[Entry], device: str, bandwidths: dict[str, float]) -> s
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one small case, few rounds")
-    parser.add_argument("--json", help="write the entries here")
-    parser.add_argument("--text", help="write the table here")
-    parser.add_argument("--only", default="shift_sum,tiny,vecdot,einsum")
-    parser.add_argument("--rounds", type=int, default=15, help="rounds per entry (median)")
-    args = parser.parse_args(argv)
-    parts = set(args.only.split(","))
-    cases = QUICK_CASES if args.quick else CASES
-    calls, rounds = (3, 3) if args.quick else (20, args.rounds)
-    entries: list[Entry] = []
-    bandwidths: dict[str, float] = {}
-    device = "unknown"
-    for library in ("torch", "cupy"):
+def _devices(libraries: list[str]) -> tuple[list[str], str, list[str]]:
+    """The libraries of `libraries` that see a CUDA device, its name, and why others don't."""
+    usable, device, missing = [], "unknown", []
+    for library in libraries:
         try:
             if library == "torch":
                 import torch
 
                 if not torch.cuda.is_available():
-                    continue
+                    raise RuntimeError("torch has no CUDA device")
                 device = torch.cuda.get_device_name()
             else:
                 import cupy
 
                 cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # library or device missing
-            print(f"{library}: skipped ({exc})", file=sys.stderr)
+            missing.append(f"{library}: skipped ({type(exc).__name__}: {exc})")
             continue
-        timer = Timer(library, calls, rounds)
-        bw = bandwidths[library] = copy_bandwidth(library, timer)
-        if "shift_sum" in parts:
-            for case in cases:
-                if library == "torch":
-                    shift_sum_torch(case, timer, bw, entries)
-                else:
-                    shift_sum_cupy(case, timer, bw, entries)
-        if "tiny" in parts:
-            tiny_host(library, Timer(library, 200, 9), entries)
-        if "vecdot" in parts:
-            vecdot_all(library, timer, bw, entries)
-        if "einsum" in parts:
-            einsum_all(library, timer, entries)
-    text = report(entries, device, bandwidths)
-    print(text)
+        usable.append(library)
+    return usable, device, missing
+
+
+def time_part(
+    library: str, part: str, cases: list[tuple[int, ...]], timer: Timer, bw: float,
+    entries: list[Entry],
+) -> None:  # fmt: skip
+    """Time one part (of PARTS) for `library` into `entries`."""
+    if part == "shift_sum":
+        for case in cases:
+            (shift_sum_torch if library == "torch" else shift_sum_cupy)(case, timer, bw, entries)
+    elif part == "tiny":
+        tiny_host(library, Timer(library, 200, 9), entries)
+    elif part == "vecdot":
+        vecdot_all(library, timer, bw, entries)
+    else:
+        einsum_all(library, timer, entries)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one small case, few rounds")
+    parser.add_argument("--json", help="write the entries here")
+    parser.add_argument("--text", help="write the table here")
+    parser.add_argument("--only", default=",".join(PARTS), help="parts, of " + ",".join(PARTS))
+    parser.add_argument("--libraries", default="torch,cupy", help="torch and/or cupy")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds per entry (median)")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="no GPU: check the options, list the groups"
+    )
+    args = parser.parse_args(argv)
+    parts = set(filter(None, args.only.split(",")))
+    libraries = list(filter(None, args.libraries.split(",")))
+    if parts - set(PARTS) or not parts:
+        parser.error(f"--only {args.only}: the parts are {', '.join(PARTS)}")
+    if set(libraries) - {"torch", "cupy"} or not libraries:
+        parser.error(f"--libraries {args.libraries}: torch and/or cupy")
+    cases = QUICK_CASES if args.quick else CASES
+    calls, rounds = (3, 3) if args.quick else (20, args.rounds)
+    plan = {lib: planned_groups(cases, parts, lib) for lib in libraries}
+    run = {"quick": args.quick, "cases": cases, "calls": calls, "rounds": rounds}
+    if args.dry_run:
+        groups = [g for lib in libraries for g in plan[lib]]
+        text = "\n".join(["dry run: the groups a run would time", *groups])
+        print(text)
+        _write(args, text, run | {"dry_run": True, "planned": plan, "entries": []})
+        return 0
+    usable, device, missing = _devices(libraries)
+    for line in missing:
+        print(line, file=sys.stderr)
+    entries: list[Entry] = []
+    bandwidths: dict[str, float] = {}
+    errors: list[str] = []
+    run |= {"device": device, "planned": plan}
+
+    def write(partial: bool) -> str:
+        text = report(entries, device, bandwidths)
+        if errors or missing:
+            text += "\n\n" + "\n".join(["Not timed:", *missing, *errors])
+        data = {"bandwidth": bandwidths, "errors": missing + errors, "partial": partial}
+        _write(
+            args, text, run | data | {"entries": [asdict(e) | {"ratio": e.ratio} for e in entries]}
+        )
+        return text
+
+    def failed(what: str, exc: Exception) -> None:
+        errors.append(f"{what}: {type(exc).__name__}: {exc}")
+        traceback.print_exc()
+        print(f"ERROR {errors[-1]}", file=sys.stderr)
+
+    for library in usable:
+        try:
+            timer = Timer(library, calls, rounds)
+            bw = bandwidths[library] = copy_bandwidth(library, timer)
+        except Exception as exc:
+            failed(f"{library} copy bandwidth", exc)
+            continue
+        for part in (p for p in PARTS if p in parts):
+            try:  # one part's failure leaves the others' timings
+                time_part(library, part, cases, timer, bw, entries)
+            except Exception as exc:
+                failed(f"{library} {part}", exc)
+            write(partial=True)  # what is timed so far, should the run be stopped
+    print(write(partial=False))
+    return 0 if entries and not errors and not missing else 1
+
+
+def _write(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
     if args.text:
         with open(args.text, "w") as f:
             f.write(text + "\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": device, "bandwidth": bandwidths,
-                       "entries": [asdict(e) | {"ratio": e.ratio} for e in entries]}, f,
-                      indent=1)  # fmt: skip
-    return 0 if entries else 1
+            json.dump(data, f, indent=1)
 
 
 if __name__ == "__main__":
