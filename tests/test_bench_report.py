@@ -318,6 +318,28 @@ def test_chart_png(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# ------------------------------------------------------------------ the docs page
+
+
+def test_docs_page_and_history(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from benchmarks import docs_page
+
+    source = sample_run(tmp_path)
+    recorded = docs_page.record(source, tmp_path / "runs")
+    assert recorded.name == "2026-01-01-sample-cpu-2-cores-no-gpu.json"
+    assert all("data" not in b["stats"] for b in json.loads(recorded.read_text())["benchmarks"])
+    inc = docs_page.write(tmp_path / "generated", [recorded])
+    text = inc.read_text(encoding="utf-8")
+    assert text.startswith("Sample CPU (2 cores), no GPU\n~~~~")
+    assert ".. figure:: /generated/performance-sample-cpu-2-cores-no-gpu.png" in text
+    assert (tmp_path / "generated" / "performance-sample-cpu-2-cores-no-gpu.png").is_file()
+    assert "``slice-add loop``" in text and "History\n~~~~~~~" in text
+    assert "4 points, 1 / 2 misses" in text
+    empty = docs_page.write(tmp_path / "none", [])
+    assert "No benchmark results" in empty.read_text(encoding="utf-8")
+
+
 # ------------------------------------------------------------------ the conftest
 
 TOY = """
