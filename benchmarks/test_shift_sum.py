@@ -285,7 +285,8 @@ def test_dask_forward(compare: Any) -> None:
         return y
 
     def mapped() -> Any:
-        return x.map_blocks(loop_per_chunk, chunks=(x.chunks[0], 1, H, WO)).compute()
+        out = x.map_blocks(loop_per_chunk, chunks=(x.chunks[0], 1, H, WO), dtype=x.dtype)
+        return out.compute()
 
     compare(
         [
