@@ -14,6 +14,8 @@ a single candidate on its own, for files that need no comparison.
 
 Options: ``--quick`` (tiny sizes, two rounds: CI), ``--full`` (the benchmarks marked
 ``full`` besides the headline ones), ``--sweep`` (the whole shape sweep),
+``--bench-threads`` (``auto``: every library runs on the cores that were not busy when
+the run started, see ``choose_threads``; ``all``; or a number),
 ``--bench-backends`` / ``--bench-require`` (a selection; backends that must run) and
 ``--bench-budget SECONDS``: the time the comparisons share for rounds beyond their
 first ``MIN_ROUNDS``, each taking an equal share of what is left (``recheck``: a
@@ -46,6 +48,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--bench-backends", help="backends to run, e.g. numpy,torch,torch-cuda,cupy")
     add("--bench-require", metavar="BACKENDS", help="fail when one of these is skipped")
     add("--bench-budget", type=float, default=0.0, help="seconds the comparisons share")
+    add(
+        "--bench-threads",
+        default="auto",
+        help="threads of torch, the BLAS, portops and Dask: auto (the cores not busy at the "
+        "start), all, or a number",
+    )
 
 
 def targets(text: str | None) -> frozenset[tuple[str, str]] | None:
@@ -59,6 +67,71 @@ def targets(text: str | None) -> frozenset[tuple[str, str]] | None:
 def label(target: tuple[str, str]) -> str:
     """``("torch", "cuda")`` -> ``"torch CUDA"``; CuPy is named without its device."""
     return target[0] if target[0] == "cupy" else f"{target[0]} {target[1].upper()}"
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def busy_cores(seconds: float = 1.0) -> float:
+    """Cores' worth of work that others run on this machine now: the share of the CPUs'
+    time not idle over `seconds` (/proc/stat; the load average where there is none)."""
+
+    def snapshot() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]  # ... idle, iowait, ..., steal
+        return sum(ticks), ticks[3] + ticks[4]
+
+    try:
+        total, idle = snapshot()
+        time.sleep(seconds)
+        total2, idle2 = snapshot()
+    except (OSError, ValueError, IndexError):
+        load = load_average()
+        return load[0] if load else 0.0
+    return (1 - (idle2 - idle) / max(1, total2 - total)) * (os.cpu_count() or 1)
+
+
+def choose_threads(option: str) -> tuple[int, float | None]:
+    """(threads, busy cores measured): ``auto`` leaves out the cores others keep busy.
+
+    On a 2-core machine with one other CPU-bound process, a library that runs two threads
+    waits at each parallel region for the one that is descheduled, a scheduler slice
+    (about 12 ms) at a time: torch's (a*b).sum of two 500x500 tensors takes 24 ms instead
+    of 0.13 ms. Such a run times the scheduler, not the methods; on the free cores it
+    times the methods, as a quiet machine with that many cores would."""
+    usable = usable_cores()
+    if option == "all":
+        return usable, None
+    if option != "auto":
+        return max(1, min(usable, int(option))), None
+    busy = busy_cores()
+    return max(1, min(usable, round((os.cpu_count() or 1) - busy))), round(busy, 2)
+
+
+def set_threads(threads: int) -> str:
+    """Every loaded library's threads to `threads`, and the variables that the BLAS read
+    when they load; says how NumPy's BLAS was set. Called again before each benchmark, for
+    the libraries its module loaded."""
+    for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = str(threads)
+    blas = "environment" if "numpy" not in sys.modules else "unset (NumPy was loaded)"
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(threads)
+        blas = "threadpoolctl"
+    except ImportError:
+        pass
+    loaded = sys.modules.get
+    if loaded("portops") is not None:
+        loaded("portops").set_num_threads(threads)  # type: ignore[union-attr]
+    torch = loaded("torch")
+    if torch is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    if loaded("dask") is not None:
+        loaded("dask").config.set(num_workers=threads)  # type: ignore[union-attr]
+    return blas
 
 
 def load_average() -> list[float] | None:
@@ -77,6 +150,9 @@ class State:
         self.start, budget = time.monotonic(), config.getoption("bench_budget")
         self.deadline = self.start + budget if budget > 0 else None
         self.load_before = load_average()
+        option = "all" if os.environ.get("PORTOPS_BENCH_QUICK") == "1" else None
+        self.threads, self.busy = choose_threads(option or config.getoption("bench_threads"))
+        self.blas_threads = set_threads(self.threads)
         self.total = self.done = 0
         self.comparisons: set[str] = set()  # node ids of the comparisons not yet run
         self.ran: set[tuple[str, str]] = set()
@@ -123,6 +199,10 @@ class State:
             "sweep": bool(option("sweep")),
             "budget_s": option("bench_budget") or None,
             "load_before": self.load_before,
+            "threads": self.threads,
+            "cores_usable": usable_cores(),
+            "busy_cores_at_start": self.busy,
+            "blas_threads": self.blas_threads,
             "load_after": load_average(),
             "seconds": round(time.monotonic() - self.start, 1),
             "unavailable": sorted(skipped, key=lambda u: (u["file"], u["reason"])),
@@ -194,6 +274,7 @@ def compare(benchmark: Any, request: pytest.FixtureRequest) -> Any:
         **info: Any,
     ) -> Interleaved | None:
         _selected(state, (backend, device))
+        set_threads(state.threads)
         if benchmark.disabled:
             for c in candidates:
                 c.fn()

@@ -341,13 +341,16 @@ def machine_line(run: dict[str, Any]) -> str:
     return f"{cpu.get('brand_raw', '?')} ({cores_text}), " + (f"GPU {gpu}" if gpu else "no GPU")
 
 
-def load_line(run: dict[str, Any]) -> str:
-    """``load 1.20 → 2.35`` (1-minute load average before and after the run)."""
+def load_line(run: dict[str, Any], *, threads: bool = True) -> str:
+    """``load 1.20 → 2.35, 1 thread`` (the 1-minute load average before and after the run;
+    the threads the libraries ran, where the run chose fewer than its cores)."""
     status = run.get("portops") or {}
     before, after = status.get("load_before"), status.get("load_after")
-    if not before or not after:
-        return "load unknown"
-    return f"load {before[0]:.2f} → {after[0]:.2f}"
+    text = f"load {before[0]:.2f} → {after[0]:.2f}" if before and after else "load unknown"
+    n, usable = status.get("threads"), status.get("cores_usable")
+    if threads and n and usable and n < usable:
+        text += f", {n} thread{'s' * (n > 1)} (other work busy on the rest)"
+    return text
 
 
 def report_text(run: dict[str, Any]) -> str:
@@ -355,9 +358,12 @@ def report_text(run: dict[str, Any]) -> str:
     machine, status = run.get("machine_info") or {}, run.get("portops") or {}
     versions = machine.get("versions") or {}
     head = ["# portops benchmarks", "", f"results: {run['source']} {run.get('datetime', '')}"]
-    head.append(f"machine: {machine_line(run)}; {load_line(run)} (1-minute load average)")
-    if machine.get("torch_threads"):
-        head[-1] += f"; torch threads {machine['torch_threads']}"
+    head.append(f"machine: {machine_line(run)}")
+    head.append(f"{load_line(run, threads=False)} (1-minute load average before and after)")
+    if status.get("threads"):
+        busy = status.get("busy_cores_at_start")
+        head.append(f"threads: {status['threads']} for torch, the BLAS, portops and Dask")
+        head[-1] += f" ({busy} cores busy with other work at the start)" * (busy is not None)
     modes = [m for m in ("quick", "full", "sweep") if status.get(m)]
     length = f", {status['seconds']:.0f} s" if status.get("seconds") else ""
     head.append(f"mode: {', '.join(modes) or 'default'}{length}")

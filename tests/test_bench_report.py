@@ -26,6 +26,22 @@ from benchmarks import interleave, ratios, report  # noqa: E402
 # ------------------------------------------------------------------ statistics
 
 
+def test_threads_leave_out_busy_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import conftest as bench_conftest
+
+    assert 0 <= bench_conftest.busy_cores(0.05) <= (os.cpu_count() or 1)
+    monkeypatch.setattr(bench_conftest, "usable_cores", lambda: 2)
+    monkeypatch.setattr(bench_conftest.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bench_conftest, "busy_cores", lambda: 1.02)  # one other process
+    assert bench_conftest.choose_threads("auto") == (1, 1.02)
+    monkeypatch.setattr(bench_conftest, "busy_cores", lambda: 0.3)
+    assert bench_conftest.choose_threads("auto") == (2, 0.3)
+    monkeypatch.setattr(bench_conftest, "busy_cores", lambda: 5.0)
+    assert bench_conftest.choose_threads("auto") == (1, 5.0)
+    assert bench_conftest.choose_threads("all") == (2, None)
+    assert bench_conftest.choose_threads("8") == (2, None)
+
+
 @pytest.mark.parametrize(("n", "ranks"), [(3, (0, 2)), (5, (0, 4)), (6, (0, 5)), (10, (1, 8))])
 def test_median_interval_ranks(n: int, ranks: tuple[int, int]) -> None:
     """The sign-test interval: the extremes below 6 values, then order statistics."""
@@ -244,7 +260,7 @@ def test_report_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert report.main([str(sample_run(tmp_path)), "--text", str(txt)]) == 0
     text = txt.read_text(encoding="utf-8")
     assert text == capsys.readouterr().out.split("written:")[0]
-    assert "machine: Sample CPU (2 cores), no GPU; load 1.50 → 2.25" in text
+    assert "machine: Sample CPU (2 cores), no GPU\nload 1.50 → 2.25 (1-minute" in text
     headline = text.split("## Headline comparisons")[1].split("##")[0]
     row = next(line for line in headline.splitlines() if "| slice-add loop" in line)
     cells = [c.strip() for c in row.split("|")[2:-1]]
@@ -386,6 +402,8 @@ def run_toy(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PORTOPS_BENCH"))}
     cmd = [sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "-q"]
     cmd += ["--benchmark-quiet", "--benchmark-json=b.json", *args]
+    if not any(a.startswith("--bench-threads") for a in args):
+        cmd.append("--bench-threads=all")  # no second spent measuring the machine's load
     env["PYTHONPATH"] = str(tmp_path)
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
@@ -394,7 +412,7 @@ def run_toy(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
 
 
 def test_compare_records_rounds_candidates_and_load(tmp_path: Path) -> None:
-    rc, out, data = run_toy(tmp_path, "--bench-budget=1", "-k", "not bad")
+    rc, out, data = run_toy(tmp_path, "--bench-budget=1", "--bench-threads=1", "-k", "not bad")
     assert rc == 0, out
     assert "[1/" in out and "s left] benchmarks/test_sample.py::test_toy" in out  # progress
     assert "test_full_only" not in out  # --full only
@@ -415,6 +433,7 @@ def test_compare_records_rounds_candidates_and_load(tmp_path: Path) -> None:
     assert toy[0]["stats"]["data"] == info["candidates"]["portops"]["times"]
     status = data["portops"]
     assert len(status["load_before"]) == 3 and len(status["load_after"]) == 3
+    assert status["threads"] == 1 and status["busy_cores_at_start"] is None
     assert status["unavailable"] == [
         {"file": "benchmarks/test_sample.py", "reason": "CUDA not available", "count": 1}
     ]
