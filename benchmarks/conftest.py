@@ -33,11 +33,14 @@ from typing import Any
 
 import pytest
 
-from benchmarks.interleave import KINDS, TURN_S, Candidate, Interleaved
+from benchmarks.interleave import BATCH_S, KINDS, Candidate, Interleaved
 
 NOT_SELECTED = "not selected by --bench-backends"
 MIN_ROUNDS = 5  # per comparison, whatever the budget
 EXTRA_S = 20.0  # rounds beyond the minimum, at most, per comparison without a budget
+# With a budget, at least this: a cheap comparison late in a run whose budget is spent
+# still gets the dozens of rounds a second gives it (an expensive one, one round more).
+FLOOR_S = 1.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -280,9 +283,9 @@ def compare(benchmark: Any, request: pytest.FixtureRequest) -> Any:
                 c.fn()
             return None
         seed = f"{op} {case} {backend} {device} {label}"
-        rounds = Interleaved(candidates, seed=seed, turn_s=0.0 if quick else TURN_S)
+        rounds = Interleaved(candidates, seed=seed, batch_s=0.0 if quick else BATCH_S)
         share = state.share()
-        extra = 0.0 if quick else extra_s if share is None else min(extra_s, share)
+        extra = 0.0 if quick else extra_s if share is None else min(extra_s, max(FLOOR_S, share))
         before = load_average()
         rounds.run(2 if quick else min_rounds, extra)
         more = recheck(rounds) if recheck is not None and not quick else 0

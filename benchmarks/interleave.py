@@ -2,10 +2,13 @@
 
 A round gives every candidate one turn, in an order shuffled from round to round (the
 same shuffles in every run, from the comparison's seed). A turn is one untimed call,
-then ``calls`` timed calls back to back: the untimed call pays for the state the last
-candidate left (caches, torch's threads asleep after NumPy's), which is no property of
-this one. A call slower than ``SLOW_S`` has no untimed call before it: its share of
-that state is small, and doubling its cost would starve the others of rounds.
+then ``BATCHES`` batches of ``calls`` timed calls back to back (``calls``: enough for
+``batch_s`` of work), and the turn's time per call is its fastest batch's: the untimed
+call pays for the state the last candidate left (caches, torch's threads asleep after
+NumPy's), which is no property of this one, and of three batches at least one is
+usually clear of a burst of other work on a busy machine. A call slower than ``SLOW_S``
+is timed once per turn, without an untimed call: its share of that state is small, and
+a longer turn would starve the others of rounds.
 
 The ratio of two candidates' times *in the same round* cancels whatever drifts slower
 than a round on a shared machine; the median of those ratios over the rounds, with its
@@ -26,7 +29,8 @@ from typing import Any
 
 from benchmarks.ratios import Ratio, per_round
 
-TURN_S = 2e-3  # timed work per turn, at least: calls of 20 µs run 100 times
+BATCH_S = 1e-3  # timed work per batch, at least: calls of 20 µs run 50 times
+BATCHES = 3  # per turn; the fastest counts
 SLOW_S = 0.1  # a call at least this long is timed once per turn, without an untimed one
 MAX_CALLS = 10_000
 MAX_ROUNDS = 400
@@ -59,7 +63,7 @@ class Interleaved:
 
     candidates: Sequence[Candidate]
     seed: str
-    turn_s: float = TURN_S
+    batch_s: float = BATCH_S
     times: dict[str, list[float]] = field(default_factory=dict)  # per call, a value per round
     calls: dict[str, int] = field(default_factory=dict)
     single: dict[str, float] = field(default_factory=dict)  # one call, at calibration
@@ -90,7 +94,7 @@ class Interleaved:
             if t < SLOW_S:  # the first call's cost was set-up: time a second one
                 t = _timed(c.fn, 1)
             self.single[c.name] = t
-            self.calls[c.name] = max(1, min(MAX_CALLS, math.ceil(self.turn_s / max(t, 1e-9))))
+            self.calls[c.name] = max(1, min(MAX_CALLS, math.ceil(self.batch_s / max(t, 1e-9))))
         self.seconds += time.perf_counter() - start
 
     def run_round(self) -> None:
@@ -98,8 +102,7 @@ class Interleaved:
         self._shuffle(self._order)
         for name in self._order:
             fn, calls = self._by_name[name].fn, self.calls[name]
-            warm = self.single[name] < SLOW_S
-            self.times[name].append(_turn(fn, calls, warm=warm))
+            self.times[name].append(_turn(fn, calls, slow=self.single[name] >= SLOW_S))
         self.seconds += time.perf_counter() - start
 
     def run(self, min_rounds: int, seconds: float, max_rounds: int = MAX_ROUNDS) -> None:
@@ -148,7 +151,9 @@ def _timed(fn: Callable[[], Any], calls: int) -> float:
             gc.enable()
 
 
-def _turn(fn: Callable[[], Any], calls: int, *, warm: bool) -> float:
-    if warm:
-        fn()
-    return _timed(fn, calls)
+def _turn(fn: Callable[[], Any], calls: int, *, slow: bool) -> float:
+    """A turn's seconds per call (see the module docstring)."""
+    if slow:
+        return _timed(fn, calls)
+    fn()
+    return min(_timed(fn, calls) for _ in range(BATCHES))

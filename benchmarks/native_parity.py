@@ -27,7 +27,7 @@ def compare(name: str, candidates: Candidates, rounds: int) -> None:
     """Print the median per call of each candidate ("portops" first) and the ratio."""
     kinds = {k: "default" if k == "portops" else "native" for k in candidates}
     timed = Interleaved(
-        [Candidate(k, kinds[k], f) for k, f in candidates.items()], seed=name, turn_s=5e-3
+        [Candidate(k, kinds[k], f) for k, f in candidates.items()], seed=name, batch_s=2e-3
     )
     timed.run(min_rounds=rounds, seconds=0.0)
     best = min((k for k in candidates if k != "portops"), key=timed.median)

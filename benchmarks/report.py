@@ -32,18 +32,20 @@ KIND_NAMES = {"default": "portops", "native": "native", "baseline": "baseline", 
 
 METHOD = f"""\
 How to read it. Each comparison runs portops and the other methods in interleaved rounds:
-within a round every method takes a turn (one untimed call, then calls for at least 2 ms),
-in an order shuffled from round to round, so that all see the machine alike. "speedup" is
-a method's time over portops' in the same round (above 1: portops is faster): the median
-over the rounds, with its 95% interval (sign-test interval of the median; the extremes
-below 6 rounds). Rounds are added until every interval is within ±{TOLERANCE:.0%} of its
-median or the comparison's share of the time budget is spent; "noisy" marks a speedup whose
-interval stayed wider. Kinds: "seed" is a method of the source the operation came from
-(as written, in its fairest form), "native" another call of the same library ("best":
-the fastest), "baseline" a peer's code or another implementation. "x limit":
-portops' time over the time the operation's bytes (read + written) take at the copy
-bandwidth, (bytes read + written) / time of the best copy of the run at that size. Below 1
-it would beat the copy: the copy was disturbed, and the row says so instead of a number."""
+within a round every method takes a turn, in an order shuffled from round to round, so
+that all see the machine alike. A turn is one untimed call, then three batches of calls
+(at least 1 ms each) of which the fastest counts; a call over 0.1 s is timed once.
+"speedup" is a method's time over portops' in the same round (above 1: portops is
+faster): the median over the rounds, with its 95% interval (sign-test interval of the
+median; the extremes below 6 rounds). Rounds are added until the intervals of the seed
+methods and the best native call are within ±{TOLERANCE:.0%} of their medians or the
+comparison's share of the time budget is spent; "noisy" marks an interval that stayed
+wider. Kinds: "seed" is a method of the source the operation came from (as written, in
+its fairest form), "native" another call of the same library ("best": the fastest),
+"baseline" a peer's code or another implementation. "x limit": portops' time over the
+time its bytes (read + written) take at the copy bandwidth, (bytes read + written) / time
+of the best copy of the run at that size. Below 1 the row says "below the copy" instead:
+the copy was disturbed, or the data sat in a cache where reading costs less than copying."""
 
 
 @dataclass
@@ -212,7 +214,7 @@ def speedup_text(r: Ratio, *, interval: bool = True) -> str:
 def limit_text(c: Comparison) -> str:
     if c.x_limit is None:
         return "—"
-    return "copy disturbed" if c.copy_disturbed else factor(c.x_limit)
+    return "below the copy" if c.copy_disturbed else factor(c.x_limit)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> str:
