@@ -14,7 +14,11 @@ The ratio of two candidates' times *in the same round* cancels whatever drifts s
 than a round on a shared machine; the median of those ratios over the rounds, with its
 95% interval (``ratios.summarize``), is the result. Rounds are added until the interval of
 every ratio waited on (each baseline's, the best native call's) lies within ±10% of its
-median, or the comparison's time is spent.
+median, or the comparison's time is spent. Those added rounds time portops, the copies and
+the candidates still waited on: not a ratio already tight, nor one whose interval lies
+wholly beyond 2x (``ratios.DECIDED``: which is faster is settled, and a seed method that
+takes seconds per call would spend the budget on a digit). Their times are None in the
+rounds they sat out.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.ratios import Ratio, per_round
+from benchmarks.ratios import Ratio, median, per_round
 
 BATCH_S = 1e-3  # timed work per batch, at least: calls of 20 µs run 50 times
 BATCHES = 3  # per turn; the fastest counts
@@ -64,7 +68,7 @@ class Interleaved:
     candidates: Sequence[Candidate]
     seed: str
     batch_s: float = BATCH_S
-    times: dict[str, list[float]] = field(default_factory=dict)  # per call, a value per round
+    times: dict[str, list[float | None]] = field(default_factory=dict)  # per call, per round
     calls: dict[str, int] = field(default_factory=dict)
     single: dict[str, float] = field(default_factory=dict)  # one call, at calibration
     seconds: float = 0.0  # wall time of the rounds and the calibration
@@ -97,12 +101,13 @@ class Interleaved:
             self.calls[c.name] = max(1, min(MAX_CALLS, math.ceil(self.batch_s / max(t, 1e-9))))
         self.seconds += time.perf_counter() - start
 
-    def run_round(self) -> None:
-        start = time.perf_counter()
+    def run_round(self, names: Iterable[str] | None = None) -> None:
+        """A round of every candidate, or of `names` (the others get None)."""
+        start, timed = time.perf_counter(), set(self.times if names is None else names)
         self._shuffle(self._order)
         for name in self._order:
-            fn, calls = self._by_name[name].fn, self.calls[name]
-            self.times[name].append(_turn(fn, calls, slow=self.single[name] >= SLOW_S))
+            fn, calls, slow = self._by_name[name].fn, self.calls[name], self.single[name] >= SLOW_S
+            self.times[name].append(_turn(fn, calls, slow=slow) if name in timed else None)
         self.seconds += time.perf_counter() - start
 
     def run(self, min_rounds: int, seconds: float, max_rounds: int = MAX_ROUNDS) -> None:
@@ -113,8 +118,12 @@ class Interleaved:
         while self.rounds < min_rounds:
             self.run_round()
         deadline = time.perf_counter() + seconds
-        while self.rounds < max_rounds and self.noisy() and time.perf_counter() < deadline:
-            self.run_round()
+        while self.rounds < max_rounds and time.perf_counter() < deadline:
+            waiting = [n for n in self.noisy() if not self.speedup(n).decided]
+            if not waiting:
+                break
+            copies = [c.name for c in self.candidates if c.kind == "copy"]
+            self.run_round([self.portops, *copies, *waiting])
 
     def speedup(self, name: str) -> Ratio:
         """`name`'s time over portops' in each round: above 1, portops is faster."""
@@ -132,8 +141,7 @@ class Interleaved:
         return [n for n in (names or self.compared()) if self.speedup(n).noisy]
 
     def median(self, name: str) -> float:
-        times = sorted(self.times[name])
-        return (times[(len(times) - 1) // 2] + times[len(times) // 2]) / 2 if times else math.nan
+        return median(self.times[name])
 
 
 def _timed(fn: Callable[[], Any], calls: int) -> float:

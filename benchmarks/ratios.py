@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 LEVEL = 0.95  # of the interval around a median
 TOLERANCE = 0.10  # a spread within ±10% of the median is tight; wider is "noisy"
+DECIDED = 2.0  # an interval wholly beyond 2x (or below 1/2x) settles which is faster
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class Ratio:
     @property
     def noisy(self) -> bool:
         return self.spread > TOLERANCE
+
+    @property
+    def decided(self) -> bool:
+        """Whether, noisy or not, the interval lies wholly beyond ``DECIDED`` either way."""
+        return self.low >= DECIDED or self.high <= 1 / DECIDED
 
     def as_dict(self) -> dict[str, float | int]:
         return {
@@ -73,10 +79,17 @@ def summarize(values: Sequence[float]) -> Ratio:
     return Ratio(statistics.median(data), data[lo], data[hi], q1, q3, n)
 
 
-def per_round(numerator: Sequence[float], denominator: Sequence[float]) -> Ratio:
-    """Round-by-round ratios of two candidates' times (same rounds), summarised."""
+def per_round(numerator: Sequence[float | None], denominator: Sequence[float | None]) -> Ratio:
+    """Round-by-round ratios of two candidates' times, summarised over the rounds that
+    timed both (None: a round without that candidate)."""
     pairs = zip(numerator, denominator, strict=True)
-    return summarize([a / b for a, b in pairs if b > 0])
+    return summarize([a / b for a, b in pairs if a is not None and b is not None and b > 0])
+
+
+def median(values: Sequence[float | None]) -> float:
+    """The median of the rounds that timed the candidate; NaN without any."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else math.nan
 
 
 def geometric_mean(values: Sequence[float]) -> float:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ratios import TOLERANCE, Ratio, geometric_mean, per_round
+from benchmarks.ratios import TOLERANCE, Ratio, geometric_mean, median, per_round
 
 # A sweep point misses at r when portops takes over r times the best native call and
 # over MISS_SECONDS longer (per-call overhead on tiny inputs, the timer's noise).
@@ -57,7 +57,7 @@ class Comparison:
     label: str
     backend: str
     device: str
-    times: dict[str, list[float]]
+    times: dict[str, list[float | None]]  # None: a round the candidate sat out
     kinds: dict[str, str]
     portops: str = "portops"
     headline: bool = False
@@ -82,8 +82,7 @@ class Comparison:
         return f"{self.op} {self.label} · {self.where}"
 
     def median(self, name: str) -> float:
-        t = sorted(self.times[name])
-        return (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2 if t else math.nan
+        return median(self.times[name])
 
     def speedup(self, name: str) -> Ratio:
         """`name`'s time over portops' in each round: above 1, portops is faster."""
@@ -170,7 +169,7 @@ def set_limits(comparisons: Sequence[Comparison]) -> None:
     best: dict[tuple[str, int], float] = {}  # (device, bytes copied) -> bytes per second
     for c in comparisons:
         for name in c.named("copy"):
-            key, times = (c.device, c.copy_nbytes[name]), [t for t in c.times[name] if t > 0]
+            key, times = (c.device, c.copy_nbytes[name]), [t for t in c.times[name] if t]
             if key[1] and times:
                 best[key] = max(best.get(key, 0.0), key[1] / min(times))
     for c in comparisons:
@@ -235,12 +234,13 @@ def comparison_rows(c: Comparison) -> list[list[str]]:
     for name in c.named("baseline", "native"):
         kind = "seed" if c.headline and c.kinds[name] == "baseline" else KIND_NAMES[c.kinds[name]]
         kind += " (best)" * (name == c.best_native())
-        rows.append(["", name, kind, seconds(c.median(name)), speedup_text(c.speedup(name))])
-        rows[-1] += [rounds, ""]
+        r = c.speedup(name)
+        rows.append(["", name, kind, seconds(c.median(name)), speedup_text(r), str(r.rounds), ""])
     for name in c.named("copy"):
         limit = f"limit {seconds(c.limit_s)}" if c.limit_s else ""
         copied = f"copy of {c.copy_nbytes[name] / 2e6:.3g} MB"
-        rows.append(["", copied, "copy", seconds(c.median(name)), "", rounds, limit])
+        timed = str(sum(t is not None for t in c.times[name]))
+        rows.append(["", copied, "copy", seconds(c.median(name)), "", timed, limit])
     return rows
 
 
@@ -400,7 +400,8 @@ def headline_rows(run: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         best = c.best_native()
         native = f"{speedup_text(c.speedup(best), interval=False)} {best}" if best else "—"
         rows.append([f"{c.op} {c.label}, {c.where}", seconds(c.median(c.portops))])
-        rows[-1] += [", ".join(seeds) or "—", native, limit_text(c), str(c.rounds)]
+        fewest = min((c.speedup(n).rounds for n in c.compared()), default=c.rounds)
+        rows[-1] += [", ".join(seeds) or "—", native, limit_text(c), str(fewest)]
     headers = ["case", "portops", "speedup over the seed's methods", "over the best native call"]
     return [*headers, "x limit", "rounds"], rows
 

@@ -100,20 +100,26 @@ def test_rounds_stop_once_tight(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_rounds_go_on_while_noisy_and_order_is_shuffled(monkeypatch: pytest.MonkeyPatch) -> None:
-    cs = candidates("default", "baseline", "native", "native")
+    cs = candidates("default", "baseline", "native", "native", "baseline")
+
     def swings(fast: float, slow: float) -> Any:
         """One value for the calibration, then turns (of three batches) at either speed."""
         return itertools.chain([fast], itertools.cycle([fast] * 3 + [slow] * 3))
 
     times = {cs[0].fn: itertools.repeat(1e-3), cs[1].fn: swings(1e-3, 3e-3)}
-    times |= {cs[2].fn: itertools.repeat(5e-3), cs[3].fn: swings(4e-3, 12e-3)}
+    times |= {cs[2].fn: itertools.repeat(5e-3), cs[3].fn: swings(6e-3, 18e-3)}
+    times |= {cs[4].fn: swings(20e-3, 60e-3)}  # noisy, but 20-60x slower: decided
     clock = FakeClock(monkeypatch, times)
     rounds = interleave.Interleaved(cs, seed="s")
     rounds.run(min_rounds=5, seconds=60.0, max_rounds=12)
-    assert rounds.rounds == 12 and rounds.noisy() == ["c1"]  # c3: not the best native
-    turns = [fn for i, fn in enumerate(clock.order[4:]) if i % interleave.BATCHES == 0]
-    orders = {tuple(turns[4 * i : 4 * i + 4]) for i in range(12)}
-    assert len(orders) > 1 and all(len(set(o)) == 4 for o in orders)  # shuffled each round
+    assert rounds.rounds == 12 and rounds.noisy() == ["c1", "c4"]  # c3: not the best native
+    # After the first five rounds, only portops and the ratio waited on are timed.
+    assert [t is None for t in rounds.times["c4"]] == [False] * 5 + [True] * 7
+    assert rounds.times["c2"][5:] == [None] * 7 and None not in rounds.times["c1"]
+    assert rounds.speedup("c4").rounds == 5 and rounds.speedup("c4").decided
+    turns = [fn for i, fn in enumerate(clock.order[5:]) if i % interleave.BATCHES == 0]
+    orders = {tuple(turns[5 * i : 5 * i + 5]) for i in range(5)}
+    assert len(orders) > 1 and all(len(set(o)) == 5 for o in orders)  # shuffled each round
     again = FakeClock(monkeypatch, times)
     interleave.Interleaved(cs, seed="s").run(min_rounds=5, seconds=0.0)
     assert clock.order[: len(again.order)] == again.order  # the same shuffles in every run
