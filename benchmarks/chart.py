@@ -98,7 +98,7 @@ def draw_chart(run: dict[str, Any]) -> Any:
         date = (run.get("datetime") or "")[:16].replace("T", " ")
         fig.suptitle(
             "portops' speedup over each method (its time / portops'; > 1: portops faster)\n"
-            f"{machine_line(run)}; {load_line(run)}; {date}",
+            f"{machine_line(run)}\n{load_line(run)}; {date}",
             fontsize=FONT + 1,
         )
     return fig

@@ -228,7 +228,7 @@ def sample_run(tmp_path: Path, *extra: dict[str, Any]) -> Path:
         "machine_info": {"cpu": {"brand_raw": "Sample CPU", "count": 2}, "gpu": None},
         "benchmarks": benchmarks,
         "portops": {"quick": False, "load_before": [1.5, 1, 1], "load_after": [2.25, 1, 1]}
-        | {"seconds": 150.0, "unavailable": [skip]},
+        | {"seconds": 150.0, "threads": 1, "cores_usable": 2, "unavailable": [skip]},
     }
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -289,7 +289,8 @@ def test_readme_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "1.50x ±0% slice-add loop, " in out and "noisy conv2d" in out
     assert "1.25x ±0% np.einsum(optimize=True)" in out
     assert out.rstrip().endswith(
-        "Sample CPU (2 cores), no GPU; load 1.50 → 2.25; `nox -s bench`, 2026-01-01."
+        "Sample CPU (2 cores), no GPU; load 1.50 → 2.25, 1 thread (other work busy on the "
+        "rest); `nox -s bench`, 2026-01-01."
     )
 
 
@@ -330,7 +331,7 @@ def test_chart_is_legible_at_page_width(tmp_path: Path) -> None:
             assert -1 <= box.x0 and box.x1 <= width_px + 1, t.get_text()
             assert -1 <= box.y0 and box.y1 <= height_px + 1, t.get_text()
         title = fig.get_suptitle()
-        assert "Sample CPU (2 cores), no GPU; load 1.50 → 2.25" in title
+        assert "Sample CPU (2 cores), no GPU\nload 1.50 → 2.25, 1 thread" in title
         labels = {t.get_text() for ax in fig.axes for t in ax.get_yticklabels()}
         assert {"slice-add loop", "conv2d", "hand-written matmul", "forward"} <= labels
     finally:
