@@ -4,8 +4,9 @@ One figure, legible at a documentation page's width (about 800 px): each headlin
 comparison is a block of horizontal bars, one per seed method and one for the best native
 call, of portops' speedup over it (the median of per-round ratios) on a log axis centred
 on 1, with its 95% interval; a grey bar behind it reaches the speedup portops would have
-at the hardware limit. A sweep, where the run has one, adds a panel of every point's speedup
-over the best native call. The title names the machine and the load.
+at the hardware limit. A sweep, where the run has one (more than the default run's
+sample), adds a panel of every point's speedup over the best native call. The title names
+the machine and the load.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from benchmarks.report import (
 )
 
 WIDTH_IN = 8.0  # shown 800 px wide (8.33 in at 96 px per inch), its fonts grow 4%
-DPI = 150
+DPI = 120  # 960 px wide; 1600 px tall leaves 13.3 in for the panels
 MAX_HEIGHT_IN = 1600 / DPI
 ROW_IN = 0.2  # a bar or a comparison's heading
 LEGEND_IN = 0.3
-FONT = 9
+SWEEP_PANEL_POINTS = 10  # a sweep panel where a sweep has this many points
+FONT = 10  # labels; values and the legend 1 pt smaller
 COLOURS = {"baseline": "#e08a2c", "native": "#3a78b5"}
 LIMIT_COLOUR = "#d9d9d9"
 LABELS = {"baseline": "seed method", "native": "best native call"}
@@ -75,6 +77,8 @@ def draw_chart(run: dict[str, Any]) -> Any:
 
     groups = panels(run["comparisons"])
     sweeps = sweep_groups(run["comparisons"])
+    if max(map(len, sweeps.values()), default=0) < SWEEP_PANEL_POINTS:
+        sweeps = {}  # the default run's sample: in the report, too few for a panel
     rows = [sum(1 + len(c.compared()) for c in cs) for cs in groups.values()]
     heights = [LEGEND_IN] + [r * ROW_IN + 0.5 for r in rows]
     heights += [len(sweeps) * 0.3 + 0.6] if sweeps else []
@@ -112,7 +116,8 @@ def _symmetric_limits(ax: Any, values: Sequence[float]) -> None:
 
     ax.set_xscale("log")
     ax.set_xlim(1 / extent, extent)
-    mantissas = (1, 2, 5) if extent <= 20 else (1, 3)  # a label every few centimetres
+    # A label every few centimetres: 1-2-5 steps, 1-3 steps, or the powers of ten.
+    mantissas = (1, 2, 5) if extent <= 20 else (1, 3) if extent <= 200 else (1,)
     steps = [m * 10.0**e for e in range(-4, 5) for m in mantissas]
     ax.xaxis.set_major_locator(FixedLocator([v for v in steps if 1 / extent <= v <= extent]))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -207,9 +212,9 @@ def _legend(ax: Any, *, has_limit: bool) -> None:
     from matplotlib.patches import Patch
 
     handles: list[Any] = [Patch(color=c, label=LABELS[k]) for k, c in COLOURS.items()]
-    handles.append(Patch(facecolor="0.6", hatch="///", edgecolor="white", label="noisy (> ±10%)"))
+    handles.append(Patch(facecolor="0.6", hatch="///", edgecolor="white", label="noisy"))
     if has_limit:
-        handles.append(Patch(color=LIMIT_COLOUR, label="at the hardware limit"))
+        handles.append(Patch(color=LIMIT_COLOUR, label="portops at the limit"))
     ax.set_axis_off()
     ax.legend(handles=handles, loc="center", ncols=len(handles), fontsize=FONT - 1,
               frameon=False, columnspacing=1.2, handlelength=1.6)  # fmt: skip

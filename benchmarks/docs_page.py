@@ -97,7 +97,8 @@ def headline_section(run: dict[str, Any], chart: str | None) -> str:
     ]
     parts = [run_heading(run)]
     if chart:
-        parts.append(f".. figure:: /generated/{chart}\n   :width: 100%\n   :alt: speedup chart")
+        figure = f".. figure:: /generated/{chart}\n   :width: 100%\n   :alt: speedup chart\n"
+        parts.append(figure + f"   :target: ../_images/{chart}\n\n   Click for the full size.")
     if rows:
         parts.append(list_table(headers, rows, "30 12 30 18 10 8"))
     groups = report.sweep_groups(run["comparisons"])
