@@ -201,7 +201,7 @@ def _sweep(ax: Any, sweeps: dict[str, list[Comparison]]) -> None:
     ax.axvline(1 / low, color="tab:red", linewidth=0.7, linestyle="--")
     ax.set_title(
         f"sweep: speedup over the best native call at each point\n"
-        f"(◆ the geometric mean; red: a miss at {low}x, past the dashed line)",
+        f"(◆ the geometric mean; red: a miss at {low}x)",
         loc="left",
         fontweight="bold",
     )

@@ -317,6 +317,9 @@ def test_chart_is_legible_at_page_width(tmp_path: Path) -> None:
         return comparison("vecdot", f"case {i}", "torch", times)
 
     many = [case(i) for i in range(20)]
+    for i in range(12):  # a sweep of more points than the default run's sample: a panel
+        times = {"portops": ("default", rounds(1e-3)), "a": ("native", rounds(1e-3 * (1 + i)))}
+        many.append(comparison("einsum", f"p{i}", "torch", times, headline=False, sweep=True))
     fig = chart.draw_chart(report.load(sample_run(tmp_path, *many)))
     try:
         fig.canvas.draw()
@@ -334,6 +337,7 @@ def test_chart_is_legible_at_page_width(tmp_path: Path) -> None:
         assert "Sample CPU (2 cores), no GPU\nload 1.50 → 2.25, 1 thread" in title
         labels = {t.get_text() for ax in fig.axes for t in ax.get_yticklabels()}
         assert {"slice-add loop", "conv2d", "hand-written matmul", "forward"} <= labels
+        assert any(label.startswith("einsum torch CPU: ") for label in labels)  # the sweep
     finally:
         plt.close(fig)
 
