@@ -90,11 +90,11 @@ def run_heading(run: dict[str, Any]) -> str:
 
 
 def headline_section(run: dict[str, Any], chart: str | None) -> str:
+    """A run's heading, chart, headline table and sweep summary."""
     headers, rows = report.headline_rows(run)
-    rows = [
-        [r[0], r[1], *(", ".join(map(_code_names, r[2].split(", "))),), _code_names(r[3]), *r[4:]]
-        for r in rows
-    ]
+    for row in rows:  # the methods' names as inline code
+        row[2] = ", ".join(map(_code_names, row[2].split(", ")))
+        row[3] = _code_names(row[3])
     parts = [run_heading(run)]
     if chart:
         figure = f".. figure:: /generated/{chart}\n   :width: 100%\n   :alt: speedup chart\n"
@@ -103,31 +103,16 @@ def headline_section(run: dict[str, Any], chart: str | None) -> str:
         parts.append(list_table(headers, rows, "30 12 30 18 10 8"))
     groups = report.sweep_groups(run["comparisons"])
     if groups:
+        every = [c for points in groups.values() for c in points]
         sweep_rows = []
-        for key, points in [
-            *groups.items(),
-            ("every sweep", [c for p in groups.values() for c in p]),
-        ]:
+        for key, points in [*groups.items(), ("every sweep", every)]:
             s = report.sweep_stats(points)
             misses = " / ".join(str(n) for n in s["misses"].values())
-            sweep_rows.append(
-                [
-                    key,
-                    str(s["points"]),
-                    misses,
-                    report.factor(s["worst"]),
-                    report.factor(s["speedup"]),
-                ]
-            )
+            sweep_rows.append([key, str(s["points"]), misses])
+            sweep_rows[-1] += [report.factor(s["worst"]), report.factor(s["speedup"])]
         thresholds = " / ".join(f"{r}x" for r in report.MISS_RATIOS)
-        headers = [
-            "sweep",
-            "points",
-            f"misses at {thresholds}",
-            "worst ratio",
-            "geometric-mean speedup",
-        ]
-        parts.append(list_table(headers, sweep_rows))
+        headers = ["sweep", "points", f"misses at {thresholds}", "worst ratio"]
+        parts.append(list_table([*headers, "geometric-mean speedup"], sweep_rows))
     return "\n\n".join(parts)
 
 
