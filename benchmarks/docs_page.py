@@ -48,14 +48,17 @@ def slug(text: str) -> str:
 
 def record(path: Path, into: Path = RECORDED) -> Path:
     """Keep a run in the history: its JSON without pytest-benchmark's copies of the
-    rounds (each comparison keeps every candidate's), named by date and machine."""
+    rounds (each comparison keeps every candidate's, to four digits), named by date and
+    machine."""
     data = json.loads(path.read_text("utf-8"))
     for b in data.get("benchmarks", []):
         (b.get("stats") or {}).pop("data", None)
+        for c in (b.get("extra_info") or {}).get("candidates", {}).values():
+            c["times"] = [None if t is None else float(f"{t:.4g}") for t in c["times"]]
     run = report.load(path)
     name = f"{(data.get('datetime') or 'undated')[:10]}-{slug(report.machine_line(run))}.json"
     into.mkdir(parents=True, exist_ok=True)
-    (into / name).write_text(json.dumps(data, indent=1) + "\n", "utf-8")
+    (into / name).write_text(json.dumps(data, separators=(",", ":")) + "\n", "utf-8")
     return into / name
 
 
