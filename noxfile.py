@@ -1,18 +1,31 @@
 """Developer commands: ``nox -s tests``, ``nox -s bench``, ``nox -s lint``, ``nox -s docs``.
 
 ``tests`` runs the suite, then the docstring examples as doctests (``doctests`` runs
-those alone); ``lint`` runs ruff and ``mypy --strict`` over the package.
+those alone); ``lint`` runs ruff and ``mypy --strict`` over the package;
+``triton_interpret`` runs the Triton kernels of the CUDA path on the CPU, under Triton's
+interpreter (the only CPU session that installs Triton).
 
-Benchmarks: ``nox -s bench`` runs every backend this machine can run and prints a table per
-operation; ``bench_numpy``, ``bench_torch``, ``bench_torch_cuda`` and ``bench_cupy`` run one
-backend each, ``bench_quick`` is the CI-sized check. Options after ``--`` go to pytest:
-``--quick`` (tiny sizes), ``--sweep`` (the whole shape sweep of every operation; the
-default run has a slice of it), ``--benchmark-compare`` (pytest-benchmark's comparison
-with a saved run). Results land in ``bench-results/``: ``<session>.json``
-(pytest-benchmark), ``<session>.txt`` (the tables) and ``<session>.png`` (the chart).
-Without a GPU, ``nox -s bench`` shares 100 s among the benchmarks, shortening their
-rounds to fit, so that it keeps to five minutes on two cores; ``-- --bench-budget 0``
-lifts that, and ``--sweep`` runs without it.
+Benchmarks: ``nox -s bench`` runs the headline comparisons (each source's own methods at
+its own shapes, the native calls beside them) and a sample of the shape sweep, in
+interleaved rounds, then writes the report and the chart; ``bench_numpy``,
+``bench_torch``, ``bench_torch_cuda`` and ``bench_cupy`` run one backend each,
+``bench_quick`` is the CI-sized check. Options after ``--`` go to pytest: ``--full``
+(every comparison), ``--sweep`` (the whole shape sweep), ``--quick`` (tiny sizes),
+``--bench-budget SECONDS`` (0: none), ``--benchmark-compare`` (pytest-benchmark's
+comparison with a saved run). Results land in ``bench-results/``: ``<session>.json``
+(pytest-benchmark), ``<session>.txt`` (the report) and ``<session>.png`` (the chart).
+Without a GPU, ``nox -s bench`` gives its comparisons ``BENCH_BUDGET_S`` seconds in all,
+so that it keeps to five minutes on two cores, the install included; ``--sweep`` and
+``--full`` lift the budget.
+
+What each session downloads into a new virtual environment (CPU-only Linux, Python 3.11,
+wheels; nox reuses the environment afterwards): ``bench`` about 250 MB (torch's CPU
+wheel 190 MB, NumPy, matplotlib, Dask), ``bench_quick`` about 300 MB, ``tests`` about
+390 MB (adds JAX, SciPy, scikit-image), ``docs`` about 300 MB, ``triton_interpret``
+about 580 MB (Triton's wheel alone is 286 MB, 1 GB installed); with a GPU, torch's CUDA
+build and its nvidia-* wheels add several GB. Installed, the environments take about
+1.1 GB (``bench``), 1.3 GB (``bench_quick``), 1.4 GB (``docs``) and 2.3 GB
+(``triton_interpret``).
 
 On a machine without a package registry, run ``nox --no-venv -s <session>``: the
 sessions then use what is installed instead of creating virtual environments.
@@ -57,6 +70,7 @@ def _install(session: nox.Session, extras: str) -> None:
     """
     if not _installs_packages(session):
         return
+    _log_download(session)
     if HAS_NVIDIA_GPU:
         session.install("-e", f".[{extras}]")
         return
@@ -71,7 +85,7 @@ def _install(session: nox.Session, extras: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite on every CPU backend (and CUDA ones where a GPU is present)."""
-    _install(session, "test,torch,jax,dask" + (",cupy" if HAS_NVIDIA_GPU else ""))
+    _install(session, "test,torch,jax,dask" + (",cupy,triton" if HAS_NVIDIA_GPU else ""))
     default = CPU_BACKENDS + (f",{GPU_BACKENDS}" if HAS_NVIDIA_GPU else "")
     backends = os.environ.get("PORTOPS_TEST_BACKENDS", default)
     session.env["PORTOPS_TEST_BACKENDS"] = backends
@@ -90,6 +104,15 @@ def _run_doctests(session: nox.Session) -> None:
         *("python", "-m", "pytest", "--doctest-modules", "portops", "-q"),
         *("-p", "no:cacheprovider", *ignore),
     )
+
+
+@nox.session
+def triton_interpret(session: nox.Session) -> None:
+    """The Triton kernels of the torch CUDA path on CPU tensors, under Triton's
+    interpreter (tests/test_triton_interpret.py); fails, rather than skips, without Triton."""
+    _install(session, "test,torch,triton")
+    session.env["PORTOPS_REQUIRE_TRITON"] = "1"
+    session.run("python", "-m", "pytest", "tests/test_triton_interpret.py", "-q", *session.posargs)
 
 
 @nox.session
@@ -135,20 +158,33 @@ def lint(session: nox.Session) -> None:
 # --------------------------------------------------------------------------- benchmarks
 
 BENCH_DIR = Path("bench-results")
-# Each benchmark chooses its rounds (``bench`` in benchmarks/conftest.py); no GC in them.
 BENCH_OPTIONS = ["--benchmark-disable-gc", "--benchmark-quiet", "-p", "no:cacheprovider"]
-# `nox -s bench` aims at 5 minutes on a 2-core machine: the install takes one to two
-# minutes and each benchmark's setup (data, first calls, correctness checks) about as
-# much as its rounds, so the timed rounds share 100 s (each runs the rounds that fit).
-# Pass `-- --bench-budget 0` to lift the limit (it is not applied where there is a GPU).
-BENCH_BUDGET_S = 100
+# `nox -s bench` aims at five minutes on a 2-core machine: a fresh install takes one to
+# two, so the benchmarks get BENCH_BUDGET_S seconds, set-up included. Each comparison runs
+# at least five rounds; the budget decides how many more (`conftest.State.share`). Not
+# applied where there is a GPU, nor under --full or --sweep.
+BENCH_BUDGET_S = 140
 NO_GPU = "no NVIDIA GPU on this machine (nvidia-smi not found)"
+DOWNLOADS = {  # session -> what its new virtual environment downloads (see the docstring)
+    "tests": "about 390 MB",
+    "docs": "about 300 MB",
+    "bench": "about 250 MB",
+    "bench_numpy": "about 240 MB",
+    "bench_torch": "about 240 MB",
+    "bench_quick": "about 300 MB",
+    "triton_interpret": "about 580 MB",
+}
 
 
 def _bench(session: nox.Session, extras: str, backends: str | None = None) -> None:
     """Install, run the benchmarks (of `backends`, default all), then print the report."""
     _install(session, extras)
     _run_bench(session, backends, budget=None if HAS_NVIDIA_GPU else BENCH_BUDGET_S)
+
+
+def _log_download(session: nox.Session) -> None:
+    if _installs_packages(session) and session.name in DOWNLOADS and not HAS_NVIDIA_GPU:
+        session.log(f"a new environment for this session downloads {DOWNLOADS[session.name]}")
 
 
 def _run_bench(
@@ -165,7 +201,7 @@ def _run_bench(
     the time in seconds the benchmarks share, each running the rounds that fit.
     """
     pytest_args = list(session.posargs)
-    if budget and "--sweep" not in pytest_args:
+    if budget and not {"--sweep", "--full"} & set(pytest_args):
         pytest_args.insert(0, f"--bench-budget={budget:g}")
     if quick and "--quick" not in pytest_args:
         pytest_args.append("--quick")

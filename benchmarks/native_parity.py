@@ -1,50 +1,40 @@
 """The cases where portops must be at least as fast as the library's own call, CPU.
 
-``python -m benchmarks.native_parity [rounds]`` times, in interleaved rounds whose
-order is shuffled from round to round (each candidate after one untimed call), the
-tall-skinny ``einsum("nc,nc->n")`` (N = 10^6, c = 2) on NumPy and torch, ``vecdot`` on
-the same operands and on 500x500 on torch, and ``einsum("bind,jnd->bnij")`` on torch
-(MXNet's shapes), against every native call that computes the same; it prints the
-median per call of each and portops / the fastest native.
+``python -m benchmarks.native_parity [rounds]`` times, in interleaved rounds
+(``benchmarks/interleave.py``: the order shuffled from round to round, each candidate
+after one untimed call), the tall-skinny ``einsum("nc,nc->n")`` (N = 10^6, c = 2) on
+NumPy and torch, ``vecdot`` on the same operands and on 500x500 on torch, and
+``einsum("bind,jnd->bnij")`` on torch (MXNet's shapes), against every native call that
+computes the same; it prints the median per call of each and portops / the fastest
+native (the median of per-round ratios, with its 95% interval).
 """
 
 from __future__ import annotations
 
-import random
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import portops
+from benchmarks.interleave import Candidate, Interleaved
 
 Candidates = dict[str, Callable[[], Any]]
 
 
-def _per_call(fn: Callable[[], Any], calls: int) -> float:
-    fn()  # untimed: the state the previous candidate left is not this one's cost
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
-
-
-def compare(name: str, candidates: Candidates, rounds: int, seconds: float = 5e-3) -> None:
+def compare(name: str, candidates: Candidates, rounds: int) -> None:
     """Print the median per call of each candidate ("portops" first) and the ratio."""
-    calls = {k: max(1, int(seconds / _per_call(f, 1))) for k, f in candidates.items()}
-    times: dict[str, list[float]] = {k: [] for k in candidates}
-    order, shuffle = list(candidates), random.Random(name).shuffle
-    for _ in range(rounds):
-        shuffle(order)
-        for k in order:
-            times[k].append(_per_call(candidates[k], calls[k]))
-    medians = {k: statistics.median(v) for k, v in times.items()}
-    best = min((t, k) for k, t in medians.items() if k != "portops")
-    cells = "  ".join(f"{k} {t * 1e3:.3f} ms" for k, t in medians.items())
-    print(f"{name}: {cells}  ->  {medians['portops'] / best[0]:.2f}x {best[1]}")
+    kinds = {k: "default" if k == "portops" else "native" for k in candidates}
+    timed = Interleaved(
+        [Candidate(k, kinds[k], f) for k, f in candidates.items()], seed=name, batch_s=2e-3
+    )
+    timed.run(min_rounds=rounds, seconds=0.0)
+    best = min((k for k in candidates if k != "portops"), key=timed.median)
+    r = timed.speedup(best)
+    cells = "  ".join(f"{k} {timed.median(k) * 1e3:.3f} ms" for k in candidates)
+    ratio = f"{1 / r.median:.2f}x [{1 / r.high:.2f}, {1 / r.low:.2f}]"
+    print(f"{name}: {cells}  ->  {ratio} {best}")
 
 
 def cases() -> dict[str, Candidates]:

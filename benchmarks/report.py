@@ -1,6 +1,14 @@
-"""What pytest-benchmark does not show, from its JSON and each benchmark's ``extra_info``
-(``benchmarks/conftest.py``): a table of ratios per operation, the shape sweep, a chart.
-Usage: ``python -m benchmarks.report bench.json --text bench.txt --png bench.png``.
+"""The report of a benchmark run, from pytest-benchmark's JSON (``--benchmark-json``).
+
+Usage::
+
+    python -m benchmarks.report bench.json [--text bench.txt] [--png bench.png]
+    python -m benchmarks.report bench.json --readme-table   # the README's headline table
+
+Each comparison (``compare`` in ``benchmarks/conftest.py``) stores every candidate's
+seconds per call, a value per interleaved round; everything here is computed from them:
+portops' speedup over each method (the median of per-round ratios, its 95% interval,
+the round count), the hardware limit from the best copy of the run, the sweep's misses.
 """
 
 from __future__ import annotations
@@ -9,238 +17,446 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-KINDS = {"copy": 0, "default": 1, "native": 2, "baseline": 3}  # the order of a group's rows
-# A sweep point misses when portops takes more than MISS_RATIO times the best native call
-# and more than MISS_SECONDS longer (per-call overhead on tiny inputs, noise). Such a
-# point is measured once more (benchmarks/sweep.py), in RERUN_ROUNDS times the rounds: on
-# a 2-core VM the rounds of one call swing by 20% (torch.linalg.vecdot, 10^6x2
-# transposed: 1.31-1.80 ms in 15 rounds), and the medians of seven rounds of two
-# candidates making that very call differed by as much.
-MISS_RATIO, MISS_SECONDS = 1.1, 3e-6
-RERUN_ROUNDS = 3
-COLUMNS = """\
-Columns: "median" is the median time of one call. "x copy": that time over a copy of the
-group's bytes on the same device (its "copy" rows; "paired": a copy timed just before each
-of the entry's rounds, so that both saw the machine alike). A copy reads and writes its
-bytes, twice what an op that reads x and writes a smaller y must move: "x limit" is the
-time over the op's real limit, the bytes it must read and write at the copy's bandwidth
-counted as (bytes read + written) / time. "default speedup": the entry's median over the
-portops default's ("native": a call of the same library; "baseline": a seed's loop, a
-peer's code or another implementation)."""
-SWEEP_TEXT = f"""\
-Sweep: each point times portops' default and every native call of the same library (and
-the seed baselines) in interleaved rounds; "ratio" is portops / the best native call
-(below 1: portops is faster). A point misses when portops takes over {MISS_RATIO}x the best
-native call and over {MISS_SECONDS * 1e6:g} us more; such a point is measured once more,
-in {RERUN_ROUNDS} times as many rounds, portops then taking its turn among the natives in
-their shuffled order, and the second measurement is shown."""
+from benchmarks.ratios import TOLERANCE, Ratio, geometric_mean, median, per_round
+
+# A sweep point misses at r when portops takes over r times the best native call and
+# over MISS_SECONDS longer (per-call overhead on tiny inputs, the timer's noise).
+MISS_RATIOS = (1.25, 1.1)
+MISS_SECONDS = 3e-6
+# The order of operations in the tables: the CASSI family first, as in the chart.
+OP_ORDER = {"shift_sum": 0, "shift_sum_adjoint": 0, "shift_sum_pinv": 0, "shear": 1}
+OP_ORDER |= {"unshear": 1, "einsum": 2, "vecdot": 3}
+KIND_NAMES = {"default": "portops", "native": "native", "baseline": "baseline", "copy": "copy"}
+
+METHOD = f"""\
+How to read it. Each comparison runs portops and the other methods in interleaved rounds:
+within a round every method takes a turn, in an order shuffled from round to round, so
+that all see the machine alike. A turn is one untimed call, then three batches of calls
+(at least 1 ms each) of which the fastest counts; a call over 0.1 s is timed once.
+"speedup" is a method's time over portops' in the same round (above 1: portops is
+faster): the median over the rounds, with its 95% interval (sign-test interval of the
+median; the extremes below 6 rounds). Rounds are added until the intervals of the seed
+methods and the best native call are within ±{TOLERANCE:.0%} of their medians or the
+comparison's share of the time budget is spent; "noisy" marks an interval that stayed
+wider. Kinds: "seed" is a method of the source the operation came from (as written, in
+its fairest form), "native" another call of the same library ("best": the fastest),
+"baseline" a peer's code or another implementation. "x limit": portops' time over the
+time its bytes (read + written) take at the copy bandwidth, (bytes read + written) / time
+of the best copy of the run at that size. Below 1 the row says "below the copy" instead:
+the copy was disturbed, or the data sat in a cache where reading costs less than copying."""
+
+
+@dataclass
+class Comparison:
+    """One comparison of the run: its candidates' per-call times, a value per round."""
+
+    op: str
+    case: str
+    label: str
+    backend: str
+    device: str
+    times: dict[str, list[float | None]]  # None: a round the candidate sat out
+    kinds: dict[str, str]
+    portops: str = "portops"
+    headline: bool = False
+    sweep: bool = False
+    nbytes: int = 0
+    copy_nbytes: dict[str, int] = field(default_factory=dict)
+    load: Any = None
+    limit_s: float | None = None  # set by `load` from the run's best copy
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.times[self.portops])
+
+    @property
+    def where(self) -> str:
+        """``"torch CPU"``, ``"cupy"``: the library and device."""
+        return self.backend if self.backend == "cupy" else f"{self.backend} {self.device.upper()}"
+
+    @property
+    def name(self) -> str:
+        """``shift_sum forward, mask``, ``shift_sum_pinv, mask``: the op and its label, the
+        label's first part left out where the op's name says it."""
+        head, _, rest = self.label.partition(", ")
+        name = self.op if head in self.op else f"{self.op} {head}"
+        return name + (f", {rest}" if rest else "")
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} · {self.where}"
+
+    def median(self, name: str) -> float:
+        return median(self.times[name])
+
+    def speedup(self, name: str) -> Ratio:
+        """`name`'s time over portops' in each round: above 1, portops is faster."""
+        return per_round(self.times[name], self.times[self.portops])
+
+    def named(self, *kinds: str) -> list[str]:
+        return [n for n, k in self.kinds.items() if k in kinds]
+
+    def best_native(self) -> str | None:
+        natives = self.named("native")
+        return min(natives, key=self.median) if natives else None
+
+    def compared(self) -> list[str]:
+        """What the headline shows: every seed method, then the best native call."""
+        best = self.best_native()
+        return self.named("baseline") + ([best] if best else [])
+
+    @property
+    def x_limit(self) -> float | None:
+        return self.median(self.portops) / self.limit_s if self.limit_s else None
+
+    @property
+    def copy_disturbed(self) -> bool:
+        return self.x_limit is not None and self.x_limit < 1
+
+    def ratio_to_best(self) -> float | None:
+        """Portops' time over the best native's, the median of per-round ratios."""
+        best = self.best_native()
+        return 1 / self.speedup(best).median if best else None
+
+    def misses(self, ratio: float) -> bool:
+        best = self.best_native()
+        if best is None:
+            return False
+        slower = self.median(self.portops) > self.median(best) + MISS_SECONDS
+        return (self.ratio_to_best() or 0) > ratio and slower
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    """pytest-benchmark's JSON with ``entries``: each ``extra_info`` with its ``group``, the
-    ``median`` of one call and, at a sweep point, the ``best`` native, ``ratio``, ``miss``."""
+    """pytest-benchmark's JSON with ``comparisons`` (a ``Comparison`` per comparison, the
+    limit set from the run's best copy) and ``singles`` (benchmarks of one candidate
+    timed on their own, ``bench`` in the conftest: their ``extra_info`` with ``group``,
+    ``median`` per call and ``rounds``)."""
     p = Path(path)
     data: dict[str, Any] = json.loads(p.read_text("utf-8") or "{}") if p.is_file() else {}
-    data["entries"], data["source"] = [], str(p)
+    data["comparisons"], data["singles"], data["source"] = [], [], str(p)
     for b in data.get("benchmarks", []):
-        e = {"op": "?", "case": "?", "backend": "?", "device": "?", "kind": "?", "name": b["name"]}
-        e |= {"bytes": 0, "copy_bytes": 0, "native": {}, "baseline": {}} | b["extra_info"]
-        e["group"] = b.get("group") or b["name"]
-        e["median"] = b["stats"]["median"] / max(1, int(e.get("calls") or 1))
-        if e.get("rerun"):  # a sweep point that missed, measured again
-            e["native"] = dict(e["rerun"])
-            e["median"] = e["native"].pop("portops")
-        if e["native"]:
-            e["best"] = min(e["native"].items(), key=lambda kv: kv[1])
-            e["ratio"] = e["median"] / e["best"][1]
-            e["miss"] = e["median"] > max(MISS_RATIO * e["best"][1], e["best"][1] + MISS_SECONDS)
-        data["entries"].append(e)
+        info = dict(b.get("extra_info") or {})
+        if "candidates" not in info:
+            calls = max(1, int(info.get("calls") or 1))
+            stats = b.get("stats") or {}
+            single = {"op": "?", "case": "?", "backend": "?", "device": "?", "kind": "?"}
+            single |= {"name": b["name"], "bytes": 0} | info
+            single |= {"group": b.get("group") or b["name"], "rounds": stats.get("rounds", 0)}
+            single["median"] = stats.get("median", math.nan) / calls
+            data["singles"].append(single)
+            continue
+        candidates = info.pop("candidates")
+        data["comparisons"].append(
+            Comparison(
+                op=info.pop("op"),
+                case=info.pop("case"),
+                label=info.pop("label", ""),
+                backend=info.pop("backend"),
+                device=info.pop("device"),
+                times={n: list(c["times"]) for n, c in candidates.items()},
+                kinds={n: c["kind"] for n, c in candidates.items()},
+                portops=info.pop("portops", "portops"),
+                headline=bool(info.pop("headline", False)),
+                sweep=bool(info.pop("sweep", False)),
+                nbytes=int(info.pop("nbytes", 0) or 0),
+                copy_nbytes={n: c.get("nbytes", 0) for n, c in candidates.items()},
+                load=info.pop("load", None),
+                info=info,
+            )
+        )
+    set_limits(data["comparisons"])
     return data
 
 
-def group_rows(entries: Sequence[dict]) -> list[tuple[dict, Any, Any, Any]]:
-    """(entry, x copy, x limit, default speedup) per entry of one group, copies first."""
-    copies = sorted((e for e in entries if e["kind"] == "copy"), key=lambda e: e["median"])
-    default = next((e["median"] for e in entries if e["kind"] == "default"), None)
-    rows = []
-    for e in sorted(entries, key=lambda e: (KINDS.get(e["kind"], 4), e["median"])):
-        t_copy, copy_bytes = e.get("paired_copy"), e["copy_bytes"]
-        if (not t_copy or e["kind"] == "copy") and copies:
-            t_copy, copy_bytes = copies[0]["median"], copies[0]["bytes"]
-        x_copy = e["median"] / t_copy if t_copy else None
-        x_limit = x_copy * copy_bytes / e["bytes"] if x_copy and copy_bytes and e["bytes"] else None
-        speedup = e["median"] / default if default and KINDS.get(e["kind"], 4) > 1 else None
-        rows.append((e, x_copy, x_limit, speedup))
-    return rows
+def headline(comparisons: Iterable[Comparison]) -> list[Comparison]:
+    """The headline comparisons, the CASSI family first (``OP_ORDER``), else in run order."""
+    return sorted((c for c in comparisons if c.headline), key=lambda c: OP_ORDER.get(c.op, 9))
 
 
-def split(entries: Sequence[dict]) -> tuple[dict[str, dict[str, list]], dict[str, list]]:
-    """(op -> group -> entries, "<op> <backend> <device>" -> sweep points), in run order."""
-    ops: dict[str, dict[str, list]] = {}
-    sweeps: dict[str, list] = {}
-    for e in entries:
-        if e["native"]:
-            sweeps.setdefault(f"{e['op']} {e['backend']} {e['device']}", []).append(e)
-        else:
-            ops.setdefault(e["op"], {}).setdefault(e["group"], []).append(e)
-    return ops, sweeps
+def set_limits(comparisons: Sequence[Comparison]) -> None:
+    """Each comparison's limit: its bytes at the best copy bandwidth of the run among the
+    copies of the same size on the same device (a copy is only ever slowed down)."""
+    best: dict[tuple[str, int], float] = {}  # (device, bytes copied) -> bytes per second
+    for c in comparisons:
+        for name in c.named("copy"):
+            key, times = (c.device, c.copy_nbytes[name]), [t for t in c.times[name] if t]
+            if key[1] and times:
+                best[key] = max(best.get(key, 0.0), key[1] / min(times))
+    for c in comparisons:
+        bandwidths = [best.get((c.device, c.copy_nbytes[n]), 0.0) for n in c.named("copy")]
+        if c.nbytes and max(bandwidths, default=0.0) > 0:
+            c.limit_s = c.nbytes / max(bandwidths)
 
 
-def sweep_summary(points: Sequence[dict]) -> str:
-    """Points, misses, the worst ratio and the geometric-mean speedup over the best native."""
-    ratios, misses = [e["ratio"] for e in points], sum(e["miss"] for e in points)
-    geo = math.exp(-sum(map(math.log, ratios)) / len(ratios))
-    return (
-        f"{len(points)} points, {misses} miss{'es' * (misses != 1)}, worst ratio "
-        f"{factor(max(ratios))}, geometric-mean speedup over the best native {factor(geo)}"
-    )
+# ------------------------------------------------------------------ formatting
 
 
 def seconds(t: float | None) -> str:
     """A duration with a unit and three significant digits, e.g. ``12.3 ms``."""
     units = [("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)]
-    unit, scale = next((u for u in units if t is not None and t >= u[1]), units[-1])
-    return "—" if t is None else f"{digits(t / scale)} {unit}"
+    if t is None or not math.isfinite(t):
+        return "—"
+    unit, scale = next((u for u in units if t >= u[1]), units[-1])
+    return f"{digits(t / scale)} {unit}"
 
 
 def factor(value: float | None) -> str:
     """A ratio such as ``1.23x``, ``12.3x`` or ``270x``; ``—`` when unknown."""
-    return "—" if value is None else f"{digits(value)}x"
+    return "—" if value is None or not math.isfinite(value) else f"{digits(value)}x"
 
 
 def digits(v: float) -> str:
     return f"{v:.2g}" if v < 0.1 else f"{v:.0f}" if v >= 100 else f"{v:.{1 + (v < 10)}f}"
 
 
-def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A Markdown pipe table under a title, padded so that it reads well in a terminal."""
+def speedup_text(r: Ratio, *, interval: bool = True) -> str:
+    """``1.32x [1.25, 1.40]``, or ``1.32x ±6%``; ``noisy`` when the interval is wide."""
+    if interval:
+        text = f"{factor(r.median)} [{digits(r.low)}, {digits(r.high)}]"
+    else:
+        text = (
+            f"{factor(r.median)} ±{r.spread:.0%}" if math.isfinite(r.spread) else factor(r.median)
+        )
+    return text + " noisy" * r.noisy
+
+
+def limit_text(c: Comparison) -> str:
+    if c.x_limit is None:
+        return "—"
+    return "below the copy" if c.copy_disturbed else factor(c.x_limit)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> str:
+    """A Markdown pipe table, padded so that it reads well in a terminal."""
     widths = [max(map(len, col)) for col in zip(headers, *rows, strict=False)]
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     cells = [" | ".join(map(str.ljust, r, widths)) for r in [headers, *rows]]
-    return "\n".join([title, "", f"| {cells[0]} |", rule, *(f"| {c} |" for c in cells[1:])])
+    lines = [f"| {cells[0]} |", rule, *(f"| {c} |" for c in cells[1:])]
+    return "\n".join(([title, ""] if title else []) + lines)
 
 
-def op_table(op: str, groups: dict[str, list[dict]]) -> str:
-    """The table of one operation: a block of rows per group."""
+def comparison_rows(c: Comparison) -> list[list[str]]:
+    """portops, each compared method, the copy: a row each."""
+    rounds = str(c.rounds) + " (few)" * (c.headline and c.rounds < 5)
+    rows = [
+        [c.title, "portops", "portops", seconds(c.median(c.portops)), "", rounds, limit_text(c)]
+    ]
+    for name in c.named("baseline", "native"):
+        kind = "seed" if c.headline and c.kinds[name] == "baseline" else KIND_NAMES[c.kinds[name]]
+        kind += " (best)" * (name == c.best_native())
+        r = c.speedup(name)
+        rows.append(["", name, kind, seconds(c.median(name)), speedup_text(r), str(r.rounds), ""])
+    for name in c.named("copy"):
+        limit = f"limit {seconds(c.limit_s)}" if c.limit_s else ""
+        copied = f"copy of {c.copy_nbytes[name] / 2e6:.3g} MB"
+        timed = str(sum(t is not None for t in c.times[name]))
+        rows.append(["", copied, "copy", seconds(c.median(name)), "", timed, limit])
+    return rows
+
+
+HEADERS = ["comparison", "method", "kind", "time per call", "portops' speedup (95%)", "rounds"]
+HEADERS.append("x limit")
+
+
+def comparisons_table(comparisons: Iterable[Comparison], title: str) -> str:
+    rows = [row for c in comparisons for row in comparison_rows(c)]
+    return table(HEADERS, rows, title)
+
+
+def sweep_groups(comparisons: Sequence[Comparison]) -> dict[str, list[Comparison]]:
+    """``"<op> <library device>"`` -> its sweep points, in run order."""
+    groups: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        if c.sweep and c.best_native():
+            groups.setdefault(f"{c.op} {c.where}", []).append(c)
+    return groups
+
+
+def sweep_stats(points: Sequence[Comparison]) -> dict[str, Any]:
+    """Points, misses at each threshold, the worst ratio, the geometric-mean speedup."""
+    ratios = [c.ratio_to_best() or math.nan for c in points]
+    return {
+        "points": len(points),
+        "misses": {r: sum(c.misses(r) for c in points) for r in MISS_RATIOS},
+        "worst": max(ratios, default=math.nan),
+        "speedup": geometric_mean([1 / r for r in ratios]),
+        "noisy": sum(c.speedup(c.best_native() or "").noisy for c in points),
+    }
+
+
+def sweep_summary(points: Sequence[Comparison]) -> str:
+    s = sweep_stats(points)
+    misses = ", ".join(f"{n} at {r}x" for r, n in s["misses"].items())
+    return (
+        f"{s['points']} points, misses {misses}, worst ratio {factor(s['worst'])}, "
+        f"geometric-mean speedup over the best native {factor(s['speedup'])}"
+    )
+
+
+SWEEP_TEXT = f"""\
+Sweep: at each point portops and every native call of the same library run in interleaved
+rounds; "ratio" is portops' time over the best native's (the native with the lowest median),
+the median of per-round ratios (below 1: portops is faster). A point misses at r when the
+ratio is over r and portops takes over {MISS_SECONDS * 1e6:g} µs longer; misses are counted
+at {" and ".join(f"{r}x" for r in MISS_RATIOS)}. A point that misses at {min(MISS_RATIOS)}x
+is measured again in twice its rounds before it counts."""
+
+
+def sweep_section(groups: dict[str, list[Comparison]]) -> str:
+    headers = ["op, library", "points", *(f"misses at {r}x" for r in MISS_RATIOS)]
+    headers += ["worst ratio", "geometric-mean speedup over the best native", "noisy"]
+    every = [c for points in groups.values() for c in points]
     rows = []
-    for members in groups.values():
-        for i, (e, x_copy, x_limit, speedup) in enumerate(group_rows(members)):
-            row = ["{case} {backend} {device}".format(**e) * (i == 0), e["name"], e["kind"]]
-            paired = " paired" * bool(e.get("paired_copy") and e["kind"] != "copy")
-            row += [seconds(e["median"]), factor(x_copy) + paired, factor(x_limit)]
-            rows.append([*row, "(default)" if e["kind"] == "default" else factor(speedup)])
-    headers = ["case", "name", "kind", "median", "x copy", "x limit", "default speedup"]
-    return table(f"## {op}", headers, rows)
+    for key, points in [*groups.items(), ("every sweep", every)]:
+        s = sweep_stats(points)
+        rows.append([key, str(s["points"]), *(str(n) for n in s["misses"].values())])
+        rows[-1] += [factor(s["worst"]), factor(s["speedup"]), str(s["noisy"])]
+    parts = [SWEEP_TEXT, table(headers, rows, "## Sweep summary")]
+    for key, points in groups.items():
+        rows = []
+        for c in points:
+            best = c.best_native() or ""
+            missed = [r for r in MISS_RATIOS if c.misses(r)]
+            miss = f" MISS at {max(missed)}x" if missed else ""
+            noisy = " noisy" * c.speedup(best).noisy
+            rows.append([c.case, seconds(c.median(c.portops)), f"{seconds(c.median(best))} {best}"])
+            rows[-1] += [factor(c.ratio_to_best()) + miss + noisy, str(c.rounds)]
+        title = f"## {key} sweep ({sweep_summary(points)})"
+        parts.append(table(["point", "portops", "best native", "ratio", "rounds"], rows, title))
+    return "\n\n".join(parts)
 
 
-def sweep_table(key: str, points: Sequence[dict]) -> str:
-    """The sweep of one "<op> <backend> <device>": a row per point."""
-    baselines = sorted({k for e in points for k in e["baseline"]})
+def singles_section(singles: Sequence[dict[str, Any]]) -> str:
+    """Benchmarks timed one candidate at a time (no comparison), by group."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for s in singles:
+        groups.setdefault(s["group"], []).append(s)
     rows = []
-    for e in points:
-        row = [e["case"], seconds(e["median"]), "{} {}".format(seconds(e["best"][1]), e["best"][0])]
-        row.append(factor(e["ratio"]) + " MISS" * e["miss"])
-        rows.append(row + [seconds(e["baseline"].get(b)) for b in baselines])
-    headers = ["point", "portops", "best native", "ratio", *baselines]
-    return table(f"## {key} sweep ({sweep_summary(points)})", headers, rows)
+    for group, members in groups.items():
+        default = next((m["median"] for m in members if m["kind"] == "default"), None)
+        for i, m in enumerate(members):
+            ratio = m["median"] / default if default and m["kind"] != "default" else None
+            rows.append([group * (i == 0), m["name"], m["kind"], seconds(m["median"])])
+            rows[-1] += [str(m["rounds"]), factor(ratio)]
+    headers = ["group", "name", "kind", "median per call", "rounds", "time / portops'"]
+    title = "## Timed one at a time (not interleaved: ratios across separate rounds)"
+    return table(headers, rows, title)
+
+
+def machine_line(run: dict[str, Any]) -> str:
+    """``Intel Xeon (2 cores), no GPU``: the CPU model, its cores, the GPU."""
+    machine = run.get("machine_info") or {}
+    cpu = machine.get("cpu") or {}
+    cores = cpu.get("count", "?")
+    usable = machine.get("cpus_usable")
+    cores_text = f"{cores} cores" + (f", {usable} usable" if usable and usable != cores else "")
+    gpu = machine.get("gpu")
+    return f"{cpu.get('brand_raw', '?')} ({cores_text}), " + (f"GPU {gpu}" if gpu else "no GPU")
+
+
+def load_line(run: dict[str, Any], *, threads: bool = True) -> str:
+    """``load 1.20 → 2.35, 1 thread`` (the 1-minute load average before and after the run;
+    the threads the libraries ran, where the run chose fewer than its cores)."""
+    status = run.get("portops") or {}
+    before, after = status.get("load_before"), status.get("load_after")
+    text = f"load {before[0]:.2f} → {after[0]:.2f}" if before and after else "load unknown"
+    n, usable = status.get("threads"), status.get("cores_usable")
+    if threads and n and usable and n < usable:
+        text += f", {n} thread{'s' * (n > 1)} (other work busy on the rest)"
+    return text
 
 
 def report_text(run: dict[str, Any]) -> str:
-    """The report: machine and versions, a table per operation, the sweep, the skips."""
+    """The report: machine, load, the headline comparisons, the others, the sweep."""
     machine, status = run.get("machine_info") or {}, run.get("portops") or {}
-    skipped = status.get("unavailable", [])
-    cpu, versions = machine.get("cpu") or {}, machine.get("versions") or {}
+    versions = machine.get("versions") or {}
     head = ["# portops benchmarks", "", f"results: {run['source']} {run.get('datetime', '')}"]
+    head.append(f"machine: {machine_line(run)}")
+    head.append(f"{load_line(run, threads=False)} (1-minute load average before and after)")
+    if status.get("threads"):
+        busy = status.get("busy_cores_at_start")
+        head.append(f"threads: {status['threads']} for torch, the BLAS, portops and Dask")
+        head[-1] += f" ({busy} cores busy with other work at the start)" * (busy is not None)
+    modes = [m for m in ("quick", "full", "sweep") if status.get(m)]
+    length = f", {status['seconds']:.0f} s" if status.get("seconds") else ""
+    head.append(f"mode: {', '.join(modes) or 'default'}{length}")
     if status.get("quick"):
-        head.append("mode: quick (tiny sizes, 1-2 rounds: shows that they run, not timings)")
-    head.append(f"CPU: {cpu.get('brand_raw', '?')} ({cpu.get('count', '?')} logical cores), GPU: ")
-    head[-1] += machine.get("gpu") or "none detected"
+        head.append("(quick: tiny sizes, 2 rounds: it shows that they run, not timings)")
     head.append("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
-    ops, sweeps = split(run["entries"])
-    parts = ["\n".join(head), COLUMNS, *(op_table(op, g) for op, g in ops.items())]
-    if sweeps:
-        every = [e for points in sweeps.values() for e in points]
-        parts += [f"{SWEEP_TEXT}\n\nEvery sweep together: {sweep_summary(every)}."]
-        parts += [sweep_table(k, p) for k, p in sweeps.items()]
+    comparisons = run["comparisons"]
+    parts = ["\n".join(head), METHOD]
+    if headline(comparisons):
+        parts.append(comparisons_table(headline(comparisons), "## Headline comparisons"))
+    others = [c for c in comparisons if not c.headline and not c.sweep]
+    if others:
+        parts.append(comparisons_table(others, "## Other comparisons"))
+    groups = sweep_groups(comparisons)
+    if groups:
+        parts.append(sweep_section(groups))
+    if run["singles"]:
+        parts.append(singles_section(run["singles"]))
+    skipped = status.get("unavailable", [])
     skips = [f"  - {u['file']}: {u['reason']} ({u['count']} skipped)" for u in skipped]
     parts.append("\n".join(["Skipped:", *skips]) if skips else "No benchmark was skipped.")
     return "\n\n".join(parts) + "\n"
 
 
-COLOURS = {"copy": "0.55", "default": "tab:blue", "native": "tab:green", "baseline": "tab:orange"}
+def headline_rows(run: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(headers, a row per headline comparison): portops' time, its speedup over each seed
+    method and over the best native call (median ±spread), the limit, the rounds."""
+    rows = []
+    for c in headline(run["comparisons"]):
+        seeds = [f"{speedup_text(c.speedup(n), interval=False)} {n}" for n in c.named("baseline")]
+        best = c.best_native()
+        native = f"{speedup_text(c.speedup(best), interval=False)} {best}" if best else "—"
+        rows.append([f"{c.name}, {c.where}", seconds(c.median(c.portops))])
+        fewest = min((c.speedup(n).rounds for n in c.compared()), default=c.rounds)
+        rows[-1] += [", ".join(seeds) or "—", native, limit_text(c), str(fewest)]
+    headers = ["case", "portops", "speedup over the seed's methods", "over the best native call"]
+    return [*headers, "x limit", "rounds"], rows
 
 
-def write_chart(run: dict[str, Any], path: str | Path) -> None:
-    """The chart of :func:`draw_chart`, as a PNG at `path`."""
-    import matplotlib.pyplot as plt
-
-    fig = draw_chart(run)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def draw_chart(run: dict[str, Any]) -> Any:
-    """A matplotlib figure: per operation, bars of each entry's "x copy" (its median where
-    a group has no copy) coloured by kind; per op and library, a scatter of the sweep's
-    portops / best native against the bytes each point moves, misses in red."""
-    import matplotlib.pyplot as plt  # without a display, matplotlib draws with Agg
-    from matplotlib.patches import Patch
-
-    ops, sweeps = split(run["entries"])
-    heights = [1 + 0.13 * sum(map(len, g.values())) for g in ops.values()] + [3.0] * len(sweeps)
-    size = {"figsize": (10, sum(heights) + 1), "height_ratios": heights, "layout": "constrained"}
-    fig, axes = plt.subplots(len(heights), 1, squeeze=False, **size)
-    for ax, (op, groups) in zip(axes[:, 0], ops.items(), strict=False):
-        rows = [r for g in groups.values() for r in group_rows(g)]
-        by_copy = all(r[1] for r in rows)
-        values = [r[1] if by_copy else r[0]["median"] * 1e3 for r in rows]
-        ax.barh(range(len(rows)), values, color=[COLOURS.get(r[0]["kind"], "k") for r in rows])
-        labels = ["{case} {backend} {device} · {name}".format(**r[0]) for r in rows]
-        ax.set_yticks(range(len(rows)), labels, fontsize=6)
-        ax.invert_yaxis()
-        ax.set(xscale="log", xlabel="time / copy of its bytes" if by_copy else "median [ms]")
-        ax.axvline(1.0 if by_copy else 0, color="k", linewidth=0.8)
-        ax.set_title(op, fontsize=9, loc="left")
-    for ax, (key, pts) in zip(axes[len(ops) :, 0], sweeps.items(), strict=False):
-        colours = ["tab:red" if e["miss"] else "tab:blue" for e in pts]
-        ax.scatter([max(e["bytes"], 1) for e in pts], [e["ratio"] for e in pts], s=16, c=colours)
-        ax.set(xscale="log", yscale="log", xlabel="bytes moved", ylabel="portops / best native")
-        ax.axhline(1.0, color="k", linewidth=0.8)
-        ax.axhline(MISS_RATIO, color="tab:red", linewidth=0.6, linestyle="--")
-        # Two lines: in one, the summary ran past the figure's right edge.
-        title = f"{key} sweep (red: misses)\n{sweep_summary(pts)}"
-        ax.set_title(title, fontsize=9, loc="left")
-    # Below the panels: a legend at the top would overlap the title and the first panel.
-    handles = [Patch(color=c, label=k) for k, c in COLOURS.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=7)
-    machine = run.get("machine_info") or {}
-    gpu = f", GPU: {machine['gpu']}" if machine.get("gpu") else ""
-    cpu = (machine.get("cpu") or {}).get("brand_raw", "?")
-    fig.suptitle(f"portops benchmarks (CPU: {cpu}{gpu})", fontsize=10)
-    return fig
+def readme_table(run: dict[str, Any]) -> str:
+    """The README's headline table (Markdown), the machine and the load named below it."""
+    headers, rows = headline_rows(run)
+    when = (run.get("datetime") or "")[:10]
+    caption = f"{machine_line(run)}; {load_line(run)}; `nox -s bench`, {when}."
+    return table(headers, rows) + "\n\n" + caption + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the report; write the text file and the chart when asked; 1 without results."""
+    """Print the report (or the README table); write the text and the chart when asked."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__)
     parser.add_argument("results", help="pytest-benchmark JSON (--benchmark-json) of the run")
     parser.add_argument("--text", help="also write the report to this text file")
     parser.add_argument("--png", help="write the chart to this PNG file")
+    parser.add_argument("--readme-table", action="store_true", help="print the README's table")
     args = parser.parse_args(argv)
     run = load(args.results)
-    if not run["entries"]:
+    if not run["comparisons"] and not run["singles"]:
         print(f"no results in {args.results}: no benchmark ran", file=sys.stderr)
         return 1
+    if args.readme_table:
+        print(readme_table(run), end="")
+        return 0
     text = report_text(run)
     print(text, end="")
-    for out in filter(None, (args.text, args.png)):
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text, "utf-8") if out == args.text else write_chart(run, out)
-        print(f"written: {out}")
+    if args.text:
+        Path(args.text).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.text).write_text(text, "utf-8")
+        print(f"written: {args.text}")
+    if args.png:
+        from benchmarks.chart import write_chart
+
+        Path(args.png).parent.mkdir(parents=True, exist_ok=True)
+        write_chart(run, args.png)
+        print(f"written: {args.png}")
     return 0
 
 

@@ -5,19 +5,18 @@ Each op runs on a Dask array ``FACTOR`` times a worker's memory limit, made on t
 workers block by block and reduced to a scalar, so that it streams through them: the
 shift_sum forward (a NumPy mask beside the Dask ``x``), its adjoint (the result is the
 large array), ``einsum("bind,jnd->bnij")`` with a NumPy ``k`` and ``vecdot`` with a
-NumPy vector. Groups ``"<op> cluster <workers>x<limit> <size> dask cpu"`` hold:
+NumPy vector (``--full`` only). A comparison per op and cluster size, in interleaved
+rounds:
 
-- ``portops`` (kind ``default``): the op, then ``.sum()``;
-- a ``native`` entry: the same work through Dask's own operations (``da.pad`` and
-  slice-adds, ``da.stack`` of windows, ``da.einsum``, ``(a*b).sum(-1)``), on 2 workers;
-- a ``copy`` entry: arrays of the sizes of the op's inputs and result made and summed,
-  what streaming those bytes through the cluster costs without the op.
+- ``portops``: the op, then ``.sum()``;
+- on 2 workers, the same work through Dask's own operations (``da.pad`` and
+  slice-adds, ``da.stack`` of windows, ``da.einsum``, ``(a*b).sum(-1)``);
+- ``make + sum, no op``: arrays of the sizes of the op's inputs and result made and
+  summed, what streaming those bytes through the cluster costs without the op.
 
-``extra_info`` records the throughput (bytes the op reads and writes per second), each
-worker's peak resident memory during the round, the memory limit, and the workers that
-were restarted or reached their limit (none should be). Under ``--bench-budget`` the
-group starts no more benchmarks after ``BUDGET_SHARE`` of it but portops' on two workers
-(those left out are named), so that every op is covered.
+``extra_info`` adds portops' throughput (bytes the op reads and writes per second), each
+worker's peak resident memory over the comparison's rounds, the memory limit, and the
+workers that were restarted or reached their limit (none should be).
 ``PORTOPS_BENCH_QUICK=1`` uses tiny arrays. Timings are reported, never asserted.
 """
 
@@ -27,7 +26,6 @@ import functools
 import math
 import operator
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any, NamedTuple
@@ -37,11 +35,13 @@ import pytest
 
 import portops
 from benchmarks.dask_workers import MiB, WorkerWatch, lazy_array, local_cluster
+from benchmarks.interleave import Candidate
+
+pytestmark = pytest.mark.full
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 MEMORY_LIMIT = 256 * MiB  # per worker
 FACTOR = 4  # the largest array / a worker's memory limit
-ROUNDS = 1  # each round streams over a GB through two cores: seconds, not milliseconds
 C, H, W, STEP = 28, 256, 256, 2
 GROW = STEP * (C - 1)
 F32 = 4
@@ -158,26 +158,16 @@ WORK = {
     "einsum": einsum_work,
     "vecdot": vecdot_work,
 }
-NAMES = {"portops": "portops", "roofline": "make + sum (no op)"}
 DASK_NAMES = {
     "shift_sum": "da.pad + slice-adds",
     "shift_sum_adjoint": "da.stack of windows",
     "einsum": "da.einsum(optimize=True)",
     "vecdot": "(a*b).sum(-1)",
 }
-# Two workers first, with Dask's own operations beside portops; then one worker, for the
-# scaling, without them (they take the longest).
-# portops on every op first, so that a run under a time budget covers every op.
-ENTRIES = [
-    (workers, op, kind)
-    for workers in (2, 1)
-    for kind in ("portops", "roofline", "baseline")
-    for op in WORK
-    if workers == 2 or kind != "baseline"
-]
-# Under a time budget (--bench-budget), this group takes at most this share of it and
-# names the benchmarks it leaves out, so that the other groups keep theirs.
-BUDGET_SHARE = 0.25
+# Two workers, with Dask's own operations beside portops; then one, for the scaling.
+ENTRIES = [(workers, op) for workers in (2, 1) for op in WORK]
+# Each round streams over a GB through two cores: seconds per candidate, so few rounds.
+ROUNDS = 2
 
 
 def _warm_up() -> None:
@@ -203,7 +193,6 @@ class Clusters:
         self._stack = ExitStack()
         self._workers = 0
         self.client: Any = None
-        self.deadline: float | None = None
 
     def get(self, workers: int) -> Any:
         """A client of a cluster of `workers` workers (replacing one of another size)."""
@@ -220,50 +209,47 @@ class Clusters:
 
 
 @pytest.fixture(scope="module")
-def clusters(request: pytest.FixtureRequest) -> Iterator[Clusters]:
+def clusters() -> Iterator[Clusters]:
     pytest.importorskip("dask")
     pytest.importorskip("distributed")
     pool = Clusters()
-    budget = request.config.getoption("bench_budget", default=0.0) or 0.0
-    if budget > 0:
-        pool.deadline = time.monotonic() + BUDGET_SHARE * budget
     try:
         yield pool
     finally:
         pool.close()
 
 
-def _entry_id(entry: tuple[int, str, str]) -> str:
-    workers, op, kind = entry
-    return f"{workers}w-{op}-{kind}"
-
-
-@pytest.mark.parametrize("backend", ["dask"])
-@pytest.mark.parametrize(("workers", "op", "kind"), ENTRIES, ids=list(map(_entry_id, ENTRIES)))
-def test_cluster(
-    bench: Any, clusters: Clusters, backend: str, workers: int, op: str, kind: str
-) -> None:
-    over = clusters.deadline is not None and time.monotonic() > clusters.deadline
-    if over and (workers, kind) != (2, "portops"):  # every op's portops entry runs
-        pytest.skip(f"not run: the cluster group's share ({BUDGET_SHARE:.0%}) of --bench-budget")
+@pytest.mark.parametrize(("workers", "op"), ENTRIES, ids=[f"{w}w-{op}" for w, op in ENTRIES])
+def test_cluster(compare: Any, benchmark: Any, clusters: Clusters, workers: int, op: str) -> None:
     client = clusters.get(workers)
     work = WORK[op]()
-    lazy = {"portops": work.portops, "baseline": work.dask, "roofline": work.roofline}[kind]()
-    name = DASK_NAMES[op] if kind == "baseline" else NAMES[kind]
-    size = f"{work.largest / 1e9:.2g}GB"
-    case = f"cluster {workers}x{MEMORY_LIMIT // MiB}MiB {size}"
-    info = {"op": op, "case": case, "backend": backend, "device": "cpu", "name": name}
+    candidates = [Candidate("portops", "default", work.portops().compute)]
+    if workers == 2:
+        candidates.append(Candidate(DASK_NAMES[op], "native", work.dask().compute))
+    candidates.append(Candidate("make + sum, no op", "baseline", work.roofline().compute))
     watch = WorkerWatch(client)
-    kind = {"portops": "default", "baseline": "native", "roofline": "copy"}[kind]
-    benchmark = bench(lazy.compute, **info, kind=kind, setup=watch.reset, rounds=ROUNDS, warmup=0)
-    peaks = watch.peaks()
-    median = benchmark.stats.stats.median
+    watch.reset()
+    rounds = compare(
+        candidates,
+        op=op,
+        case=f"cluster {workers}x{MEMORY_LIMIT // MiB}MiB {work.largest / 1e9:.2g}GB",
+        backend="dask",
+        label=f"{workers} worker" + "s" * (workers > 1),
+        nbytes=work.moved,
+        min_rounds=ROUNDS,
+        extra_s=0.0,
+    )
+    if rounds is None:
+        return
+    peaks = watch.peaks()  # over every candidate's rounds
     benchmark.extra_info.update(
-        workers=workers,
-        memory_limit_mib=MEMORY_LIMIT // MiB,
-        largest_array_gb=work.largest / 1e9,
-        gb_per_s=work.moved / median / 1e9,
-        worker_peak_mib=sorted(round(p / MiB) for p in peaks.values()),
-        restarted=watch.restarted(),
-        over_limit=watch.over_limit(peaks),
+        {
+            "workers": workers,
+            "memory_limit_mib": MEMORY_LIMIT // MiB,
+            "largest_array_gb": work.largest / 1e9,
+            "gb_per_s": work.moved / rounds.median("portops") / 1e9,
+            "worker_peak_mib": sorted(round(p / MiB) for p in peaks.values()),
+            "restarted": watch.restarted(),
+            "over_limit": watch.over_limit(peaks),
+        }
     )

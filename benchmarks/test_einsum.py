@@ -1,11 +1,11 @@
-"""einsum at the MXNet issue 18043 shapes: portops against the baselines users write.
+"""einsum at the MXNet issue 18043 shapes: portops against the native einsums.
 
 Size: B=64, 8 heads, 100 and 50 positions, 128 units, float32 (``PORTOPS_BENCH_QUICK=1``:
-a tiny size). Each pattern group holds portops, the baselines (numpy.einsum with and
-without ``optimize``, ``opt_einsum.contract``, ``torch.einsum``, the hand-written
-matmul of the issue) and the batched GEMM of the same batch, M, N and K on operands
-already laid out contiguously (the fastest the contraction can be). A last group times a
-cached repeat call on tiny operands against the bare matmul (the per-call overhead).
+a tiny size). Each of the issue's three patterns is a headline comparison per library:
+portops against the library's einsum (NumPy: with and without ``optimize``) and the
+issue's hand-written matmul ("no_einsum" mode). Under ``--full``: opt_einsum and the
+batched GEMM of the same sizes on contiguous operands (the fastest the contraction can
+be), a cached call on tiny operands (the per-call cost) and the CUDA devices.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ import pytest
 
 import portops
 from benchmarks import sweep
+from benchmarks.interleave import Candidate
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 B, HEADS, SEQ_A, SEQ_B, UNITS = (2, 2, 5, 3, 4) if QUICK else (64, 8, 100, 50, 128)
-ROUNDS = 2 if QUICK else 20
-SLOW_ROUNDS = 1 if QUICK else 3
 CASE = f"B{B} heads{HEADS} {SEQ_A}x{SEQ_B} units{UNITS} float32"
 
 # pattern -> (shape of the first operand, shape of the second)
@@ -47,22 +46,7 @@ def _hand_written(xp_matmul: Callable[..., Any], pattern: str) -> Callable[[Any,
     )
 
 
-def _run(
-    bench: Any,
-    fn: Callable[[], Any],
-    *,
-    kind: str,
-    backend: str,
-    name: str,
-    group: str,
-    rounds: int = ROUNDS,
-    iterations: int = 1,
-) -> None:
-    info = {"op": "einsum", "case": group, "backend": backend, "device": "cpu"}
-    bench(fn, **info, kind=kind, name=name, rounds=rounds, iterations=iterations)
-
-
-@functools.cache  # made once per pattern: every entry of a group times the same operands
+@functools.cache  # made once per pattern: every candidate of a comparison gets the same
 def _operands(pattern: str) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(18043)
     sa, sb = PATTERNS[pattern]
@@ -74,12 +58,18 @@ def _operands(pattern: str) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.cache
 def _reference(pattern: str) -> np.ndarray:
-    """The einsum of the pattern's operands, each entry's result is checked against."""
+    """The einsum of the pattern's operands, each candidate's result is checked against."""
     return np.einsum(pattern, *_operands(pattern), optimize=True)
 
 
-def _gemm_operands(pattern: str) -> tuple[np.ndarray, np.ndarray]:
-    """Contiguous (batch, M, K) and (batch, K, N) operands of the same GEMM sizes."""
+def _checked(candidates: list[Candidate], pattern: str) -> list[Candidate]:
+    for c in candidates:
+        np.testing.assert_allclose(np.asarray(c.fn()), _reference(pattern), rtol=2e-3, atol=2e-3)
+    return candidates
+
+
+def _gemm_operands() -> tuple[np.ndarray, np.ndarray]:
+    """Contiguous (batch, M, K) and (batch, K, N) operands of the patterns' GEMM sizes."""
     rng = np.random.default_rng(0)
     return (
         rng.standard_normal((B * HEADS, SEQ_A, UNITS), dtype=np.float32),
@@ -87,149 +77,144 @@ def _gemm_operands(pattern: str) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-NUMPY_ENTRIES = {
-    "portops": ("default", lambda p, a, b: lambda: portops.einsum(p, a, b)),
-    "np.einsum": ("native", lambda p, a, b: lambda: np.einsum(p, a, b)),
-    "np.einsum(optimize=True)": (
-        "native",
-        lambda p, a, b: lambda: np.einsum(p, a, b, optimize=True),
-    ),
-    "opt_einsum.contract": ("baseline", None),
-    "hand-written matmul": (
-        "native",
-        lambda p, a, b: lambda: _hand_written(np.matmul, p)(a, b),
-    ),
-}
-
-
 @pytest.mark.parametrize("pattern", list(PATTERNS))
-@pytest.mark.parametrize("name", [*NUMPY_ENTRIES, "GEMM"])
-def test_numpy(bench: Any, pattern: str, name: str) -> None:
+def test_numpy(compare: Any, pattern: str) -> None:
     a, b = _operands(pattern)
-    if name == "GEMM":
-        ga, gb = _gemm_operands(pattern)
-        _run(
-            bench,
-            lambda: np.matmul(ga, gb),
-            kind="native",
-            backend="numpy",
-            name="batched GEMM, contiguous",
-            group=pattern,
-        )
-        return
-    kind, make = NUMPY_ENTRIES[name]
-    if name == "opt_einsum.contract":
-        oe = pytest.importorskip("opt_einsum")
-        fn = lambda: oe.contract(pattern, a, b)  # noqa: E731
-    else:
-        assert make is not None
-        fn = make(pattern, a, b)
-    np.testing.assert_allclose(fn(), _reference(pattern), rtol=2e-3, atol=2e-3)
-    slow = name in ("np.einsum", "opt_einsum.contract")
-    _run(
-        bench,
-        fn,
-        kind=kind,
+    candidates = [
+        Candidate("portops", "default", lambda: portops.einsum(pattern, a, b)),
+        Candidate("np.einsum", "native", lambda: np.einsum(pattern, a, b)),
+        Candidate(
+            "np.einsum(optimize=True)", "native", lambda: np.einsum(pattern, a, b, optimize=True)
+        ),
+        Candidate(
+            "hand-written matmul", "baseline", lambda: _hand_written(np.matmul, pattern)(a, b)
+        ),
+    ]
+    compare(
+        _checked(candidates, pattern),
+        op="einsum",
+        case=f"{pattern} {CASE}",
         backend="numpy",
-        name=name,
-        group=pattern,
-        rounds=SLOW_ROUNDS if slow else ROUNDS,
+        label=pattern,
+        headline=True,
     )
 
 
 @pytest.mark.parametrize("pattern", list(PATTERNS))
-@pytest.mark.parametrize("name", ["portops", "torch.einsum", "hand-written matmul", "GEMM"])
-def test_torch(bench: Any, pattern: str, name: str) -> None:
+def test_torch(compare: Any, pattern: str) -> None:
     torch = pytest.importorskip("torch")
     a, b = (torch.from_numpy(x) for x in _operands(pattern))
-    if name == "GEMM":
-        ga, gb = (torch.from_numpy(x) for x in _gemm_operands(pattern))
-        _run(
-            bench,
-            lambda: torch.bmm(ga, gb),
-            kind="native",
-            backend="torch",
-            name="batched GEMM, contiguous",
-            group=pattern,
-        )
-        return
-    fns = {
-        "portops": ("default", lambda: portops.einsum(pattern, a, b)),
-        "torch.einsum": ("native", lambda: torch.einsum(pattern, a, b)),
-        "hand-written matmul": ("native", lambda: _hand_written(torch.matmul, pattern)(a, b)),
-    }
-    kind, fn = fns[name]
-    torch.testing.assert_close(fn(), torch.from_numpy(_reference(pattern)), rtol=2e-3, atol=2e-3)
-    _run(bench, fn, kind=kind, backend="torch", name=name, group=pattern)
-
-
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
-@pytest.mark.parametrize("name", ["portops", "bare matmul"])
-def test_cached_call_overhead(bench: Any, backend: str, name: str) -> None:
-    """A repeated call on tiny operands: portops' per-call cost over the bare matmul."""
-    a = np.ones((3, 4), np.float32)
-    b = np.ones((4, 5), np.float32)
-    if backend == "torch":
-        torch = pytest.importorskip("torch")
-        a, b = torch.from_numpy(a), torch.from_numpy(b)
-        matmul = torch.matmul
-    else:
-        matmul = np.matmul
-    if name == "portops":
-        portops.einsum("ij,jk->ik", a, b)  # plan cached before timing
-        fn, kind, label = (lambda: portops.einsum("ij,jk->ik", a, b)), "default", "portops"
-    else:
-        fn, kind, label = (lambda: matmul(a, b)), "native", "bare matmul"
-    _run(
-        bench,
-        fn,
-        kind=kind,
-        backend=backend,
-        name=label,
-        group="ij,jk->ik 3x4x5 cached",
-        rounds=3 if QUICK else 20,
-        iterations=10 if QUICK else 2000,
+    candidates = [
+        Candidate("portops", "default", lambda: portops.einsum(pattern, a, b)),
+        Candidate("torch.einsum", "native", lambda: torch.einsum(pattern, a, b)),
+        Candidate(
+            "hand-written matmul", "baseline", lambda: _hand_written(torch.matmul, pattern)(a, b)
+        ),
+    ]
+    compare(
+        _checked(candidates, pattern),
+        op="einsum",
+        case=f"{pattern} {CASE}",
+        backend="torch",
+        label=pattern,
+        headline=True,
     )
 
 
-def _cuda_arrays(library: str, pattern: str) -> tuple[Any, Any, Any, Any, Any]:
-    """(module, a, b, gemm_a, gemm_b) on the GPU, or skip when there is none."""
+@pytest.mark.full
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_peers_and_gemm(compare: Any, backend: str) -> None:
+    """bnid,bnjd->bnij against opt_einsum and the batched GEMM of the same sizes on
+    operands already laid out contiguously (the fastest the contraction can be)."""
+    pattern = "bnid,bnjd->bnij"
     a, b = _operands(pattern)
-    ga, gb = _gemm_operands(pattern)
+    ga, gb = _gemm_operands()
+    mod: Any = np
+    if backend == "torch":
+        mod = pytest.importorskip("torch")
+        a, b, ga, gb = (mod.from_numpy(x) for x in (a, b, ga, gb))
+    oe = pytest.importorskip("opt_einsum")
+    compare(
+        [
+            Candidate("portops", "default", lambda: portops.einsum(pattern, a, b)),
+            Candidate("opt_einsum.contract", "baseline", lambda: oe.contract(pattern, a, b)),
+            Candidate("batched GEMM, contiguous", "native", lambda: mod.matmul(ga, gb)),
+        ],
+        op="einsum",
+        case=f"{pattern} {CASE}",
+        backend=backend,
+        label=f"{pattern}, peers",
+    )
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_cached_call_overhead(compare: Any, backend: str) -> None:
+    """A repeated call on tiny operands: portops' per-call cost over the bare matmul."""
+    a, b = np.ones((3, 4), np.float32), np.ones((4, 5), np.float32)
+    matmul: Any = np.matmul
+    if backend == "torch":
+        torch = pytest.importorskip("torch")
+        a, b, matmul = torch.from_numpy(a), torch.from_numpy(b), torch.matmul
+    compare(
+        [
+            Candidate("portops", "default", lambda: portops.einsum("ij,jk->ik", a, b)),
+            Candidate("matmul", "native", lambda: matmul(a, b)),
+        ],
+        op="einsum",
+        case="ij,jk->ik 3x4x5 float32",
+        backend=backend,
+        label="ij,jk->ik tiny",
+    )
+
+
+def _cuda_arrays(library: str, pattern: str) -> tuple[Any, Any, Any, Any]:
+    """(module, a, b, synchronize) on the GPU, or skip when there is none."""
+    a, b = _operands(pattern)
     if library == "torch":
         torch = pytest.importorskip("torch")
         if not torch.cuda.is_available():
             pytest.skip("torch has no CUDA device")
-        return torch, *(torch.from_numpy(x).cuda() for x in (a, b, ga, gb))
+        return torch, torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), torch.cuda.synchronize
     cupy = pytest.importorskip("cupy")
     try:
         cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # no driver or no device
         pytest.skip(f"cupy has no CUDA device ({exc})")
-    return cupy, *(cupy.asarray(x) for x in (a, b, ga, gb))
+    return cupy, cupy.asarray(a), cupy.asarray(b), cupy.cuda.Device().synchronize
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("library", ["torch", "cupy"])
 @pytest.mark.parametrize("pattern", list(PATTERNS))
-@pytest.mark.parametrize("name", ["portops", "native einsum", "hand-written matmul", "GEMM"])
-def test_cuda(bench: Any, library: str, pattern: str, name: str) -> None:
-    """The GPU targets of the issue: each pattern within 1.1x of the hand-written matmul."""
-    mod, a, b, ga, gb = _cuda_arrays(library, pattern)
-    sync = mod.cuda.synchronize if library == "torch" else mod.cuda.Device().synchronize
-    fns = {
-        "portops": ("default", lambda: portops.einsum(pattern, a, b)),
-        "native einsum": ("native", lambda: mod.einsum(pattern, a, b)),
-        "hand-written matmul": ("native", lambda: _hand_written(mod.matmul, pattern)(a, b)),
-        "GEMM": ("native", lambda: mod.matmul(ga, gb)),
-    }
-    kind, fn = fns[name]
+def test_cuda(compare: Any, library: str, pattern: str) -> None:
+    """The issue's own device: each pattern against the native einsum and the matmul."""
+    mod, a, b, sync = _cuda_arrays(library, pattern)
 
-    def timed() -> None:
-        fn()
-        sync()
+    def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> None:
+            fn()
+            sync()
 
-    info = {"op": "einsum", "case": pattern, "backend": library, "device": "cuda"}
-    bench(timed, **info, kind=kind, name=name, rounds=ROUNDS, warmup=2)
+        return call
+
+    compare(
+        [
+            Candidate("portops", "default", synced(lambda: portops.einsum(pattern, a, b))),
+            Candidate("native einsum", "native", synced(lambda: mod.einsum(pattern, a, b))),
+            Candidate(
+                "hand-written matmul",
+                "baseline",
+                synced(lambda: _hand_written(mod.matmul, pattern)(a, b)),
+            ),
+        ],
+        op="einsum",
+        case=f"{pattern} {CASE}",
+        backend=library,
+        device="cuda",
+        label=pattern,
+        headline=True,
+    )
 
 
 # -- the sweep ----------------------------------------------------------------------------
@@ -276,7 +261,7 @@ def _sweep_operands(xp: Any, eq: str, scale: str) -> list[Any]:
 
 @pytest.mark.parametrize(("eq", "scale"), SWEEP, ids=lambda v: str(v))
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_sweep(bench: Any, backend: str, eq: str, scale: str) -> None:
+def test_sweep(compare: Any, backend: str, eq: str, scale: str) -> None:
     xp = np if backend == "numpy" else pytest.importorskip("torch")
     ops = _sweep_operands(xp, eq, scale)
     if backend == "numpy":
@@ -293,7 +278,7 @@ def test_sweep(bench: Any, backend: str, eq: str, scale: str) -> None:
     else:
         natives = {"torch.einsum": lambda: xp.einsum(eq, *ops)}
     sweep.run_point(
-        bench,
+        compare,
         lambda: portops.einsum(eq, *ops),
         natives,
         op="einsum",

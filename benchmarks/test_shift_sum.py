@@ -1,19 +1,19 @@
-"""shift_sum family: portops against the seed baselines and a copy of the bytes.
+"""shift_sum family against the methods of the shift-and-sum question, at its shape.
 
-Size: B=16, C=28, H=W=256, step=2, float32 (``PORTOPS_BENCH_QUICK=1``: a tiny size).
-Each group holds two ``copy`` entries, copies of x + y bytes on the same device with
-``np.copyto`` and ``Tensor.copy_``. Every other entry also times both copies just before
-each of its rounds and records the median of the faster as ``paired_copy``: the report
-divides by that, so the machine's speed, which drifts during a run on a shared host, is
-the same on both sides of each ratio.
+The question (a CASSI forward operator, B=16, C=28, H=W=256, step 2, float32) writes the
+forward ``A`` as a slice-add loop, ``A_fast`` as a conv2d with a (C, 55) kernel and,
+in its answer, ``A_faster`` as a ``scatter_add_``; its pseudo-inverse ``A_pinv`` divides
+by the overlap count, concatenates the windows and divides by the mask (``A_pinv_fast``:
+the same through ``conv_transpose2d``). Each headline comparison times portops against
+those methods as written (the unmasked ones without the mask multiply, their fairest
+form) and against a copy of the bytes the operation must move (the hardware limit).
+``PORTOPS_BENCH_QUICK=1``: a tiny shape.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 import os
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,242 +22,55 @@ import pytest
 
 import portops
 from benchmarks import sweep
+from benchmarks.copies import copy_candidate
+from benchmarks.interleave import Candidate
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 B, C, H, W, S = (2, 4, 32, 32, 2) if QUICK else (16, 28, 256, 256, 2)
 WO = W + (C - 1) * S
-ROUNDS = 2 if QUICK else 15
-SLOW_ROUNDS = 1 if QUICK else 3
 CASE = f"B{B} C{C} {H}x{W} step{S} float32"
+X_BYTES, Y_BYTES, MASK_BYTES = 4 * B * C * H * W, 4 * B * H * WO, 4 * H * W
+# Every comparison here copies the same bytes (x + y): one size, one best copy of the run.
+COPY_BYTES = (X_BYTES + Y_BYTES) // 2
 
 
-def _run(
-    bench: Any,
-    fn: Callable[[], Any],
-    *,
-    kind: str,
-    op: str,
-    backend: str,
-    name: str,
-    group: str,
-    rounds: int = ROUNDS,
-    nbytes: int = 0,
-    roofs: dict[str, Callable[[], Any]] | None = None,
-) -> None:
-    """Time `fn` as one entry of `group`; all but the copies with both copies paired."""
-    info = {"op": op, "case": f"{group} {CASE}", "backend": backend, "device": "cpu"}
-    info |= {"kind": kind, "name": name, "bytes": nbytes}  # bytes read + written
-    if roofs is None or kind == "copy":
-        bench(fn, rounds=rounds, **info)
-        return
-    copies: list[float] = []
-    setup = _timed_copy(roofs, copies, fn)
-    b = bench(fn, rounds=rounds, setup=setup, copy_bytes=COPY_BYTES, **info)
-    if copies:
-        b.extra_info["paired_copy"] = statistics.median(copies[-rounds:])
+def _copy() -> Candidate:
+    return copy_candidate(COPY_BYTES)
 
 
-def _timed_copy(
-    roofs: dict[str, Callable[[], Any]], times: list[float], fn: Callable[[], Any]
-) -> Callable[[], None]:
-    """A setup that times every roofline copy before a round and keeps the fastest.
-
-    It then calls `fn` once, untimed, so the round starts as back-to-back rounds do:
-    right after the copies, torch's OpenMP threads could still be spinning, or the
-    second core be idle after the single-threaded copy (on a virtual machine an idle
-    core takes milliseconds to wake); either would slow the round.
-    """
-
-    # Tensor.copy_ first: its OpenMP threads spin on for milliseconds after it, which
-    # the single-threaded np.copyto and the untimed call then outlast.
-    ordered = sorted(roofs, key=lambda name: name != "copy Tensor.copy_")
-
-    def setup() -> None:
-        best = math.inf
-        for name in ordered:
-            copy = roofs[name]
-            t0 = time.perf_counter()
-            copy()
-            best = min(best, time.perf_counter() - t0)
-        times.append(best)
-        fn()
-
-    return setup
-
-
-ROOFLINES = ["copy np.copyto", "copy Tensor.copy_"]
-
-
-def _copy_rooflines(nbytes: int) -> dict[str, Callable[[], Any]]:
-    """Copies of `nbytes` (huge-page NumPy memory) with np.copyto and Tensor.copy_.
-
-    Both are timed in every group and the report takes the faster as the roofline, so
-    neither is chosen on a single early measurement.
-    """
-    src = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
-    dst = np.empty_like(src)
-    copies: dict[str, Callable[[], Any]] = {"copy np.copyto": lambda: np.copyto(dst, src)}
-    try:
-        import torch
-    except ImportError:
-        return copies
-    ts, td = torch.from_numpy(src), torch.from_numpy(dst)
-    copies["copy Tensor.copy_"] = lambda: td.copy_(ts)
-    return copies
-
-
-def _run_roofline(bench: Any, **common: Any) -> None:
-    name, roofs = common["name"], common["roofs"]
-    if name not in roofs:
-        pytest.skip(f"{name}: torch is not installed")
-    _run(bench, roofs[name], kind="copy", nbytes=COPY_BYTES, **common)
-
-
-MASK_BYTES = H * W * 4
-
-
-X_BYTES = B * C * H * W * 4
-Y_BYTES = B * H * WO * 4
-COPY_BYTES = 2 * (X_BYTES + Y_BYTES)  # a copy of x + y bytes reads and writes them
-
-
-@pytest.fixture(scope="module")
-def np_data() -> dict[str, Any]:
+@functools.cache
+def _numpy_data() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(2023)
     x = rng.random((B, C, H, W), dtype=np.float32)
     mask = rng.random((H, W), dtype=np.float32)
-    y = portops.shift_sum(x, S, keepdims=True)
-    return {"x": x, "mask": mask, "y": y, "roofs": _copy_rooflines(X_BYTES + Y_BYTES)}
+    return {"x": x, "mask": mask, "y": portops.shift_sum(x, S, keepdims=True)}
 
 
-# ------------------------------------------------------------------ NumPy baselines
-
-
-def np_slice_add_loop(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """The seed's method 1, in NumPy."""
-    z = x if mask is None else x * mask
-    y = np.zeros((B, 1, H, WO), dtype=x.dtype)
-    for i in range(C):
-        y[..., i * S : i * S + W] += z[:, i : i + 1]
-    return y
-
-
-def np_add_at(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Scatter with np.add.at to precomputed column indices."""
-    z = x if mask is None else x * mask
-    y = np.zeros((B, H, WO), dtype=x.dtype)
-    cols = np.arange(W)
-    for i in range(C):
-        np.add.at(y, (slice(None), slice(None), cols + i * S), z[:, i])
-    return y
-
-
-def np_window_concat(y: np.ndarray) -> np.ndarray:
-    """The seed's A_pinv without the divisions: concatenate the windows."""
-    return np.concatenate([y[..., i * S : i * S + W] for i in range(C)], axis=1)
-
-
-@pytest.mark.parametrize("masked", [False, True], ids=["plain", "mask2d"])
-@pytest.mark.parametrize(
-    "name", ["portops", "portops:numpy_add_at", *ROOFLINES, "slice-add loop", "np.add.at"]
-)
-def test_numpy_forward(bench, np_data, name, masked):
-    x = np_data["x"]
-    mask = np_data["mask"] if masked else None
-    group = "forward" + (" mask2d" if masked else "")
-    common = {"op": "shift_sum", "backend": "numpy", "group": group, "name": name}
-    common["roofs"] = np_data["roofs"]
-    if name not in ROOFLINES:
-        common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if masked else 0)
-    if name == "portops":
-        _run(bench, lambda: portops.shift_sum(x, S, mask=mask), kind="default", **common)
-    elif name == "portops:numpy_add_at":
-
-        def alt() -> Any:
-            with portops.prefer(shift_sum="numpy_add_at"):
-                return portops.shift_sum(x, S, mask=mask)
-
-        _run(bench, alt, kind="baseline", rounds=SLOW_ROUNDS, **common)
-    elif name in ROOFLINES:
-        _run_roofline(bench, **common)
-    elif name == "slice-add loop":
-        _run(bench, lambda: np_slice_add_loop(x, mask), kind="baseline", **common)
-    else:
-        _run(bench, lambda: np_add_at(x, mask), kind="baseline", rounds=SLOW_ROUNDS, **common)
-
-
-@pytest.mark.parametrize("name", ["portops", "portops pinv", *ROOFLINES, "window concat"])
-def test_numpy_adjoint(bench, np_data, name):
-    y, mask = np_data["y"], np_data["mask"]
-    common = {"op": "shift_sum_adjoint", "backend": "numpy", "group": "adjoint", "name": name}
-    common["roofs"] = np_data["roofs"]
-    if name not in ROOFLINES:
-        common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if name == "portops pinv" else 0)
-    if name == "portops":
-        fn = lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True)  # noqa: E731
-        _run(bench, fn, kind="default", **common)
-    elif name == "portops pinv":  # a group of its own: the default of another operation
-        fn = lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask, keepdims=True)  # noqa: E731
-        _run(bench, fn, kind="default", **(common | {"group": "pinv mask2d"}))
-    elif name in ROOFLINES:
-        _run_roofline(bench, **common)
-    else:
-        _run(bench, lambda: np_window_concat(y), kind="baseline", **common)
-
-
-# ------------------------------------------------------------------ dispatch overhead
-
-
-@pytest.mark.parametrize("name", ["portops.shift_sum", "implementation called directly", "select"])
-def test_small_call_overhead(bench, name):
-    from portops import _dispatch
-    from portops._ops.shift_sum import _prepare_forward
-
-    x = np.ones((2, 3, 4, 5), dtype=np.float32)
-    call = _prepare_forward(x, 1)
-    impl = _dispatch.select("shift_sum", call)
-    fn: Callable[[], Any] = {
-        "portops.shift_sum": lambda: portops.shift_sum(x, 1),
-        "implementation called directly": lambda: impl.func(call.args),
-        "select": lambda: _dispatch.select("shift_sum", call),
-    }[name]
-    kind = "default" if name == "portops.shift_sum" else "baseline"
-    info = {"op": "shift_sum", "case": "small call (2, 3, 4, 5)", "backend": "numpy"}
-    bench(fn, **info, device="cpu", kind=kind, name=name, rounds=2000, iterations=10, warmup=10)
-
-
-# ------------------------------------------------------------------ torch CPU
-
-
-@pytest.fixture(scope="module")
-def torch_data(np_data: dict[str, Any]) -> dict[str, Any]:
+@functools.cache
+def _torch_data() -> dict[str, Any]:
+    """The question's tensors and precomputed tables (A_fast's kernel, A_faster's
+    indices, A_pinv's overlap count alpha), built once, as its code builds them."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(2023)
-    x = torch.rand(B, C, H, W)
-    mask = torch.rand(1, 1, H, W)
-    # The seed's precomputed tables (method 2's kernel, method 3's indices).
+    x, mask = torch.rand(B, C, H, W), torch.rand(1, 1, H, W)
     kernel = torch.zeros(1, C, 1, (C - 1) * S + 1)
     for i in range(C):
         kernel[:, C - i - 1, :, i * S] = 1
-    i_list = torch.arange(C, dtype=torch.long)
-    y_list = torch.arange(H, dtype=torch.long)
-    x_list = torch.arange(W, dtype=torch.long)
-    indices = x_list + i_list.view(C, 1, 1) * S + y_list.view(1, H, 1) * WO
+    rows, cols = torch.arange(H).view(1, H, 1), torch.arange(W)
+    indices = cols + torch.arange(C).view(C, 1, 1) * S + rows * WO
+    alpha = torch.zeros(B, 1, 1, WO)
+    for i in range(C):
+        alpha[..., i * S : i * S + W] += 1
+    y = portops.shift_sum(x, S, mask=mask[0, 0], keepdims=True)
     indices = indices.view(1, C * H * W).expand(B, C * H * W)
-    y = portops.shift_sum(x, S, keepdims=True)
-    return {
-        "torch": torch,
-        "x": x,
-        "mask": mask,
-        "kernel": kernel,
-        "indices": indices,
-        "y": y,
-        "roofs": np_data["roofs"],
-    }
+    return {"x": x, "mask": mask, "kernel": kernel, "indices": indices, "alpha": alpha, "y": y}
 
 
-def seed_loop(torch: Any, x: Any, mask: Any) -> Any:
-    """The seed's method 1 (A); without a mask, no multiply (the fairest form)."""
+# ------------------------------------------------------------------ the question's methods
+
+
+def seed_loop(torch: Any, x: Any, mask: Any = None) -> Any:
+    """``A``: the slice-add loop (no multiply without a mask)."""
     z = x if mask is None else x * mask
     y = torch.zeros(B, 1, H, WO, device=x.device)
     for i in range(C):
@@ -266,105 +79,322 @@ def seed_loop(torch: Any, x: Any, mask: Any) -> Any:
 
 
 def seed_conv2d(torch: Any, x: Any, mask: Any, kernel: Any) -> Any:
-    """The seed's method 2 (A_fast)."""
+    """``A_fast``: a conv2d with a (C, 1, (C-1)*S+1) kernel of ones on the shifts."""
     z = x if mask is None else x * mask
     return torch.nn.functional.conv2d(z, kernel, padding=(0, (C - 1) * S))
 
 
 def seed_scatter_add(torch: Any, x: Any, mask: Any, indices: Any) -> Any:
-    """The seed's method 3 (A_faster)."""
+    """``A_faster``: ``scatter_add_`` to precomputed output indices."""
     y = torch.zeros(B, H * WO, device=x.device)
     y.scatter_add_(1, indices, (x if mask is None else x * mask).view(B, C * H * W))
     return y.view(B, 1, H, WO)
 
 
-TORCH_FORWARD = [
-    "portops",
-    "portops:torch_scatter_add",
-    *ROOFLINES,
-    "seed slice-add loop",
-    "seed conv2d",
-    "seed scatter_add_",
-]
+def seed_pinv(torch: Any, y: Any, mask: Any, alpha: Any) -> Any:
+    """``A_pinv``: divide by the overlap count, concatenate the windows, divide by the
+    mask (the question's approximation, exact only for an all-ones mask)."""
+    z = y / alpha
+    return torch.cat([z[..., (i * S) : (i * S + W)] for i in range(C)], dim=1) / mask
 
 
-@pytest.mark.parametrize("masked", [False, True], ids=["plain", "mask2d"])
-@pytest.mark.parametrize("name", TORCH_FORWARD)
-def test_torch_forward(bench, torch_data, name, masked):
-    t = torch_data
-    torch, x, kernel, indices = t["torch"], t["x"], t["kernel"], t["indices"]
-    mask = pmask = t["mask"] if masked else None
-    group = "forward" + (" mask2d" if masked else "")
-    common = {"op": "shift_sum", "backend": "torch", "group": group, "name": name}
-    common["roofs"] = t["roofs"]
-    if name not in ROOFLINES:
-        common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if masked else 0)
-    if name == "portops":
-        _run(bench, lambda: portops.shift_sum(x, S, mask=pmask), kind="default", **common)
-    elif name == "portops:torch_scatter_add":
-
-        def alt() -> Any:
-            with portops.prefer(shift_sum="torch_scatter_add"):
-                return portops.shift_sum(x, S, mask=pmask)
-
-        _run(bench, alt, kind="baseline", rounds=SLOW_ROUNDS, **common)
-    elif name in ROOFLINES:
-        _run_roofline(bench, **common)
-    elif name == "seed slice-add loop":
-        _run(bench, lambda: seed_loop(torch, x, mask), kind="baseline", **common)
-    elif name == "seed conv2d":
-        fn = lambda: seed_conv2d(torch, x, mask, kernel)  # noqa: E731
-        _run(bench, fn, kind="baseline", rounds=SLOW_ROUNDS, **common)
-    else:
-        fn = lambda: seed_scatter_add(torch, x, mask, indices)  # noqa: E731
-        _run(bench, fn, kind="baseline", rounds=SLOW_ROUNDS, **common)
+def seed_pinv_fast(torch: Any, y: Any, mask: Any, alpha: Any, kernel: Any) -> Any:
+    """``A_pinv_fast``: the same through ``conv_transpose2d``."""
+    z = torch.nn.functional.conv_transpose2d(y / alpha, kernel, padding=(0, (C - 1) * S))
+    return z / mask
 
 
-@pytest.mark.parametrize("name", ["portops", "portops pinv", *ROOFLINES, "window cat"])
-def test_torch_adjoint(bench, torch_data, name):
-    t = torch_data
-    torch, y, mask = t["torch"], t["y"], t["mask"]
-    common = {"op": "shift_sum_adjoint", "backend": "torch", "group": "adjoint", "name": name}
-    common["roofs"] = t["roofs"]
-    if name not in ROOFLINES:
-        common["nbytes"] = X_BYTES + Y_BYTES + (MASK_BYTES if name == "portops pinv" else 0)
-    if name == "portops":
-        fn = lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True)  # noqa: E731
-        _run(bench, fn, kind="default", **common)
-    elif name == "portops pinv":  # a group of its own: the default of another operation
-        fn = lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask, keepdims=True)  # noqa: E731
-        _run(bench, fn, kind="default", **(common | {"group": "pinv mask2d"}))
-    elif name in ROOFLINES:
-        _run_roofline(bench, **common)
-    else:
-        fn = lambda: torch.cat([y[..., i * S : i * S + W] for i in range(C)], dim=1)  # noqa: E731
-        _run(bench, fn, kind="baseline", **common)
+def window_cat(torch: Any, y: Any) -> Any:
+    """The adjoint as the question's A_pinv computes it, without its divisions."""
+    return torch.cat([y[..., (i * S) : (i * S + W)] for i in range(C)], dim=1)
 
 
-@pytest.mark.parametrize("name", ["portops", *ROOFLINES, "seed slice-add loop"])
-def test_torch_forward_backward(bench, torch_data, name):
-    """Forward + backward through autograd, gradients for x; roofline of the forward."""
-    t = torch_data
-    torch, mask = t["torch"], t["mask"]
-    x = t["x"].clone().requires_grad_()
+def np_slice_add_loop(x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """``A`` in NumPy."""
+    z = x if mask is None else x * mask
+    y = np.zeros((B, 1, H, WO), dtype=x.dtype)
+    for i in range(C):
+        y[..., i * S : i * S + W] += z[:, i : i + 1]
+    return y
+
+
+# ------------------------------------------------------------------ headline: torch CPU
+
+
+def _check(fn: Callable[[], Any], reference: Any) -> None:
+    """Each method computes the result it is compared on (within float32 rounding)."""
+    np.testing.assert_allclose(np.asarray(fn()).reshape(-1), np.asarray(reference).reshape(-1),
+                               rtol=1e-4, atol=1e-4)  # fmt: skip
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "mask"])
+def test_torch_forward(compare: Any, masked: bool) -> None:
+    """The forward; with the mask, the question's three methods as written."""
+    torch, d = pytest.importorskip("torch"), _torch_data()
+    x, mask, kernel, indices = d["x"], d["mask"] if masked else None, d["kernel"], d["indices"]
+    candidates = [
+        Candidate("portops", "default", lambda: portops.shift_sum(x, S, mask=mask, keepdims=True)),
+        Candidate("slice-add loop", "baseline", lambda: seed_loop(torch, x, mask)),
+        Candidate("scatter_add_", "baseline", lambda: seed_scatter_add(torch, x, mask, indices)),
+        _copy(),
+    ]
+    if masked:  # one conv2d comparison: it takes seconds per call on a CPU
+        conv = Candidate("conv2d", "baseline", lambda: seed_conv2d(torch, x, mask, kernel))
+        candidates.insert(3, conv)
+    for c in candidates[1:3]:
+        _check(c.fn, candidates[0].fn())
+    compare(
+        candidates,
+        op="shift_sum",
+        case=CASE,
+        backend="torch",
+        label="forward, mask" if masked else "forward",
+        headline=True,
+        nbytes=X_BYTES + Y_BYTES + MASK_BYTES * masked,
+    )
+
+
+def test_torch_adjoint(compare: Any) -> None:
+    torch, d = pytest.importorskip("torch"), _torch_data()
+    y = d["y"]
+
+    def unfold() -> Any:  # every window as a view, then one copy
+        return y[:, 0].unfold(-1, W, S).movedim(2, 1).contiguous()
+
+    candidates = [
+        Candidate(
+            "portops",
+            "default",
+            lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True),
+        ),
+        Candidate("window cat", "baseline", lambda: window_cat(torch, y)),
+        Candidate("unfold + contiguous", "native", unfold),
+        _copy(),
+    ]
+    for c in candidates[1:3]:
+        _check(c.fn, candidates[0].fn())
+    compare(
+        candidates,
+        op="shift_sum_adjoint",
+        case=CASE,
+        backend="torch",
+        label="adjoint",
+        headline=True,
+        nbytes=X_BYTES + Y_BYTES,
+    )
+
+
+def test_torch_pinv(compare: Any) -> None:
+    """The exact pseudo-inverse against the question's A_pinv and A_pinv_fast (which
+    compute an approximation: the same bytes, another result)."""
+    torch, d = pytest.importorskip("torch"), _torch_data()
+    y, mask, alpha, kernel = d["y"], d["mask"], d["alpha"], d["kernel"]
+    mask2d = mask[0, 0]
+    compare(
+        [
+            Candidate(
+                "portops",
+                "default",
+                lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask2d, keepdims=True),
+            ),
+            Candidate("A_pinv (cat)", "baseline", lambda: seed_pinv(torch, y, mask, alpha)),
+            Candidate(
+                "A_pinv_fast (conv_transpose2d)",
+                "baseline",
+                lambda: seed_pinv_fast(torch, y, mask, alpha, kernel),
+            ),
+            _copy(),
+        ],
+        op="shift_sum_pinv",
+        case=CASE,
+        backend="torch",
+        label="pinv, mask",
+        headline=True,
+        nbytes=X_BYTES + Y_BYTES + MASK_BYTES,
+    )
+
+
+def test_torch_forward_backward(compare: Any) -> None:
+    """Forward and backward through autograd (the gradient of x), masked."""
+    torch, d = pytest.importorskip("torch"), _torch_data()
+    mask, indices = d["mask"], d["indices"]
+    x = d["x"].clone().requires_grad_()
     grad = torch.ones(B, 1, H, WO)
-    common = {"op": "shift_sum", "backend": "torch", "group": "forward+backward", "name": name}
-    common["roofs"] = t["roofs"]
 
-    def run(forward: Callable[[], Any]) -> Callable[[], Any]:
-        def step() -> None:
+    def step(forward: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
             x.grad = None
             forward().backward(grad)
 
-        return step
+        return run
 
-    if name == "portops":
-        fn = run(lambda: portops.shift_sum(x, S, mask=mask[0, 0], keepdims=True))
-        _run(bench, fn, kind="default", **common)
-    elif name in ROOFLINES:
-        _run_roofline(bench, **common)
-    else:
-        _run(bench, run(lambda: seed_loop(torch, x, mask)), kind="baseline", **common)
+    compare(
+        [
+            Candidate(
+                "portops",
+                "default",
+                step(lambda: portops.shift_sum(x, S, mask=mask[0, 0], keepdims=True)),
+            ),
+            Candidate("slice-add loop", "baseline", step(lambda: seed_loop(torch, x, mask))),
+            Candidate(
+                "scatter_add_",
+                "baseline",
+                step(lambda: seed_scatter_add(torch, x, mask, indices)),
+            ),
+            _copy(),
+        ],
+        op="shift_sum",
+        case=CASE,
+        backend="torch",
+        label="forward+backward, mask",
+        headline=True,
+        nbytes=2 * (X_BYTES + Y_BYTES + MASK_BYTES),
+    )
+
+
+# ------------------------------------------------------------------ headline: NumPy, Dask
+
+
+def test_numpy_forward(compare: Any) -> None:
+    x = _numpy_data()["x"]
+    compare(
+        [
+            Candidate("portops", "default", lambda: portops.shift_sum(x, S, keepdims=True)),
+            Candidate("slice-add loop", "baseline", lambda: np_slice_add_loop(x)),
+            _copy(),
+        ],
+        op="shift_sum",
+        case=CASE,
+        backend="numpy",
+        label="forward",
+        headline=True,
+        nbytes=X_BYTES + Y_BYTES,
+    )
+
+
+def test_dask_forward(compare: Any) -> None:
+    """A NumPy cube in Dask chunks of 4 images, computed on the threaded scheduler, against
+    the question's loop on each chunk (``map_blocks``)."""
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(_numpy_data()["x"], chunks=(max(1, B // 4), C, H, W))
+
+    def loop_per_chunk(block: np.ndarray) -> np.ndarray:
+        y = np.zeros((block.shape[0], 1, H, WO), dtype=block.dtype)
+        for i in range(C):
+            y[..., i * S : i * S + W] += block[:, i : i + 1]
+        return y
+
+    def mapped() -> Any:
+        out = x.map_blocks(loop_per_chunk, chunks=(x.chunks[0], 1, H, WO), dtype=x.dtype)
+        return out.compute()
+
+    compare(
+        [
+            Candidate("portops", "default", lambda: portops.shift_sum(x, S).compute()),
+            Candidate("map_blocks(slice-add loop)", "baseline", mapped),
+        ],
+        op="shift_sum",
+        case=CASE + " chunks of 4",
+        backend="dask",
+        label="forward",
+        headline=True,
+        nbytes=X_BYTES + Y_BYTES,
+    )
+
+
+# ------------------------------------------------------------------ --full
+
+
+def np_add_at(x: np.ndarray) -> np.ndarray:
+    """A scatter with np.add.at to precomputed column indices."""
+    y = np.zeros((B, H, WO), dtype=x.dtype)
+    cols = np.arange(W)
+    for i in range(C):
+        np.add.at(y, (slice(None), slice(None), cols + i * S), x[:, i])
+    return y
+
+
+def _preferred(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """portops with one of its other implementations preferred."""
+
+    def call() -> Any:
+        with portops.prefer(shift_sum=name):
+            return fn()
+
+    return call
+
+
+@pytest.mark.full
+def test_numpy_forward_others(compare: Any) -> None:
+    d = _numpy_data()
+    x, mask = d["x"], d["mask"]
+    forward = functools.partial(portops.shift_sum, x, S, mask=mask)
+    compare(
+        [
+            Candidate("portops", "default", forward),
+            Candidate("slice-add loop", "baseline", lambda: np_slice_add_loop(x, mask)),
+            Candidate("np.add.at", "baseline", lambda: np_add_at(x * mask)),
+            Candidate("portops numpy_add_at", "baseline", _preferred("numpy_add_at", forward)),
+            _copy(),
+        ],
+        op="shift_sum",
+        case=CASE,
+        backend="numpy",
+        label="forward, mask",
+        nbytes=X_BYTES + Y_BYTES + MASK_BYTES,
+        min_rounds=3,
+    )
+
+
+@pytest.mark.full
+def test_numpy_adjoint_and_pinv(compare: Any) -> None:
+    d = _numpy_data()
+    y, mask = d["y"], d["mask"]
+    compare(
+        [
+            Candidate("portops", "default", lambda: portops.shift_sum_adjoint(y, S, channels=C)),
+            Candidate(
+                "portops pinv",
+                "baseline",
+                lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask),
+            ),
+            Candidate(
+                "window concat",
+                "baseline",
+                lambda: np.concatenate([y[..., i * S : i * S + W] for i in range(C)], axis=1),
+            ),
+            _copy(),
+        ],
+        op="shift_sum_adjoint",
+        case=CASE,
+        backend="numpy",
+        label="adjoint",
+        nbytes=X_BYTES + Y_BYTES,
+    )
+
+
+@pytest.mark.full
+def test_torch_forward_others(compare: Any) -> None:
+    """portops' default against its scatter implementation and the unmasked conv2d."""
+    torch, d = pytest.importorskip("torch"), _torch_data()
+    x, kernel = d["x"], d["kernel"]
+    forward = functools.partial(portops.shift_sum, x, S, keepdims=True)
+    compare(
+        [
+            Candidate("portops", "default", forward),
+            Candidate(
+                "portops torch_scatter_add", "baseline", _preferred("torch_scatter_add", forward)
+            ),
+            Candidate("conv2d", "baseline", lambda: seed_conv2d(torch, x, None, kernel)),
+            _copy(),
+        ],
+        op="shift_sum",
+        case=CASE,
+        backend="torch",
+        label="forward, implementations",
+        nbytes=X_BYTES + Y_BYTES,
+        min_rounds=3,
+    )
 
 
 # ------------------------------------------------------------------ the sweep
@@ -397,7 +427,7 @@ def sweep_loop(xp: Any, x: Any, mask: Any, step: int, last: bool) -> Any:
 
 @pytest.mark.parametrize(("b", "c", "h", "step", "layout", "masked"), SWEEP, ids=str)
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_sweep(bench, backend, b, c, h, step, layout, masked):
+def test_sweep(compare, backend, b, c, h, step, layout, masked):
     xp = np if backend == "numpy" else pytest.importorskip("torch")
     last = layout == "channels-last"
     gen = np.random.default_rng(c + h)
@@ -408,7 +438,7 @@ def test_sweep(bench, backend, b, c, h, step, layout, masked):
     axes = {"channel_axis": -1, "axis": -2} if last else {}
     wo = h + (c - 1) * step
     sweep.run_point(
-        bench,
+        compare,
         lambda: portops.shift_sum(x, step, mask=mask, **axes),
         {"slice-add loop": lambda: sweep_loop(xp, x, mask, step, last)},
         op="shift_sum",

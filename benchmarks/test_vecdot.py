@@ -1,10 +1,12 @@
-"""vecdot benchmarks: portops against the idioms users write, and the roofline.
+"""vecdot: portops against the batched dots of the bmm-versus-sum post, and the limit.
 
-Each group ``vecdot <shape> <backend> <device>`` holds portops, the library's own calls
-(``(a*b).sum(-1)``, ``bmm``, ``torch.linalg.vecdot``, ``np.vecdot``, ``np.einsum``) and
-a copy of the bytes of both inputs into preallocated buffers on the same device.
-``PORTOPS_BENCH_QUICK=1`` uses tiny sizes and one or two rounds. Timings are reported,
-never asserted.
+The post times, for two (500, 500) float32 tensors, ``(a*b).sum(1, keepdim=True)``
+against ``torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).squeeze(2)``, forward and forward +
+backward (``.sum().backward()``). The headline comparisons time portops against both as
+written, against the library's own calls (``torch.linalg.vecdot``, ``torch.einsum``;
+NumPy's ``np.vecdot``, ``np.einsum``, ``(a*b).sum(-1)``) and a copy of the bytes (the
+limit). Under ``--full``: 4096x4096, and the CUDA devices. ``PORTOPS_BENCH_QUICK=1``:
+tiny sizes. Timings are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -18,93 +20,62 @@ import pytest
 
 import portops
 from benchmarks import sweep
+from benchmarks.copies import copy_candidate
+from benchmarks.interleave import Candidate
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
-SHAPES = [(64, 64), (16, 16)] if QUICK else [(4096, 4096), (500, 500)]
+N = 16 if QUICK else 500  # the post's (500, 500)
+LARGE = 64 if QUICK else 4096
 
 
-def _plan(shape: tuple[int, ...]) -> tuple[int, int]:
-    """(rounds, iterations per round) giving a few tenths of a second per benchmark."""
-    if QUICK:
-        return 2, 1
-    n = int(np.prod(shape))
-    return (25, 1) if n >= 1 << 22 else (20, 30)
+def _nbytes(shape: tuple[int, int]) -> int:
+    """What vecdot must move: both inputs read, a value per row written (float32)."""
+    return 4 * (2 * shape[0] * shape[1] + shape[0])
 
 
-def _label(shape: tuple[int, ...]) -> str:
-    return "x".join(map(str, shape))
-
-
-def _run(
-    bench: Any,
-    fn: Callable[[], Any],
-    *,
-    shape: tuple[int, ...],
-    backend: str,
-    device: str,
-    kind: str,
-    name: str,
-    suffix: str = "",
-    plan: tuple[int, int] | None = None,
-) -> None:
-    rounds, iterations = plan or _plan(shape)
-    info = {"op": "vecdot", "case": _label(shape) + suffix, "backend": backend, "device": device}
-    if not suffix:  # the copy reads and writes both inputs; vecdot reads them, writes a row
-        inputs = 2 * 4 * int(np.prod(shape))
-        info["bytes"] = 2 * inputs if kind == "copy" else inputs + 4 * int(np.prod(shape[:-1]))
-    bench(fn, **info, kind=kind, name=name, rounds=rounds, iterations=iterations)
-
-
-def _kind(name: str, natives: tuple[str, ...]) -> str:
-    """default, copy, native (a call of the array's own library) or baseline."""
-    return {"portops": "default", "roofline": "copy"}.get(
-        name, "native" if name in natives else "baseline"
-    )
+def _case(shape: tuple[int, int]) -> str:
+    return "x".join(map(str, shape)) + " float32"
 
 
 # -- NumPy ------------------------------------------------------------------------------
 
-NUMPY_CASES = ["portops", "np.vecdot", "np.einsum", "(a*b).sum(-1)", "roofline"]
 
-
-@pytest.mark.parametrize("shape", SHAPES, ids=_label)
-@pytest.mark.parametrize("name", NUMPY_CASES)
-def test_numpy(bench: Any, shape: tuple[int, int], name: str) -> None:
+def _numpy(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
-    a = rng.standard_normal(shape, dtype=np.float32)
-    b = rng.standard_normal(shape, dtype=np.float32)
-    buf = np.empty((2, *shape), np.float32)
-    fns: dict[str, Callable[[], Any]] = {
-        "portops": lambda: portops.vecdot(a, b),
-        "np.vecdot": lambda: np.vecdot(a, b),
-        "np.einsum": lambda: np.einsum("ij,ij->i", a, b),
-        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
-        "roofline": lambda: (np.copyto(buf[0], a), np.copyto(buf[1], b)),
-    }
-    kind = _kind(name, ("np.vecdot", "np.einsum", "(a*b).sum(-1)"))
-    _run(bench, fns[name], shape=shape, backend="numpy", device="cpu", kind=kind, name=name)
+    return rng.standard_normal(shape, dtype=np.float32), rng.standard_normal(
+        shape, dtype=np.float32
+    )
 
 
-@pytest.mark.parametrize("name", ["portops", "np.vecdot"])
-def test_dispatch_overhead(bench: Any, name: str) -> None:
-    """portops minus np.vecdot on an 8x8 array is the dispatch overhead."""
-    a = np.ones((8, 8), np.float32)
-    fn = (lambda: portops.vecdot(a, a)) if name == "portops" else (lambda: np.vecdot(a, a))
-    plan = (2, 10) if QUICK else (20, 2000)
-    kind = _kind(name, ("np.vecdot",))
-    _run(bench, fn, shape=(8, 8), backend="numpy", device="cpu", kind=kind, name=name, plan=plan)
+def _numpy_compare(compare: Any, shape: tuple[int, int], headline: bool) -> None:
+    a, b = _numpy(shape)
+    compare(
+        [
+            Candidate("portops", "default", lambda: portops.vecdot(a, b)),
+            Candidate("np.vecdot", "native", lambda: np.vecdot(a, b)),
+            Candidate("np.einsum", "native", lambda: np.einsum("ij,ij->i", a, b)),
+            Candidate("(a*b).sum(-1)", "native", lambda: (a * b).sum(-1)),
+            copy_candidate(_nbytes(shape) // 2),
+        ],
+        op="vecdot",
+        case=_case(shape),
+        backend="numpy",
+        label="forward",
+        headline=headline,
+        nbytes=_nbytes(shape),
+    )
+
+
+def test_numpy(compare: Any) -> None:
+    _numpy_compare(compare, (N, N), headline=True)
+
+
+@pytest.mark.full
+def test_numpy_large(compare: Any) -> None:
+    _numpy_compare(compare, (LARGE, LARGE), headline=False)
 
 
 # -- PyTorch ----------------------------------------------------------------------------
-
-TORCH_CASES = [
-    "portops",
-    "(a*b).sum(-1)",
-    "bmm",
-    "torch.linalg.vecdot",
-    "np.vecdot",
-    "roofline",
-]
 
 
 def _torch_devices() -> list[str]:
@@ -115,80 +86,101 @@ def _torch_devices() -> list[str]:
     return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 
 
-@pytest.mark.parametrize("device", _torch_devices())
-@pytest.mark.parametrize("shape", SHAPES, ids=_label)
-@pytest.mark.parametrize("name", TORCH_CASES)
-def test_torch(bench: Any, device: str, shape: tuple[int, int], name: str) -> None:
-    torch = pytest.importorskip("torch")
-    if name == "np.vecdot" and device != "cpu":
-        pytest.skip("NumPy runs on the CPU only")
-    gen = torch.Generator().manual_seed(0)
-    a = torch.randn(shape, generator=gen).to(device)
-    b = torch.randn(shape, generator=gen).to(device)
-    buf = torch.empty((2, *shape), device=device)
-    an, bn = (a.numpy(), b.numpy()) if device == "cpu" else (None, None)
-    fns: dict[str, Callable[[], Any]] = {
-        "portops": lambda: portops.vecdot(a, b),
-        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
-        "bmm": lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).squeeze(2).squeeze(1),
-        "torch.linalg.vecdot": lambda: torch.linalg.vecdot(a, b),
-        "np.vecdot": lambda: np.vecdot(an, bn),
-        "roofline": lambda: (buf[0].copy_(a), buf[1].copy_(b)),
-    }
-    fn = fns[name]
-    if device == "cuda":
-        op = fn
+def _torch_candidates(torch: Any, a: Any, b: Any, device: str) -> list[Candidate]:
+    """portops, the post's two methods as written, the library's own calls."""
+    fns: list[tuple[str, str, Callable[[], Any]]] = [
+        ("portops", "default", lambda: portops.vecdot(a, b)),
+        ("(a*b).sum", "baseline", lambda: (a * b).sum(1, keepdim=True)),
+        ("bmm", "baseline", lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).squeeze(2)),
+        ("torch.linalg.vecdot", "native", lambda: torch.linalg.vecdot(a, b)),
+        ("torch.einsum", "native", lambda: torch.einsum("ij,ij->i", a, b)),
+    ]
+    if device == "cpu":
+        return [Candidate(*f) for f in fns]
 
-        def fn() -> Any:
-            r = op()
+    def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> None:
+            fn()
             torch.cuda.synchronize()
-            return r
 
-    kind = _kind(name, ("(a*b).sum(-1)", "bmm", "torch.linalg.vecdot"))
-    _run(bench, fn, shape=shape, backend="torch", device=device, kind=kind, name=name)
+        return call
+
+    return [Candidate(name, kind, synced(fn)) for name, kind, fn in fns]
 
 
-@pytest.mark.parametrize("device", _torch_devices())
-@pytest.mark.parametrize("shape", SHAPES, ids=_label)
-@pytest.mark.parametrize("name", ["portops", "(a*b).sum(-1)", "bmm", "torch.linalg.vecdot"])
-def test_torch_backward(bench: Any, device: str, shape: tuple[int, int], name: str) -> None:
-    """Forward and backward with respect to both inputs."""
-    torch = pytest.importorskip("torch")
+def _torch_inputs(torch: Any, shape: tuple[int, int], device: str, grad: bool) -> tuple[Any, Any]:
     gen = torch.Generator().manual_seed(0)
-    a = torch.randn(shape, generator=gen).to(device).requires_grad_()
-    b = torch.randn(shape, generator=gen).to(device).requires_grad_()
-    forward: dict[str, Callable[[], Any]] = {
-        "portops": lambda: portops.vecdot(a, b),
-        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
-        "bmm": lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)),
-        "torch.linalg.vecdot": lambda: torch.linalg.vecdot(a, b),
-    }
+    a, b = (torch.randn(shape, generator=gen).to(device) for _ in range(2))
+    return (a.requires_grad_(), b.requires_grad_()) if grad else (a, b)
 
-    def fn() -> Any:
-        grads = torch.autograd.grad(forward[name]().sum(), (a, b))
-        if device == "cuda":
-            torch.cuda.synchronize()
-        return grads
 
-    kind = _kind(name, ("(a*b).sum(-1)", "bmm", "torch.linalg.vecdot"))
-    _run(
-        bench,
-        fn,
-        shape=shape,
+def _torch_compare(compare: Any, shape: tuple[int, int], device: str, headline: bool) -> None:
+    torch = pytest.importorskip("torch")
+    a, b = _torch_inputs(torch, shape, device, grad=False)
+    compare(
+        [*_torch_candidates(torch, a, b, device), copy_candidate(_nbytes(shape) // 2, device)],
+        op="vecdot",
+        case=_case(shape),
         backend="torch",
         device=device,
-        kind=kind,
-        name=f"{name} fwd+bwd",
-        suffix=" fwd+bwd",
+        label="forward",
+        headline=headline,
+        nbytes=_nbytes(shape),
     )
+
+
+def _torch_backward(compare: Any, shape: tuple[int, int], device: str, headline: bool) -> None:
+    """Forward and backward as the post times it: ``f(a, b).sum().backward()``."""
+    torch = pytest.importorskip("torch")
+    a, b = _torch_inputs(torch, shape, device, grad=True)
+
+    def step(c: Candidate) -> Candidate:
+        def run() -> None:
+            a.grad = b.grad = None
+            c.fn().sum().backward()
+            if device != "cpu":
+                torch.cuda.synchronize()
+
+        return Candidate(c.name, c.kind, run)
+
+    # Backward: both inputs read again, both gradients written.
+    compare(
+        [
+            *(step(c) for c in _torch_candidates(torch, a, b, "cpu")),
+            copy_candidate(_nbytes(shape) // 2, device),
+        ],
+        op="vecdot",
+        case=_case(shape),
+        backend="torch",
+        device=device,
+        label="forward+backward",
+        headline=headline,
+        nbytes=_nbytes(shape) + 4 * 4 * shape[0] * shape[1],
+    )
+
+
+@pytest.mark.parametrize("device", _torch_devices())
+def test_torch(compare: Any, device: str) -> None:
+    _torch_compare(compare, (N, N), device, headline=True)
+
+
+@pytest.mark.parametrize("device", _torch_devices())
+def test_torch_backward(compare: Any, device: str) -> None:
+    _torch_backward(compare, (N, N), device, headline=True)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("device", _torch_devices())
+def test_torch_large(compare: Any, device: str) -> None:
+    _torch_compare(compare, (LARGE, LARGE), device, headline=False)
 
 
 # -- CuPy -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=_label)
-@pytest.mark.parametrize("name", ["portops", "(a*b).sum(-1)", "cupy.einsum", "roofline"])
-def test_cupy(bench: Any, shape: tuple[int, int], name: str) -> None:
+@pytest.mark.full
+@pytest.mark.parametrize("shape", [(N, N), (LARGE, LARGE)], ids=_case)
+def test_cupy(compare: Any, shape: tuple[int, int]) -> None:
     cupy = pytest.importorskip("cupy")
     try:
         cupy.cuda.runtime.getDeviceCount()
@@ -197,21 +189,28 @@ def test_cupy(bench: Any, shape: tuple[int, int], name: str) -> None:
     rng = cupy.random.default_rng(0)
     a = rng.standard_normal(shape, dtype=cupy.float32)
     b = rng.standard_normal(shape, dtype=cupy.float32)
-    buf = cupy.empty((2, *shape), cupy.float32)
-    fns: dict[str, Callable[[], Any]] = {
-        "portops": lambda: portops.vecdot(a, b),
-        "(a*b).sum(-1)": lambda: (a * b).sum(-1),
-        "cupy.einsum": lambda: cupy.einsum("ij,ij->i", a, b),
-        "roofline": lambda: (buf[0].__setitem__(Ellipsis, a), buf[1].__setitem__(Ellipsis, b)),
-    }
+    sync = cupy.cuda.Device().synchronize
 
-    def fn() -> Any:
-        r = fns[name]()
-        cupy.cuda.Device().synchronize()
-        return r
+    def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> None:
+            fn()
+            sync()
 
-    kind = _kind(name, ("(a*b).sum(-1)", "cupy.einsum"))
-    _run(bench, fn, shape=shape, backend="cupy", device="cuda", kind=kind, name=name)
+        return call
+
+    compare(
+        [
+            Candidate("portops", "default", synced(lambda: portops.vecdot(a, b))),
+            Candidate("(a*b).sum(-1)", "native", synced(lambda: (a * b).sum(-1))),
+            Candidate("cupy.einsum", "native", synced(lambda: cupy.einsum("ij,ij->i", a, b))),
+        ],
+        op="vecdot",
+        case=_case(shape),
+        backend="cupy",
+        device="cuda",
+        label="forward",
+        nbytes=_nbytes(shape),
+    )
 
 
 # -- the sweep ----------------------------------------------------------------------------
@@ -243,7 +242,7 @@ def _sweep_inputs(xp: Any, rows: int, n: int, layout: str) -> tuple[Any, Any]:
 
 @pytest.mark.parametrize(("rows", "n", "layout"), SWEEP, ids=lambda v: str(v))
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_sweep(bench: Any, backend: str, rows: int, n: int, layout: str) -> None:
+def test_sweep(compare: Any, backend: str, rows: int, n: int, layout: str) -> None:
     xp = np if backend == "numpy" else pytest.importorskip("torch")
     a, b = _sweep_inputs(xp, rows, n, layout)
     col = b if layout == "broadcast" else b[..., :, None]
@@ -258,7 +257,7 @@ def test_sweep(bench: Any, backend: str, rows: int, n: int, layout: str) -> None
         natives["torch.linalg.vecdot"] = lambda: xp.linalg.vecdot(a, b)
         natives["torch.einsum"] = lambda: xp.einsum("...i,...i->...", a, b)
     sweep.run_point(
-        bench,
+        compare,
         lambda: portops.vecdot(a, b),
         natives,
         op="vecdot",

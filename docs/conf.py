@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -150,25 +149,14 @@ def write_api_page() -> None:
     (GENERATED / "api.rst").write_text("".join(parts))
 
 
-def write_benchmark_chart() -> None:
-    """``generated/benchmark_chart.inc``: the chart of the last ``nox -s bench`` run."""
-    chart = ROOT / "bench-results" / "bench.png"
-    if chart.is_file():
-        shutil.copyfile(chart, GENERATED / "bench.png")
-        text = (
-            ".. figure:: /generated/bench.png\n   :width: 100%\n   :alt: benchmark chart\n\n"
-            "   The chart of the ``nox -s bench`` run on the machine that built these "
-            "pages (``bench-results/bench.png``).\n"
-        )
-    else:
-        text = (
-            ".. note::\n\n   No benchmark chart on the machine that built these pages. "
-            "Run ``nox -s bench`` (it writes ``bench-results/bench.png``), then "
-            "``nox -s docs``: the chart then appears here.\n"
-        )
-    (GENERATED / "benchmark_chart.inc").write_text(text)
+def write_benchmark_results() -> None:
+    """``generated/performance_results.inc``: the recorded benchmark runs and the last
+    ``nox -s bench`` of this machine, with their charts (``benchmarks/docs_page.py``)."""
+    from benchmarks import docs_page
+
+    docs_page.write(GENERATED)
 
 
 GENERATED.mkdir(exist_ok=True)
 write_api_page()
-write_benchmark_chart()
+write_benchmark_results()

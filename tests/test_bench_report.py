@@ -1,8 +1,11 @@
-"""The benchmark report (benchmarks/report.py) on a small fabricated pytest-benchmark JSON,
-and the benchmark conftest's helper, budget and skips on a toy benchmark file."""
+"""The benchmark tooling on fabricated data (no timing is asserted): the statistics of
+per-round ratios (benchmarks/ratios.py), the interleaved rounds with a fake clock
+(benchmarks/interleave.py), the report, README table, chart and docs page from a
+synthetic pytest-benchmark JSON, and the conftest's fixture on a toy benchmark file."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -18,116 +21,277 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import report  # noqa: E402
+from benchmarks import interleave, ratios, report  # noqa: E402
 
-NP = ("shift_sum", "fwd", "numpy", "cpu")
+# ------------------------------------------------------------------ statistics
 
 
-def bench(where: tuple[str, ...], kind: str, name: str, median: float, **extra: Any) -> dict:
-    """One item of pytest-benchmark's ``benchmarks`` list, as the ``bench`` helper writes it."""
-    op, case, backend, device = where
-    info = {"op": op, "case": case, "backend": backend, "device": device, "kind": kind}
-    return {
-        "group": " ".join(where),
-        "name": f"test_{name}",
-        "extra_info": {**info, "name": name, **extra},
-        "stats": {"median": median, "rounds": 5},
+def test_threads_leave_out_busy_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import conftest as bench_conftest
+
+    assert 0 <= bench_conftest.busy_cores(0.05) <= (os.cpu_count() or 1)
+    monkeypatch.setattr(bench_conftest, "usable_cores", lambda: 2)
+    monkeypatch.setattr(bench_conftest.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bench_conftest, "busy_cores", lambda: 1.02)  # one other process
+    assert bench_conftest.choose_threads("auto") == (1, 1.02)
+    monkeypatch.setattr(bench_conftest, "busy_cores", lambda: 0.3)
+    assert bench_conftest.choose_threads("auto") == (2, 0.3)
+    monkeypatch.setattr(bench_conftest, "busy_cores", lambda: 5.0)
+    assert bench_conftest.choose_threads("auto") == (1, 5.0)
+    assert bench_conftest.choose_threads("all") == (2, None)
+    assert bench_conftest.choose_threads("8") == (2, None)
+
+
+@pytest.mark.parametrize(("n", "ranks"), [(3, (0, 2)), (5, (0, 4)), (6, (0, 5)), (10, (1, 8))])
+def test_median_interval_ranks(n: int, ranks: tuple[int, int]) -> None:
+    """The sign-test interval: the extremes below 6 values, then order statistics."""
+    assert ratios.interval_ranks(n) == ranks
+
+
+def test_interval_ranks_cover_95_percent() -> None:
+    from math import comb
+
+    for n in range(6, 200):
+        lo, hi = ratios.interval_ranks(n)
+        outside = 2 * sum(comb(n, k) for k in range(lo + 1)) / 2**n  # below x_lo or above x_hi
+        assert outside <= 0.05 and lo <= hi
+        wider = 2 * sum(comb(n, k) for k in range(lo + 2)) / 2**n
+        assert wider > 0.05  # the narrowest such interval
+
+
+def test_summarize_spread_and_noisy() -> None:
+    r = ratios.summarize([1.0, 1.02, 0.98, 1.01, 0.99, 1.0])
+    assert (r.median, r.low, r.high, r.rounds) == (1.0, 0.98, 1.02, 6)
+    assert r.spread == pytest.approx(1 / 0.98 - 1) and not r.noisy
+    wide = ratios.per_round([2.0, 3.0, 2.0, 2.5, 2.0], [1.0] * 5)
+    assert wide.median == 2.0 and wide.high == 3.0 and wide.noisy
+    assert ratios.summarize([]).rounds == 0
+
+
+# ------------------------------------------------------------------ interleaved rounds
+
+
+class FakeClock:
+    """Seconds per call for each candidate, from an iterator per function."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, times: dict[Any, Any]) -> None:
+        self.times = {fn: iter(ts) for fn, ts in times.items()}
+        self.order: list[Any] = []
+        monkeypatch.setattr(interleave, "_timed", self.timed)
+
+    def timed(self, fn: Any, calls: int) -> float:
+        self.order.append(fn)
+        return next(self.times[fn])
+
+
+def candidates(*kinds: str) -> list[interleave.Candidate]:
+    return [interleave.Candidate(f"c{i}", k, lambda: None) for i, k in enumerate(kinds)]
+
+
+def test_rounds_stop_once_tight(monkeypatch: pytest.MonkeyPatch) -> None:
+    cs = candidates("default", "baseline", "native", "copy")
+    FakeClock(monkeypatch, {c.fn: itertools.repeat(1e-3 * (i + 1)) for i, c in enumerate(cs)})
+    rounds = interleave.Interleaved(cs, seed="s")
+    rounds.run(min_rounds=5, seconds=60.0)
+    assert rounds.rounds == 5 and all(len(t) == 5 for t in rounds.times.values())
+    assert rounds.calls == {"c0": 1, "c1": 1, "c2": 1, "c3": 1}  # 1 ms of calls per batch
+    assert rounds.speedup("c1").median == pytest.approx(2.0)
+    assert rounds.compared() == ["c1", "c2"] and rounds.noisy() == []
+
+
+def test_rounds_go_on_while_noisy_and_order_is_shuffled(monkeypatch: pytest.MonkeyPatch) -> None:
+    cs = candidates("default", "baseline", "native", "native", "baseline")
+
+    def swings(fast: float, slow: float) -> Any:
+        """One value for the calibration, then turns (of three batches) at either speed."""
+        return itertools.chain([fast], itertools.cycle([fast] * 3 + [slow] * 3))
+
+    times = {cs[0].fn: itertools.repeat(1e-3), cs[1].fn: swings(1e-3, 3e-3)}
+    times |= {cs[2].fn: itertools.repeat(5e-3), cs[3].fn: swings(6e-3, 18e-3)}
+    times |= {cs[4].fn: swings(20e-3, 60e-3)}  # noisy, but 20-60x slower: decided
+    clock = FakeClock(monkeypatch, times)
+    rounds = interleave.Interleaved(cs, seed="s")
+    rounds.run(min_rounds=5, seconds=60.0, max_rounds=12)
+    assert rounds.rounds == 12 and rounds.noisy() == ["c1", "c4"]  # c3: not the best native
+    # After the first five rounds, only portops and the ratio waited on are timed.
+    assert [t is None for t in rounds.times["c4"]] == [False] * 5 + [True] * 7
+    assert rounds.times["c2"][5:] == [None] * 7 and None not in rounds.times["c1"]
+    assert rounds.speedup("c4").rounds == 5 and rounds.speedup("c4").decided
+    turns = [fn for i, fn in enumerate(clock.order[5:]) if i % interleave.BATCHES == 0]
+    orders = {tuple(turns[5 * i : 5 * i + 5]) for i in range(5)}
+    assert len(orders) > 1 and all(len(set(o)) == 5 for o in orders)  # shuffled each round
+    again = FakeClock(monkeypatch, times)
+    interleave.Interleaved(cs, seed="s").run(min_rounds=5, seconds=0.0)
+    assert clock.order[: len(again.order)] == again.order  # the same shuffles in every run
+
+
+def test_candidates_are_checked() -> None:
+    with pytest.raises(ValueError, match="kind"):
+        interleave.Candidate("x", "fast", lambda: None)
+    with pytest.raises(ValueError, match="one default"):
+        interleave.Interleaved(candidates("native", "baseline"), seed="s")
+
+
+# ------------------------------------------------------------------ the report
+
+MB = 1_000_000
+
+
+def comparison(
+    op: str,
+    label: str,
+    backend: str,
+    times: dict[str, tuple[str, list[float]]],
+    *,
+    headline: bool = True,
+    nbytes: int = 0,
+    copy_nbytes: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One item of pytest-benchmark's ``benchmarks`` list as ``compare`` writes it."""
+    cands = {
+        name: {"kind": kind, "calls": 1, "times": ts, "nbytes": copy_nbytes * (kind == "copy")}
+        for name, (kind, ts) in times.items()
     }
+    info = {"op": op, "case": f"{label} case", "label": label, "backend": backend}
+    info |= {"device": "cpu", "headline": headline, "nbytes": nbytes, "portops": "portops"}
+    info |= {"rounds": len(times["portops"][1]), "candidates": cands, **extra}
+    stats = {"median": sorted(times["portops"][1])[2], "rounds": len(times["portops"][1])}
+    return {"group": f"{op} {label}", "name": f"test_{label}", "extra_info": info, "stats": stats}
 
 
-def sample(tmp_path: Path, *extra: dict) -> Path:
-    """A run: a shift_sum group with copies, one without a copy, a sweep, a skip."""
+def rounds(value: float, n: int = 7, swing: float = 0.0) -> list[float]:
+    return [value * (1 + swing * ((-1) ** i)) for i in range(n)]
+
+
+def sample_run(tmp_path: Path, *extra: dict[str, Any]) -> Path:
+    """A run: two shift_sum comparisons sharing a copy size (one with a disturbed copy),
+    an einsum comparison, sweep points, a single benchmark, a skip."""
     benchmarks = [
-        bench(NP, "copy", "copy", 1e-3, bytes=2000),  # 2000 bytes moved in 1 ms
-        bench(NP, "copy", "slow copy", 3e-3, bytes=2000),
-        bench(NP, "default", "portops", 1.5e-3, bytes=1000),
-        bench(NP, "baseline", "loop", 3e-3, bytes=1000),
-        bench(NP, "baseline", "paired", 6e-3, paired_copy=2e-3, copy_bytes=4000, bytes=1000),
-        bench(("einsum", "ij,jk", "torch", "cpu"), "default", "portops", 2e-3),
-        bench(("einsum", "ij,jk", "torch", "cpu"), "native", "torch.einsum", 5e-3),
-    ]
-    sweep = ("vecdot", "p", "numpy", "cpu")
-    benchmarks += [
-        bench(sweep, "default", "fast", 10e-3, calls=10, native={"a": 2e-3, "b": 4e-3}),
-        bench(sweep, "default", "tiny", 4e-5, calls=10, native={"a": 2e-6}),  # +2 us: no miss
-        bench(sweep, "default", "slow", 30e-3, calls=10, native={"a": 2e-3, "b": 2.5e-3}),
-        bench(
-            sweep, "default", "rerun", 1.0, native={"a": 1e-3}, rerun={"portops": 1e-3, "a": 2e-3}
+        comparison(
+            "shift_sum",
+            "forward",
+            "torch",
+            {
+                "portops": ("default", rounds(2e-3)),
+                "slice-add loop": ("baseline", rounds(3e-3)),
+                "conv2d": ("baseline", rounds(0.2, swing=0.3)),
+                "copy": ("copy", rounds(2e-3)),
+            },
+            nbytes=10 * MB,
+            copy_nbytes=10 * MB,  # 10 MB moved in 1 ms at best (below): 10 GB/s
         ),
-        *extra,
+        comparison(
+            "shift_sum",
+            "adjoint",
+            "torch",
+            {
+                "portops": ("default", rounds(0.5e-3)),  # faster than the limit of 1 ms
+                "window cat": ("baseline", rounds(1.5e-3)),
+                "unfold": ("native", rounds(1e-3)),
+                "copy": ("copy", [1e-3, *rounds(4e-3, 6)]),
+            },
+            nbytes=10 * MB,
+            copy_nbytes=10 * MB,
+        ),
+        comparison(
+            "einsum",
+            "bind,jnd->bnij",
+            "numpy",
+            {
+                "portops": ("default", rounds(1e-3)),
+                "np.einsum": ("native", rounds(8e-3)),
+                "np.einsum(optimize=True)": ("native", rounds(1.25e-3)),
+                "hand-written matmul": ("baseline", rounds(2e-3)),
+            },
+        ),
     ]
+    sweep = {"headline": False, "sweep": True}
+    for case, t, natives in [
+        ("fast", 1e-3, {"a": 2e-3, "b": 4e-3}),  # ratio 0.5
+        ("tiny", 4e-6, {"a": 2e-6}),  # 2.0x but only 2 µs slower: no miss
+        ("over both", 3e-3, {"a": 2e-3, "b": 2.5e-3}),  # 1.5x: a miss at 1.25x and 1.1x
+        ("between", 1.2e-3, {"a": 1e-3}),  # 1.2x: a miss at 1.1x only
+    ]:
+        times = {"portops": ("default", rounds(t))}
+        times |= {k: ("native", rounds(v)) for k, v in natives.items()}
+        benchmarks.append(comparison("vecdot", case, "numpy", times, **sweep))
+    single = {"op": "shift_sum", "case": "gpu", "backend": "torch", "device": "cuda"}
+    single |= {"kind": "default", "name": "portops", "calls": 10}
+    benchmarks.append(
+        {"group": "gpu", "name": "t", "extra_info": single, "stats": {"median": 1e-3, "rounds": 3}}
+    )
+    benchmarks += extra
     skip = {"file": "benchmarks/test_x.py", "reason": "no CUDA device", "count": 3}
     data = {
-        "datetime": "2026-01-01T00:00:00",
+        "datetime": "2026-01-01T12:00:00",
         "machine_info": {"cpu": {"brand_raw": "Sample CPU", "count": 2}, "gpu": None},
         "benchmarks": benchmarks,
-        "portops": {"quick": False, "unavailable": [skip]},
+        "portops": {"quick": False, "load_before": [1.5, 1, 1], "load_after": [2.25, 1, 1]}
+        | {"seconds": 150.0, "threads": 1, "cores_usable": 2, "unavailable": [skip]},
     }
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
 
-def rows(run: dict, where: tuple[str, ...]) -> dict[str, tuple]:
-    members = [e for e in run["entries"] if e["group"] == " ".join(where)]
-    return {r[0]["name"]: r[1:] for r in report.group_rows(members)}
+def by_label(run: dict[str, Any]) -> dict[str, report.Comparison]:
+    return {c.label: c for c in run["comparisons"]}
 
 
-def test_copy_and_limit_ratios(tmp_path: Path) -> None:
-    r = rows(report.load(sample(tmp_path)), NP)
-    assert r["copy"] == (pytest.approx(1.0), pytest.approx(1.0), None)  # the fastest copy
-    assert r["slow copy"][0] == pytest.approx(3.0)
-    # 1.5 ms over a 1 ms copy; it must move half the copy's bytes, so its limit is 0.5 ms.
-    assert r["portops"] == (pytest.approx(1.5), pytest.approx(3.0), None)
-    # A copy timed beside the entry's rounds replaces the group's, with its own bytes.
-    assert r["paired"][:2] == (pytest.approx(3.0), pytest.approx(12.0))
+def test_speedups_best_native_and_limit(tmp_path: Path) -> None:
+    run = report.load(sample_run(tmp_path))
+    c = by_label(run)
+    fwd, adj, ein = c["forward"], c["adjoint"], c["bind,jnd->bnij"]
+    assert fwd.speedup("slice-add loop").median == pytest.approx(1.5)
+    assert fwd.speedup("conv2d").noisy and not fwd.speedup("slice-add loop").noisy
+    assert ein.best_native() == "np.einsum(optimize=True)"
+    assert ein.compared() == ["hand-written matmul", "np.einsum(optimize=True)"]
+    # The best copy of the run at that size (1 ms, in the adjoint's rounds) sets both limits.
+    assert fwd.limit_s == pytest.approx(1e-3) and fwd.x_limit == pytest.approx(2.0)
+    assert adj.x_limit == pytest.approx(0.5) and adj.copy_disturbed
+    assert report.limit_text(adj) == "below the copy" and report.limit_text(ein) == "—"
 
 
-def test_default_speedups_and_row_order(tmp_path: Path) -> None:
-    run = report.load(sample(tmp_path))
-    r = rows(run, NP)
-    assert r["loop"][2] == pytest.approx(2.0) and r["paired"][2] == pytest.approx(4.0)
-    assert list(r) == ["copy", "slow copy", "portops", "loop", "paired"]
-    einsum = rows(run, ("einsum", "ij,jk", "torch", "cpu"))
-    assert einsum["torch.einsum"] == (None, None, pytest.approx(2.5))  # no copy: no ratio
+def test_sweep_misses_at_both_thresholds(tmp_path: Path) -> None:
+    run = report.load(sample_run(tmp_path))
+    points = report.sweep_groups(run["comparisons"])["vecdot numpy CPU"]
+    assert [p.ratio_to_best() for p in points] == pytest.approx([0.5, 2.0, 1.5, 1.2])
+    assert [p.misses(1.25) for p in points] == [False, False, True, False]
+    assert [p.misses(1.1) for p in points] == [False, False, True, True]
+    s = report.sweep_stats(points)
+    assert s["misses"] == {1.25: 1, 1.1: 2} and s["worst"] == pytest.approx(2.0)
+    assert s["speedup"] == pytest.approx((2 * 0.5 / 1.5 / 1.2) ** 0.25)
+    assert report.sweep_summary(points).startswith("4 points, misses 1 at 1.25x, 2 at 1.1x")
 
 
-def test_sweep_best_native_ratio_and_misses(tmp_path: Path) -> None:
-    points = report.split(report.load(sample(tmp_path))["entries"])[1]["vecdot numpy cpu"]
-    assert [e["best"] for e in points] == [("a", 2e-3), ("a", 2e-6), ("a", 2e-3), ("a", 2e-3)]
-    assert [e["ratio"] for e in points] == pytest.approx([0.5, 2.0, 1.5, 0.5])
-    assert [e["miss"] for e in points] == [False, False, True, False]
-    assert points[3]["median"] == 1e-3  # a missed point measured again: the rerun counts
-    summary = report.sweep_summary(points)
-    assert summary.startswith("4 points, 1 miss, worst ratio 2.00x")
-    assert summary.endswith(f"{report.factor((0.5 * 2 * 1.5 * 0.5) ** -0.25)}")
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [(2.5, "2.50 s"), (0.0123, "12.3 ms"), (1.5e-4, "150 µs"), (4.2e-8, "42.0 ns"), (None, "—")],
-)
-def test_format_time(seconds: float | None, text: str) -> None:
-    assert report.seconds(seconds) == text
-
-
-def test_main_writes_tables_and_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("matplotlib")
-    txt, png = tmp_path / "out" / "bench.txt", tmp_path / "out" / "bench.png"
-    assert report.main([str(sample(tmp_path)), "--text", str(txt), "--png", str(png)]) == 0
+def test_report_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    txt = tmp_path / "out" / "bench.txt"
+    assert report.main([str(sample_run(tmp_path)), "--text", str(txt)]) == 0
     text = txt.read_text(encoding="utf-8")
     assert text == capsys.readouterr().out.split("written:")[0]
-    assert "CPU: Sample CPU (2 logical cores)" in text and "Columns:" in text
-    shift_sum = text.split("## shift_sum")[1].splitlines()
-    line = next(row for row in shift_sum if "| portops " in row)
-    assert [c.strip() for c in line.split("|")[2:-1]] == [
-        *("portops", "default", "1.50 ms", "1.50x", "3.00x", "(default)")
-    ]
-    assert "| paired " in text and "3.00x paired" in text
-    assert "## vecdot numpy cpu sweep (4 points, 1 miss" in text and "1.50x MISS" in text
-    assert "Every sweep together: 4 points, 1 miss, worst ratio 2.00x" in text
-    assert "benchmarks/test_x.py: no CUDA device (3 skipped)" in text
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    assert "machine: Sample CPU (2 cores), no GPU\nload 1.50 → 2.25 (1-minute" in text
+    headline = text.split("## Headline comparisons")[1].split("##")[0]
+    row = next(line for line in headline.splitlines() if "| slice-add loop" in line)
+    cells = [c.strip() for c in row.split("|")[2:-1]]
+    assert cells == ["slice-add loop", "seed", "3.00 ms", "1.50x [1.50, 1.50]", "7", ""]
+    assert "conv2d" in headline and "noisy" in headline.split("conv2d")[1].splitlines()[0]
+    assert "below the copy" in headline and "limit 1.00 ms" in headline
+    assert "| every sweep" in text and "misses at 1.25x | misses at 1.1x" in text
+    assert "Timed one at a time" in text and "benchmarks/test_x.py: no CUDA device" in text
+
+
+def test_readme_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert report.main([str(sample_run(tmp_path)), "--readme-table"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("| case ") and len([x for x in lines if x.startswith("| ")]) == 4
+    assert "1.50x ±0% slice-add loop, " in out and "noisy conv2d" in out
+    assert "1.25x ±0% np.einsum(optimize=True)" in out
+    assert out.rstrip().endswith(
+        "Sample CPU (2 cores), no GPU; load 1.50 → 2.25, 1 thread (other work busy on the "
+        "rest); `nox -s bench`, 2026-01-01."
+    )
 
 
 def test_main_without_results(tmp_path: Path) -> None:
@@ -136,25 +300,107 @@ def test_main_without_results(tmp_path: Path) -> None:
     assert report.main([str(tmp_path / "missing.json")]) == 1
 
 
+# ------------------------------------------------------------------ the chart
+
+
+def test_chart_is_legible_at_page_width(tmp_path: Path) -> None:
+    """At most 1600 px tall; every text at least 8 pt when the figure is shown 800 px
+    wide; every title and label within the figure; the machine and load in the title."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from benchmarks import chart
+
+    def case(i: int) -> dict[str, Any]:
+        times = {"portops": ("default", rounds(1e-3))}
+        times |= {f"m{j}": ("baseline", rounds(2e-3)) for j in range(3)}
+        return comparison("vecdot", f"case {i}", "torch", times)
+
+    many = [case(i) for i in range(20)]
+    for i in range(12):  # a sweep of more points than the default run's sample: a panel
+        times = {"portops": ("default", rounds(1e-3)), "a": ("native", rounds(1e-3 * (1 + i)))}
+        many.append(comparison("einsum", f"p{i}", "torch", times, headline=False, sweep=True))
+    fig = chart.draw_chart(report.load(sample_run(tmp_path, *many)))
+    try:
+        fig.canvas.draw()
+        width_px, height_px = fig.get_size_inches() * chart.DPI
+        assert height_px <= 1600
+        scale = 800 / (fig.get_size_inches()[0] * 96)  # shown 800 px wide, at 96 px per inch
+        renderer = fig.canvas.get_renderer()
+        texts = [t for t in fig.findobj(plt.Text) if t.get_text().strip() and t.get_visible()]
+        for t in texts:
+            assert t.get_fontsize() * scale >= 8, t.get_text()
+            box = t.get_window_extent(renderer)
+            assert -1 <= box.x0 and box.x1 <= width_px + 1, t.get_text()
+            assert -1 <= box.y0 and box.y1 <= height_px + 1, t.get_text()
+        title = fig.get_suptitle()
+        assert "Sample CPU (2 cores), no GPU\nload 1.50 → 2.25, 1 thread" in title
+        labels = {t.get_text() for ax in fig.axes for t in ax.get_yticklabels()}
+        assert {"slice-add loop", "conv2d", "hand-written matmul", "forward"} <= labels
+        assert any(label.startswith("einsum torch CPU: ") for label in labels)  # the sweep
+    finally:
+        plt.close(fig)
+
+
+def test_chart_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "bench.png"
+    assert report.main([str(sample_run(tmp_path)), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------ the docs page
+
+
+def test_docs_page_and_history(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from benchmarks import docs_page
+
+    source = sample_run(tmp_path)
+    recorded = docs_page.record(source, tmp_path / "runs")
+    assert recorded.name == "2026-01-01-sample-cpu-2-cores-no-gpu.json"
+    assert all("data" not in b["stats"] for b in json.loads(recorded.read_text())["benchmarks"])
+    inc = docs_page.write(tmp_path / "generated", [recorded])
+    text = inc.read_text(encoding="utf-8")
+    assert text.startswith("Sample CPU (2 cores), no GPU\n~~~~")
+    assert ".. figure:: /generated/performance-sample-cpu-2-cores-no-gpu.png" in text
+    assert (tmp_path / "generated" / "performance-sample-cpu-2-cores-no-gpu.png").is_file()
+    assert "``slice-add loop``" in text and "History\n~~~~~~~" in text
+    assert "4 points, 1 / 2 misses" in text
+    empty = docs_page.write(tmp_path / "none", [])
+    assert "No benchmark results" in empty.read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------ the conftest
+
 TOY = """
 import os
 import pytest
+from benchmarks.interleave import Candidate
 
-N = 10 if os.environ.get("PORTOPS_BENCH_QUICK") == "1" else 100_000
+N = 10 if os.environ.get("PORTOPS_BENCH_QUICK") == "1" else 1000
 
-@pytest.mark.parametrize("kind", ["copy", "default", "baseline"])
-@pytest.mark.parametrize("backend", ["numpy", "torch-cuda"])
-def test_toy(bench, backend, kind):
-    if backend == "torch-cuda":
-        pytest.skip("CUDA not available")
-    bench(lambda: sum(range(N)), op="toy", case="sum", backend="numpy", device="cpu",
-          kind=kind, name=kind, rounds=50, bytes=8 * N)
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_toy(compare, backend):
+    compare([Candidate("portops", "default", lambda: sum(range(N))),
+             Candidate("loop", "baseline", lambda: sum(range(2 * N))),
+             Candidate("copy", "copy", lambda: list(range(N)), nbytes=16 * N)],
+            op="toy", case="sum", backend=backend, label="forward", headline=True,
+            nbytes=8 * N)
 
-def test_torch_cpu(bench):
-    bench(lambda: 0, op="toy", case="sum", backend="torch", device="cpu", kind="default", name="t")
+def test_unavailable(compare):
+    pytest.skip("CUDA not available")
 
-def test_bad_kind(bench):
-    bench(lambda: 0, op="toy", case="sum", backend="numpy", device="cpu", kind="fast", name="b")
+@pytest.mark.full
+def test_full_only(compare):
+    compare([Candidate("portops", "default", lambda: 0)], op="toy", case="x", backend="numpy")
+
+def test_single(bench):
+    bench(lambda: 0, op="toy", case="one", backend="numpy", device="cpu", kind="default",
+          name="t", rounds=3)
+
+def test_bad_kind(compare):
+    compare([Candidate("portops", "fast", lambda: 0)], op="toy", case="x", backend="numpy")
 """
 
 
@@ -162,72 +408,63 @@ def run_toy(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
     """pytest on a copy of the benchmark package holding the toy file instead of the real."""
     pytest.importorskip("pytest_benchmark")
     (tmp_path / "benchmarks").mkdir(exist_ok=True)
-    for name in ("__init__.py", "conftest.py", "report.py"):
+    for name in ("__init__.py", "conftest.py", "report.py", "ratios.py", "interleave.py"):
         shutil.copy(ROOT / "benchmarks" / name, tmp_path / "benchmarks" / name)
-    toy = tmp_path / "benchmarks" / "test_toy.py"
+    toy = tmp_path / "benchmarks" / "test_sample.py"
     toy.write_text(textwrap.dedent(TOY), encoding="utf-8")
     (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     # Without the outer run's variables: xdist's would disable pytest-benchmark in it.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PORTOPS_BENCH"))}
     cmd = [sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "-q"]
     cmd += ["--benchmark-quiet", "--benchmark-json=b.json", *args]
+    if not any(a.startswith("--bench-threads") for a in args):
+        cmd.append("--bench-threads=all")  # no second spent measuring the machine's load
     env["PYTHONPATH"] = str(tmp_path)
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
-    return proc.returncode, out, json.loads((tmp_path / "b.json").read_text() or "{}")
+    path = tmp_path / "b.json"
+    return proc.returncode, out, json.loads(path.read_text() or "{}") if path.is_file() else {}
 
 
-def test_helper_describes_budget_shortens_and_skips_are_named(tmp_path: Path) -> None:
-    rc, out, data = run_toy(tmp_path, "--bench-budget=1e-9", "-k", "not bad")
+def test_compare_records_rounds_candidates_and_load(tmp_path: Path) -> None:
+    rc, out, data = run_toy(tmp_path, "--bench-budget=1", "--bench-threads=1", "-k", "not bad")
     assert rc == 0, out
-    assert "[1/7, " in out and "s left] benchmarks/test_toy.py::test_toy" in out  # progress
-    entries = {b["extra_info"]["name"]: b for b in data["benchmarks"]}
-    assert entries["default"]["group"] == "toy sum numpy cpu"
-    info = entries["copy"]["extra_info"]
-    assert info == {"op": "toy", "case": "sum", "backend": "numpy", "device": "cpu"} | {
-        "kind": "copy",
-        "name": "copy",
-        "bytes": 800_000,
-    }
-    assert all(b["stats"]["rounds"] == 1 for b in data["benchmarks"])  # 50 asked, 1 fits
-    skip = {"file": "benchmarks/test_toy.py", "reason": "CUDA not available", "count": 3}
-    assert data["portops"]["unavailable"] == [skip]
-    assert "benchmarks/test_toy.py: CUDA not available (3 skipped)" in out
-    # Beside pytest-benchmark's own machine info: the GPU (torch is not imported here).
+    assert "[1/" in out and "s left] benchmarks/test_sample.py::test_toy" in out  # progress
+    assert "test_full_only" not in out  # --full only
+    toy = [b for b in data["benchmarks"] if b["extra_info"].get("op") == "toy"]
+    assert [b["group"] for b in toy[:2]] == [
+        "toy sum numpy cpu forward",
+        "toy sum torch cpu forward",
+    ]
+    info = toy[0]["extra_info"]
+    assert info["headline"] and info["label"] == "forward" and info["nbytes"] == 8000
+    assert set(info["candidates"]) == {"portops", "loop", "copy"}
+    assert (
+        info["candidates"]["copy"]["nbytes"] == 16000
+        and info["candidates"]["loop"]["kind"] == "baseline"
+    )
+    assert info["rounds"] >= 5 and toy[0]["stats"]["rounds"] == info["rounds"]
+    # pytest-benchmark's stats are portops' seconds per call, a value per round.
+    assert toy[0]["stats"]["data"] == info["candidates"]["portops"]["times"]
+    status = data["portops"]
+    assert len(status["load_before"]) == 3 and len(status["load_after"]) == 3
+    assert status["threads"] == 1 and status["busy_cores_at_start"] is None
+    assert status["unavailable"] == [
+        {"file": "benchmarks/test_sample.py", "reason": "CUDA not available", "count": 1}
+    ]
     assert data["machine_info"]["gpu"] is None and "versions" in data["machine_info"]
+    run = report.load(tmp_path / "b.json")
+    assert len(run["comparisons"]) == 2 and run["singles"][0]["rounds"] == 3
 
 
-def test_selection_require_and_bad_kind(tmp_path: Path) -> None:
-    rc, out, data = run_toy(tmp_path, "--quick", "--bench-backends=torch", "-k", "not bad")
+def test_selection_full_require_and_bad_kind(tmp_path: Path) -> None:
+    rc, out, data = run_toy(tmp_path, "--quick", "--bench-backends=torch", "-k", "toy")
     assert rc == 0, out
-    assert [b["name"] for b in data["benchmarks"]] == ["test_torch_cpu"]
-    assert "6 skipped" in out  # numpy: not selected (and not named as unavailable)
-    assert [u["count"] for u in data["portops"]["unavailable"]] == [3]
-    rc, out, _ = run_toy(tmp_path, "--quick", "--bench-require=numpy,torch-cuda", "-k", "not bad")
+    assert [b["extra_info"]["backend"] for b in data["benchmarks"]] == ["torch"]
+    assert data["benchmarks"][0]["stats"]["rounds"] == 2  # --quick: two rounds
+    rc, out, data = run_toy(tmp_path, "--full", "-k", "full_only")
+    assert rc == 0 and [b["name"] for b in data["benchmarks"]] == ["test_full_only"]
+    rc, out, _ = run_toy(tmp_path, "--quick", "--bench-require=numpy,torch-cuda", "-k", "toy")
     assert rc == 1 and "torch CUDA is required" in out and "numpy CPU is required" not in out
     rc, out, _ = run_toy(tmp_path, "--quick", "-k", "bad")
-    assert rc == 1 and "kind in ('copy', 'default', 'native', 'baseline')" in out
-
-
-def test_chart_titles_fit_in_the_figure(tmp_path: Path) -> None:
-    """Every panel's title lies within the figure, below the figure's own title (a
-    sweep's summary ran past the right edge beside long bar labels)."""
-    pytest.importorskip("matplotlib")
-    import matplotlib.pyplot as plt
-
-    long_case = bench(("shift_sum", "B16 C28 " * 8, "numpy", "cpu"), "default", "portops", 1e-3)
-    fig = report.draw_chart(report.load(sample(tmp_path, long_case)))
-    try:
-        fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()
-        top = fig.get_suptitle()
-        assert top
-        top_box = next(t for t in fig.texts if t.get_text() == top).get_window_extent(renderer)
-        titles = [ax._left_title for ax in fig.axes if ax.get_title(loc="left")]
-        assert len(titles) == 3  # shift_sum, einsum, the vecdot sweep
-        for title in titles:
-            box = title.get_window_extent(renderer)
-            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, title.get_text()
-            assert box.y1 <= top_box.y0, title.get_text()
-    finally:
-        plt.close(fig)
+    assert rc == 1 and "kind 'fast' is not one of" in out

@@ -1,0 +1,167 @@
+"""Interleaved rounds: the candidates of one comparison take turns within each round.
+
+A round gives every candidate one turn, in an order shuffled from round to round (the
+same shuffles in every run, from the comparison's seed). A turn is one untimed call,
+then ``BATCHES`` batches of ``calls`` timed calls back to back (``calls``: enough for
+``batch_s`` of work), and the turn's time per call is its fastest batch's: the untimed
+call pays for the state the last candidate left (caches, torch's threads asleep after
+NumPy's), which is no property of this one, and of three batches at least one is
+usually clear of a burst of other work on a busy machine. A call slower than ``SLOW_S``
+is timed once per turn, without an untimed call: its share of that state is small, and
+a longer turn would starve the others of rounds.
+
+The ratio of two candidates' times *in the same round* cancels whatever drifts slower
+than a round on a shared machine; the median of those ratios over the rounds, with its
+95% interval (``ratios.summarize``), is the result. Rounds are added until the interval of
+every ratio waited on (each baseline's, the best native call's) lies within ±10% of its
+median, or the comparison's time is spent. Those added rounds time portops, the copies and
+the candidates still waited on: not a ratio already tight, nor one whose interval lies
+wholly beyond 2x (``ratios.DECIDED``: which is faster is settled, and a seed method that
+takes seconds per call would spend the budget on a digit). Their times are None in the
+rounds they sat out.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.ratios import Ratio, median, per_round
+
+BATCH_S = 1e-3  # timed work per batch, at least: calls of 20 µs run 50 times
+BATCHES = 3  # per turn; the fastest counts
+SLOW_S = 0.1  # a call at least this long is timed once per turn, without an untimed one
+MAX_CALLS = 10_000
+MAX_ROUNDS = 400
+KINDS = ("default", "native", "baseline", "copy")  # portops' default first
+
+
+@dataclass
+class Candidate:
+    """One way to compute the comparison's result (or, ``kind="copy"``, a copy of bytes).
+
+    kind: ``default`` (portops' default call, exactly one per comparison), ``native`` (a
+    call of the same library), ``baseline`` (a seed's method, a peer's loop, another
+    implementation) or ``copy`` (``nbytes`` read and written: the bandwidth behind the
+    hardware limit).
+    """
+
+    name: str
+    kind: str
+    fn: Callable[[], Any]
+    nbytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.name}: kind {self.kind!r} is not one of {KINDS}")
+
+
+@dataclass
+class Interleaved:
+    """The rounds of one comparison; ``run`` adds rounds, the properties read them."""
+
+    candidates: Sequence[Candidate]
+    seed: str
+    batch_s: float = BATCH_S
+    times: dict[str, list[float | None]] = field(default_factory=dict)  # per call, per round
+    calls: dict[str, int] = field(default_factory=dict)
+    single: dict[str, float] = field(default_factory=dict)  # one call, at calibration
+    seconds: float = 0.0  # wall time of the rounds and the calibration
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.candidates]
+        defaults = [c.name for c in self.candidates if c.kind == "default"]
+        if len(set(names)) != len(names) or len(defaults) != 1:
+            raise ValueError(f"needs unique names and one default candidate, got {names}")
+        self.portops = defaults[0]
+        self.times = {n: [] for n in names}
+        self._order = list(names)
+        self._shuffle = random.Random(self.seed).shuffle  # the same orders in every run
+        self._by_name = {c.name: c for c in self.candidates}
+
+    @property
+    def rounds(self) -> int:
+        return len(self.times[self.portops])
+
+    def calibrate(self) -> None:
+        """A first, untimed call of each (plans, caches, page faults), then calls per turn."""
+        start = time.perf_counter()
+        for c in self.candidates:
+            t0 = time.perf_counter()
+            c.fn()
+            t = time.perf_counter() - t0
+            if t < SLOW_S:  # the first call's cost was set-up: time a second one
+                t = _timed(c.fn, 1)
+            self.single[c.name] = t
+            self.calls[c.name] = max(1, min(MAX_CALLS, math.ceil(self.batch_s / max(t, 1e-9))))
+        self.seconds += time.perf_counter() - start
+
+    def run_round(self, names: Iterable[str] | None = None) -> None:
+        """A round of every candidate, or of `names` (the others get None)."""
+        start, timed = time.perf_counter(), set(self.times if names is None else names)
+        self._shuffle(self._order)
+        for name in self._order:
+            fn, calls, slow = self._by_name[name].fn, self.calls[name], self.single[name] >= SLOW_S
+            self.times[name].append(_turn(fn, calls, slow=slow) if name in timed else None)
+        self.seconds += time.perf_counter() - start
+
+    def run(self, min_rounds: int, seconds: float, max_rounds: int = MAX_ROUNDS) -> None:
+        """Rounds until `min_rounds` have run and every ratio is tight, or `seconds` of
+        rounds (after the first `min_rounds`) are spent, or `max_rounds` have run."""
+        if not self.calls:
+            self.calibrate()
+        while self.rounds < min_rounds:
+            self.run_round()
+        deadline = time.perf_counter() + seconds
+        while self.rounds < max_rounds and time.perf_counter() < deadline:
+            waiting = [n for n in self.noisy() if not self.speedup(n).decided]
+            if not waiting:
+                break
+            copies = [c.name for c in self.candidates if c.kind == "copy"]
+            self.run_round([self.portops, *copies, *waiting])
+
+    def speedup(self, name: str) -> Ratio:
+        """`name`'s time over portops' in each round: above 1, portops is faster."""
+        return per_round(self.times[name], self.times[self.portops])
+
+    def compared(self) -> list[str]:
+        """The ratios that are results: every baseline and the best native call (the
+        native with the lowest median so far); other natives are reported, not waited on."""
+        natives = [c.name for c in self.candidates if c.kind == "native"]
+        best = [min(natives, key=self.median)] if natives else []
+        return [c.name for c in self.candidates if c.kind == "baseline"] + best
+
+    def noisy(self, names: Iterable[str] | None = None) -> list[str]:
+        """The compared candidates whose speedup's interval is still wider than ±10%."""
+        return [n for n in (names or self.compared()) if self.speedup(n).noisy]
+
+    def median(self, name: str) -> float:
+        return median(self.times[name])
+
+
+def _timed(fn: Callable[[], Any], calls: int) -> float:
+    """Seconds per call of `calls` back-to-back calls, without the garbage collector
+    (a collection in one candidate's turn would be charged to it alone)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - t0) / calls
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _turn(fn: Callable[[], Any], calls: int, *, slow: bool) -> float:
+    """A turn's seconds per call (see the module docstring)."""
+    if slow:
+        return _timed(fn, calls)
+    fn()
+    return min(_timed(fn, calls) for _ in range(BATCHES))
