@@ -129,6 +129,8 @@ class Machine:
         )
 
     def __enter__(self) -> Machine:
+        global overridden
+        overridden = True  # from now on plan keys read the profile in force
         self._entered.append(_scoped.set(self))
         return self
 
@@ -315,6 +317,7 @@ def detect() -> Machine:
 # -- the current profile ------------------------------------------------------------
 
 _scoped: ContextVar[Machine | None] = ContextVar("portops_machine", default=None)
+overridden = False  # whether a profile was ever set in a ``with`` block
 _detected: list[Machine] = []
 _lock = threading.Lock()
 

@@ -32,6 +32,8 @@ import warnings
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from . import _machine, _tuning
 from ._arrays import CUPY, NUMPY, TORCH, library_of
 
@@ -145,8 +147,10 @@ def _cupy_array(a: Any) -> Hashable:
 
 
 def _torch_reader() -> _Reader:
+    global _tensor, _torch_pair
     from . import _torch_state  # torch is imported: a tensor was passed
 
+    _tensor, _torch_pair = _torch_state.Tensor, _torch_state.pair_key
     return _Reader(_torch_state.array_key, _torch_state.plan_state)
 
 
@@ -167,23 +171,45 @@ def _reader(t: type, a: Any) -> _Reader | None:
     return reader
 
 
+def ambient() -> Hashable:
+    """The state every plan depends on: the tuned parameters' generation, and the
+    machine profile in force where one was ever set in a ``with`` block."""
+    if _machine.overridden:
+        return (_tuning._generation[0], _machine.token())
+    return _tuning._generation[0]
+
+
 def key(params: Hashable, *arrays: Any) -> Hashable | None:
     """The signature of a call on `arrays` (None entries: absent optional arrays) with
     its other arguments `params` (already reduced to hashable values), or None when
-    the call gets no plan (see the module docstring)."""
+    the call gets no plan (see the module docstring).
+
+    A tiny call's overhead is mostly this function: two arrays of one type (the
+    commonest call) are keyed in one expression, without a loop."""
     if _MAX_PLANS <= 0:
         return None
     first = arrays[0]
     t = type(first)
     reader = _reader_by_type.get(t, _UNSEEN)
-    if reader is _UNSEEN:
+    if reader is _UNSEEN:  # a type's first call (torch's Tensor is learnt here)
         reader = _reader(t, first)
+    if len(arrays) == 2:
+        second = arrays[1]
+        if t is _ndarray and (second is None or type(second) is t):
+            if second is None:
+                return (params, ambient(), first.dtype, first.shape, first.strides)
+            return (
+                params, ambient(), first.dtype, first.shape, first.strides,
+                second.dtype, second.shape, second.strides,
+            )  # fmt: skip
+        if t is _tensor and (second is None or type(second) is t):
+            return _torch_pair(params, first, second)
     if reader is None:
         return None
     state = reader.state(arrays)
     if state is None:
         return None
-    parts: list[Hashable] = [t, params, state, _machine.token(), _tuning._generation[0]]
+    parts: list[Hashable] = [t, params, state, ambient()]
     read = reader.array
     for a in arrays:
         if a is None:
@@ -195,6 +221,11 @@ def key(params: Hashable, *arrays: Any) -> Hashable | None:
                 return None  # arrays of two libraries: the full path says why
         parts.append(read(a))
     return tuple(parts)
+
+
+_ndarray = np.ndarray
+_tensor: Any = None  # torch.Tensor, once a tensor has been seen (torch is imported then)
+_torch_pair: Any = None
 
 
 def int_key(v: Any) -> Hashable | None:

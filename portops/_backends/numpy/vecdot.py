@@ -7,6 +7,7 @@ same choice on zero-copy views (:func:`choose_and_plan`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, Literal
@@ -72,11 +73,8 @@ def choose(x1: np.ndarray, x2: np.ndarray, axis: int) -> tuple[str, str]:
     n = x1.shape[axis]
     if x1.shape != x2.shape and _gemm_dtype(x1, x2):
         if _one_vector(x1, x2, axis):
-            many = x1 if x2.size == n else x2
-            cache = _machine.current().l2 * _machine.current().cores
-            if many.nbytes < cache:
-                return "matvec", "one vector against a matrix that fits the cores' L2: BLAS GEMV"
-        elif n >= 2 and _outer_dims(*(a.shape for a in _aligned(x1, x2, axis))) is not None:
+            return "matvec", "one vector against many: BLAS's GEMV, on its threads"
+        if n >= 2 and _outer_dims(*(a.shape for a in _aligned(x1, x2, axis))) is not None:
             return "gemm", "each input broadcasts along a dimension of the other: one GEMM"
     size = max(x1.size, x2.size)
     unit = _unit(x1, axis) and _unit(x2, axis)
@@ -102,9 +100,7 @@ def _shaped(r: Any, shape: tuple[int, ...]) -> np.ndarray:
     return r if r.shape == shape else r.reshape(shape)
 
 
-def _plan_vecdot(axis: int, keepdims: bool, shape: tuple[int, ...], plain: bool) -> Run:
-    if plain:
-        return np.vecdot  # type: ignore[no-any-return]  # the result is its own
+def _plan_vecdot(axis: int, shape: tuple[int, ...]) -> Run:
     return lambda x1, x2: _shaped(np.vecdot(x1, x2, axis=axis), shape)  # type: ignore[call-overload]
 
 
@@ -172,12 +168,40 @@ def _plan_gemm(axis: int, shape: tuple[int, ...]) -> Run:
     return run
 
 
+def _direct(strategy: str, x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool) -> Any:
+    """The plan as one NumPy call, where the call needs nothing around it (the commonest
+    calls: real dtypes of one kind, the last axis, no keepdims, two dimensions at most;
+    a tiny call is mostly its Python), else None."""
+    if keepdims or axis != -1 or x1.dtype != x2.dtype or x1.dtype.char not in "fd":
+        return None
+    if strategy == "matvec" and x1.ndim + x2.ndim == 3:
+        many, first = (x1, True) if x1.ndim == 2 else (x2, False)
+        # ndarray.dot reaches the same GEMV as np.matmul at a third of its fixed cost,
+        # for a matrix it does not copy first (C or Fortran order).
+        dot = many.flags.c_contiguous or many.flags.f_contiguous
+        if first:
+            return np.ndarray.dot if dot else np.matmul
+        return (lambda x1, x2: x2.dot(x1)) if dot else (lambda x1, x2: np.matmul(x2, x1))
+    if x1.shape != x2.shape or x1.ndim != 2:
+        return None
+    if strategy == "vecdot":
+        return np.vecdot
+    if strategy in ("einsum", "columns"):
+        # A partial runs in C: no Python frame between the call and the loop.
+        order = {"order": "F"} if strategy == "columns" else {}
+        return functools.partial(c_einsum, _EQUATION, **order)
+    return None
+
+
 def choose_and_plan(
     x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool, name: str | None = None
 ) -> tuple[str, str, Run]:
     """(strategy, rule, plan) for NumPy operands of this signature; `name` forces a
     strategy. The plan returns an ndarray of the call's result shape."""
     strategy, reason = choose(x1, x2, axis) if name is None else (name, "forced")
+    direct = _direct(strategy, x1, x2, axis, keepdims)
+    if direct is not None:
+        return strategy, reason, direct
     shape = list(np.broadcast_shapes(x1.shape, x2.shape))
     if keepdims:
         shape[axis] = 1
@@ -185,9 +209,7 @@ def choose_and_plan(
         del shape[axis]
     out = tuple(shape)
     if strategy == "vecdot":
-        plain = axis == -1 and x1.dtype == x2.dtype and x1.ndim > 1 and len(out) >= 1
-        plain = plain and tuple(np.broadcast_shapes(x1.shape, x2.shape)[:-1]) == out
-        plan = _plan_vecdot(axis, keepdims, out, plain)
+        plan = _plan_vecdot(axis, out)
     elif strategy == "einsum":
         plan = _plan_einsum(x1, axis, out, "K")
     elif strategy == "columns":

@@ -295,8 +295,39 @@ def _adjoint_kernel(name: str, a: ShiftSumArgs) -> Run:
         run = _triton_plan("adjoint", a)
         if run is not None:
             return run
+    windows = _windows_plan(a)
+    if windows is not None:
+        return windows
     geometry = (list(a.offsets), a.axis, a.channel_axis)
     return lambda y, m: adjoint_kernel(y, *geometry, m)
+
+
+def _windows_plan(a: ShiftSumArgs) -> Run | None:
+    """:func:`adjoint_kernel` for evenly spaced offsets, everything that depends on the
+    signature worked out once (a small call is mostly that work otherwise): one
+    ``unfold`` view of every window, then one copy (or multiply) into a new result."""
+    step = _even_step(list(a.offsets))
+    mask = a.mask
+    if step is None or (mask is not None and mask.is_complex()):
+        return None
+    cax, axis = a.channel_axis, a.axis
+    shape, dtype = list(a.shape), a.dtype
+    width, channels = shape[axis], len(a.offsets)
+    k = axis - (axis > cax)
+    narrow = a.array.shape[axis] - width >= channels * step  # windows past the last one
+    if 0 in shape:
+        return lambda y, m: adjoint_kernel(y, list(a.offsets), axis, cax, m)
+
+    def windows(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        view = y.squeeze(cax).unfold(k, width, step).movedim((k, -1), (cax, axis))
+        if narrow:
+            view = view.narrow(cax, 0, channels)
+        out = empty(shape, dtype, y.device)
+        if m is None:
+            return out.copy_(view)
+        return torch.mul(view, m, out=out)
+
+    return windows
 
 
 # The custom operators' own plans (torch.compile runs them without portops' front end).

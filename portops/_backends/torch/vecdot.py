@@ -284,11 +284,18 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
         c1, c2 = x1.select(axis, 0), x2.select(axis, 0)
         if c1.numel() * item >= m.l2 and c1.is_contiguous() and c2.is_contiguous():
             return "columns", "short vectors along a strided axis, columns past L2: by column"
-    if threads >= TORCH["native_threads"] and nbytes >= m.l2 * m.cores:
+    cores_l2 = m.l2 * m.cores
+    if threads >= TORCH["native_threads"] and nbytes >= cores_l2:
         return "native", (
             f"{threads} torch threads move its 3x traffic faster than NumPy's single pass"
         )
-    return "numpy", "NumPy's fused loop on views reads each input once"
+    kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
+    vectors = size // max(n, 1)
+    if kernel == "einsum" and vectors < NUMPY["vecdot_few"]:
+        return "native", "few strided vectors: einsum's loop across them would be short"
+    if kernel == "einsum" and nbytes < cores_l2 and threads > 1:
+        return "native", "short vectors in the cores' L2: torch's threads read them fastest"
+    return "numpy", f"NumPy's fused loop on views ({kernel}) reads each input once"
 
 
 extend.register(
