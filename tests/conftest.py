@@ -13,8 +13,15 @@ from backends import Backend, requested_backends, require
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames:
-        names, _ = requested_backends()
+    if "backend" not in metafunc.fixturenames:
+        return
+    names, _ = requested_backends()
+    impl_params = getattr(metafunc.module, "impl_params", None)
+    if "impl" in metafunc.fixturenames and impl_params is not None:
+        # A module's implementations differ by backend: only the pairs that exist run.
+        pairs = [(name, impl) for name in names for impl in impl_params(name)]
+        metafunc.parametrize(("backend", "impl"), pairs, indirect=["backend"])
+    else:
         metafunc.parametrize("backend", names, indirect=True)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from backends import Backend, assert_matches, forced, strategies
+from backends import SPECS, Backend, assert_matches, forced, strategies
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
@@ -24,28 +24,17 @@ NATIVE = {
     "torch_cuda": "torch_cuda",
     "cupy": "cupy",
 }
-# Every strategy of the specialised implementations (those a backend lacks skip).
-STRATEGIES = sorted(
-    {"vecdot", "einsum", "columns", "matvec", "gemm"}  # NumPy's
-    | {"native", "mv", "numpy", "row_dots", "bmm"}  # torch CPU's
-    | {"triton", "default"}  # torch CUDA's, CuPy's
-)
 
 
-@pytest.fixture(params=["auto", "generic", *(f"strategy:{s}" for s in STRATEGIES)])
-def impl(request: pytest.FixtureRequest, backend: Backend) -> str:
-    """Which implementation runs: the dispatcher's choice, the generic one, or one
+def impl_params(backend_name: str) -> list[str]:
+    """Which implementations run for `backend_name` (the ``impl`` parameter, paired with
+    the backend by conftest): the dispatcher's choice, the generic one, and each
     strategy of the backend's specialised implementation, forced (every strategy is
     checked against the same reference, on every case it applies to)."""
-    if request.param.startswith("strategy:"):
-        native = NATIVE.get(backend.name)
-        if native is None:
-            pytest.skip(f"no specialised vecdot for {backend.name}")
-        name = request.param.partition(":")[2]
-        if name not in strategies("vecdot", backend.library, backend.device).get(native, []):
-            pytest.skip(f"{native} has no strategy {name!r}")
-        return f"{native}/{name}"
-    return request.param
+    spec = SPECS[backend_name]
+    native = NATIVE.get(backend_name)
+    found = strategies("vecdot", spec.library, spec.device).get(native or "", [])
+    return ["auto", "generic", *(f"{native}/{name}" for name in found)]
 
 
 def run(backend: Backend, impl: str, x1: Any, x2: Any, **kw: Any) -> Any:
