@@ -1,18 +1,15 @@
 """The registry: which implementation of an operation runs for which arguments.
 
 An *operation* is declared once with a ``prepare`` function that validates the public
-arguments and returns a :class:`Call` (library, device kind and the normalised
-arguments every implementation receives). *Implementations* are registered for a set
-of libraries and device kinds; the generic one (``libraries=None``) applies to every
-array type. Among those registered for the call's (library, device), the one with the
-highest priority whose ``applies`` check passes runs. :func:`prefer` overrides the
-choice within a context.
+arguments into a :class:`Call` (library, device kind, normalised arguments).
+*Implementations* are registered for sets of libraries and device kinds (None: any);
+among those registered for a call's (library, device), the one of highest priority
+whose ``applies`` check passes runs, unless :func:`prefer` names one. The chosen
+implementation's strategies (:mod:`portops._strategy`) then pick how it runs.
 
-Each array library's implementations live in the package its
-:class:`~portops._arrays.Backend` descriptor names (``portops._backends.<library>`` for
-the built-in ones), imported the first time an array of that library is dispatched, so
-``import portops`` imports no optional array library. The public face of registration
-is :mod:`portops.extend`.
+A library's implementations live in the package its :class:`~portops._arrays.Backend`
+names, imported at the first call with one of its arrays: ``import portops`` imports no
+optional array library. The public face of registration is :mod:`portops.extend`.
 """
 
 from __future__ import annotations
@@ -39,29 +36,12 @@ from ._strategy import Choice, Strategies, Strategy
 if TYPE_CHECKING:
     from ._plans import PlanCache
 
-__all__ = [
-    "Call",
-    "Implementation",
-    "Priority",
-    "define_operation",
-    "explain",
-    "implementations",
-    "invoke",
-    "invoke_planned",
-    "prefer",
-    "register",
-    "select",
-    "unregister",
-]
+__all__ = ["Call", "Implementation", "Priority", "explain", "implementations", "prefer"]
 
 
 class Priority(enum.IntEnum):
-    """Named priorities: among the implementations that apply, the highest runs.
-
-    Any int is accepted; these name the levels portops uses, so that a new
-    implementation can say where it stands (``Priority.SPECIALIZED + 5`` sits between
-    the default specialisation and an override).
-    """
+    """Named priorities: among the implementations that apply, the highest runs (any
+    int is accepted: ``Priority.SPECIALIZED + 5`` sits between these two levels)."""
 
     #: The generic array-API implementation: correct everywhere, chosen last.
     REFERENCE = -100
@@ -110,30 +90,18 @@ class Implementation:
             raise ValueError(f"{self.name} has no strategy {forced!r}; it has one: 'default'")
         return Choice(_default_strategy(self), "its only strategy")
 
-    def run(self, args: Any) -> Any:
-        """Run the call whose normalised arguments are `args`."""
-        return self.func(args)
-
-    def where(self) -> str:
+    def reason_not_applicable(self, call: Call) -> str | None:
         libs = "any library" if self.libraries is None else "/".join(sorted(self.libraries))
         devs = "any device" if self.devices is None else "/".join(sorted(self.devices))
-        return f"{libs} on {devs}"
-
-    def reason_not_applicable(self, call: Call) -> str | None:
         if self.libraries is not None and call.library not in self.libraries:
-            return f"registered for {self.where()}, not {call.library} arrays"
+            return f"registered for {libs} on {devs}, not {call.library} arrays"
         if self.devices is not None and call.device not in self.devices:
-            return f"registered for {self.where()}, not device {call.device!r}"
-        if self.applies is not None:
-            return self.applies(call.args)
-        return None
+            return f"registered for {libs} on {devs}, not device {call.device!r}"
+        return None if self.applies is None else self.applies(call.args)
 
 
 def _default_strategy(impl: Implementation) -> Strategy:
-    def plan(args: Any) -> Callable[..., Any]:
-        return lambda *arrays: impl.func(args)
-
-    return Strategy("default", impl.summary, plan)
+    return Strategy("default", impl.summary, lambda args: lambda *arrays: impl.func(args))
 
 
 @dataclass(frozen=True)
@@ -153,14 +121,10 @@ _loaded_backends: set[str] = set()
 _preferred: ContextVar[dict[str, str] | None] = ContextVar("portops_preferred", default=None)
 
 
-def _no_arrays(args: Any) -> tuple[Any, ...]:
-    return ()
-
-
 def define_operation(
     name: str,
     prepare: Callable[..., Call],
-    arrays: Callable[[Any], tuple[Any, ...]] = _no_arrays,
+    arrays: Callable[[Any], tuple[Any, ...]] = lambda args: (),
 ) -> None:
     """Declare operation `name`; `prepare` turns public arguments into a :class:`Call`,
     `arrays` gives a call record's arrays in the order a plan takes them."""
@@ -182,15 +146,8 @@ def register(
     replace: bool = False,
     strategies: Strategies | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator registering an implementation of `op` under `name`.
-
-    `applies` receives the normalised arguments and returns ``None`` when the
-    implementation can run them, or a short reason why not. `planner` receives them
-    too and returns a plan (a function of the call's raw arrays) for later calls with
-    the same signature, or None. `strategies` replaces both `func` and `planner`: the
-    strategy its rule picks plans every call. A second registration of `name` for `op`
-    raises ValueError unless `replace` is true. See :func:`portops.extend.register`.
-    """
+    """Decorator registering an implementation of `op` under `name` (the arguments:
+    :func:`portops.extend.register`)."""
     libs = _names("libraries", libraries)
     devs = _names("devices", devices)
     if not isinstance(name, str) or not name:
@@ -223,10 +180,8 @@ def register(
                     f"an implementation of {op} named {name!r} is already registered; "
                     "pass replace=True to replace it"
                 )
-            if any(i.name == name for i in impls):  # a replacement keeps its place
-                _registry[op] = [impl if i.name == name else i for i in impls]
-            else:
-                _registry[op] = [*impls, impl]
+            replaced = [impl if i.name == name else i for i in impls]  # keeps its place
+            _registry[op] = replaced if any(i.name == name for i in impls) else [*impls, impl]
             _changed()
         return func
 
@@ -235,7 +190,7 @@ def register(
 
 def strategy_runner(op: str, strategies: Strategies) -> Callable[[Any], Any]:
     """The ``func`` of an implementation defined by its strategies: the chosen
-    strategy's plan, built and run once."""
+    strategy's plan, made and run once."""
 
     def run(args: Any) -> Any:
         choice = strategies.choose(args, _forced_strategy(op))
@@ -287,11 +242,8 @@ def forget_backend(library: str) -> None:
 
 
 def _load_backend(library: str) -> None:
-    """Import the package of `library`'s backend once (its modules register).
-
-    Imports are serialised by Python's import lock, so no lock of our own is needed
-    here; keeping this path lock-free also lets ``torch.compile`` trace through it.
-    """
+    """Import the package of `library`'s backend once (its modules register). Python's
+    import lock serialises this: lock-free, ``torch.compile`` traces through it."""
     if library in _loaded_backends:
         return
     backend = _arrays.get_backend(library)
@@ -300,15 +252,13 @@ def _load_backend(library: str) -> None:
     _loaded_backends.add(library)
 
 
-# torch.compile runs a function carrying this attribute eagerly while tracing and treats
-# its result as a constant: it is exactly what ``torch.compiler.assume_constant_result``
-# sets, set here directly so that portops need not import torch to define it.
+# torch.compile runs a function carrying this attribute eagerly while tracing and keeps
+# its result as a constant (what ``torch.compiler.assume_constant_result`` sets).
 _load_backend._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def _candidates_for(op: str, library: str, device: str) -> tuple[Implementation, ...]:
-    # Load first: registering clears the cache, which must not happen after a read
-    # (torch.compile guards on what it read). A set lookup once loaded.
+    # Load first: registering clears the cache, which must not happen after a read.
     _load_backend(library)
     key = (op, library, device)
     found = _candidates.get(key)
@@ -329,22 +279,17 @@ def _candidates_for(op: str, library: str, device: str) -> tuple[Implementation,
 
 
 def _preferred_name(op: str) -> str | None:
-    """The implementation forced for `op` by :func:`prefer` in this context, if any
-    (``"name"``, or ``"name/strategy"``)."""
+    """``"name"`` or ``"name/strategy"`` forced for `op` by :func:`prefer`, if any."""
     preferred = _preferred.get()
     return None if preferred is None else preferred.get(op)
 
 
 def _forced_strategy(op: str) -> str | None:
     """The strategy forced for `op` by :func:`prefer` (``"name/strategy"``), if any."""
-    preferred = _preferred_name(op)
-    if preferred is None or "/" not in preferred:
-        return None
-    return preferred.partition("/")[2]
+    return (_preferred_name(op) or "").partition("/")[2] or None
 
 
-# Read eagerly while torch.compile traces (see _load_backend): a traced graph keeps the
-# choice that was in force when it was compiled.
+# Read eagerly while torch.compile traces: a graph keeps the choice made when compiled.
 _preferred_name._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
@@ -365,12 +310,9 @@ def preferences_active() -> bool:
     return _preferred.get() is not None
 
 
-# Read eagerly while torch.compile traces, like _preferred_name below.
 preferences_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
-
-# The active prefer() choices or None: preferences_active() without a Python frame, for a
-# tiny call's hot path. torch.compile cannot trace a ContextVar read: only for code that
-# has ruled tracing out first (see portops._ops.vecdot).
+# preferences_active() without a Python frame, for a tiny call's hot path; torch.compile
+# cannot trace it: only for code that has ruled tracing out first.
 current_preferences = _preferred.get
 
 
@@ -394,13 +336,6 @@ def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
     return impl
 
 
-def invoke(op: str, *args: Any, **kwargs: Any) -> Any:
-    """Validate public arguments of `op`, select an implementation and run it."""
-    operation = _operations[op]
-    call = operation.prepare(*args, **kwargs)
-    return select(op, call).func(call.args)
-
-
 def invoke_planned(
     op: str,
     plans: PlanCache,
@@ -409,11 +344,9 @@ def invoke_planned(
     *args: Any,
     **kwargs: Any,
 ) -> Any:
-    """:func:`invoke`, keeping the chosen strategy's plan under `key` (the call's
-    signature, None: keep none) for later calls.
-
-    `arrays` are the raw array arguments later calls pass to the plan.
-    """
+    """Validate, select and run a call of `op`, keeping the chosen strategy's plan
+    under `key` (the call's signature; None: keep none). `arrays` are the raw arrays
+    later calls pass to the plan."""
     operation = _operations[op]
     call = operation.prepare(*args, **kwargs)
     impl = select(op, call)
@@ -433,8 +366,7 @@ def invoke_planned(
 
 
 def _load_installed_backends() -> None:
-    """Load the package of every backend whose library is installed (and the backends
-    other packages declare), for listings and :func:`prefer` by name."""
+    """Load the backend packages of every installed library (and entry points)."""
     _arrays.load_entry_points()
     for backend in _arrays.registered_backends():
         if backend.name in _loaded_backends or backend.package is None:
@@ -569,11 +501,8 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
 
 @contextmanager
 def without_preferences() -> Iterator[None]:
-    """Dispatch by priority alone inside this block.
-
-    For implementations that call portops again on pieces of their input (Dask
-    blocks): a preference names the outer implementation, not the inner ones.
-    """
+    """Dispatch by priority alone inside this block: for implementations that call
+    portops on pieces of their input (Dask blocks), a preference names the outer one."""
     token = _preferred.set(None)
     try:
         yield

@@ -160,7 +160,7 @@ def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, got {value!r}")
-        low = 0 if name in ("l3",) else 1
+        low = 0 if name == "l3" else 1
         if value < low:
             raise ValueError(f"{name} must be at least {low}, got {value}")
     return fields
@@ -169,11 +169,9 @@ def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
 # -- reading the machine ----------------------------------------------------------
 
 
-def _affinity() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
 
 
 def _sysfs_cache() -> dict[str, int] | None:
@@ -187,39 +185,26 @@ def _sysfs_cache() -> dict[str, int] | None:
     for index in indices:
         path = f"{root}/{index}"
         try:
-            level = _read(f"{path}/level")
-            kind = _read(f"{path}/type")
-            size = _size(_read(f"{path}/size"))
-            line = int(_read(f"{path}/coherency_line_size") or 0)
+            if _read(f"{path}/type") == "Instruction":
+                continue
+            level, text = _read(f"{path}/level"), _read(f"{path}/size").upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            found[f"l{level}"] = int(text.rstrip("KMG")) * scale
+            found["line"] = int(_read(f"{path}/coherency_line_size"))
+            if level == "3":  # shared_cpu_list reads like "0-3,8-11"
+                ranges = [p.partition("-") for p in _read(f"{path}/shared_cpu_list").split(",")]
+                found["l3_shared_by"] = sum(int(b or a) - int(a) + 1 for a, _, b in ranges if a)
         except (OSError, ValueError):
             continue
-        if kind == "Instruction":
-            continue
-        found[f"l{level}"] = size
-        if line:
-            found["line"] = line
-        if level == "3":
-            found["l3_shared_by"] = _count_cpus(_read(f"{path}/shared_cpu_list"))
     return found or None
 
 
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read().strip()
-
-
-def _size(text: str) -> int:
-    text = text.upper()
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * scale
-
-
-def _count_cpus(text: str) -> int:
-    count = 0
-    for part in filter(None, text.split(",")):
-        first, _, last = part.partition("-")
-        count += int(last or first) - int(first) + 1
-    return max(1, count)
+def _sysctl(name: str) -> int | None:
+    try:
+        out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5)
+        return int(out.stdout.strip()) or None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
 
 
 def _sysctl_cache() -> dict[str, int] | None:
@@ -229,56 +214,32 @@ def _sysctl_cache() -> dict[str, int] | None:
         "l2": ("hw.perflevel0.l2cachesize", "hw.l2cachesize"),
         "l3": ("hw.l3cachesize",),
         "line": ("hw.cachelinesize",),
+        "memory": ("hw.memsize",),
     }
-    found: dict[str, int] = {}
+    found = {"l3": 0}
     for key, candidates in names.items():
-        for name in candidates:
-            try:
-                out = subprocess.run(
-                    ["sysctl", "-n", name], capture_output=True, text=True, timeout=5, check=True
-                )
-                value = int(out.stdout.strip())
-            except (OSError, ValueError, subprocess.SubprocessError):
-                continue
-            if value > 0:
-                found[key] = value
-                break
-    if "l2" in found and "l3" not in found:
-        found["l3"] = 0
-    return found or None
+        value = next(filter(None, map(_sysctl, candidates)), None)
+        if value is not None:
+            found[key] = value
+    return found if "l2" in found else None
+
+
+def _sysconf(name: str) -> int | None:
+    try:
+        return os.sysconf(name) if hasattr(os, "sysconf") else None
+    except (ValueError, OSError):
+        return None
 
 
 def _sysconf_cache() -> dict[str, int] | None:
-    found: dict[str, int] = {}
-    for key, name in (
-        ("l1", "SC_LEVEL1_DCACHE_SIZE"),
-        ("l2", "SC_LEVEL2_CACHE_SIZE"),
-        ("l3", "SC_LEVEL3_CACHE_SIZE"),
-        ("line", "SC_LEVEL1_DCACHE_LINESIZE"),
-    ):
-        try:
-            value = os.sysconf(name)
-        except (ValueError, OSError, AttributeError):
-            continue
-        if value > 0:
-            found[key] = value
+    names = {
+        "l1": "SC_LEVEL1_DCACHE_SIZE",
+        "l2": "SC_LEVEL2_CACHE_SIZE",
+        "l3": "SC_LEVEL3_CACHE_SIZE",
+        "line": "SC_LEVEL1_DCACHE_LINESIZE",
+    }
+    found = {k: v for k, name in names.items() if (v := _sysconf(name) or 0) > 0}
     return found or None
-
-
-def _memory() -> int | None:
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        pass
-    if sys.platform == "darwin":
-        try:
-            out = subprocess.run(
-                ["sysctl", "-n", "hw.memsize"], capture_output=True, text=True, timeout=5
-            )
-            return int(out.stdout.strip())
-        except (OSError, ValueError, subprocess.SubprocessError):
-            return None
-    return None
 
 
 def _cpu_name() -> str:
@@ -294,24 +255,25 @@ def _cpu_name() -> str:
 
 def detect() -> Machine:
     """The profile of this machine, read from the operating system (no overrides)."""
-    fields: dict[str, Any] = {}
-    source = "defaults"
-    readers = [("sysfs", _sysfs_cache), ("sysconf", _sysconf_cache)]
+    fields: dict[str, Any] = {"source": "defaults"}
+    readers = {"sysfs": _sysfs_cache, "sysconf": _sysconf_cache}
     if sys.platform == "darwin":
-        readers.insert(0, ("sysctl", _sysctl_cache))
-    for name, reader in readers:
+        readers = {"sysctl": _sysctl_cache, **readers}
+    for source, reader in readers.items():
         found = reader()
         if found and "l2" in found:
-            fields.update(found)
-            source = name
+            fields.update(found, source=source)
             break
-    for key, value in _DEFAULTS.items():
-        fields.setdefault(key, value)
-    fields["memory"] = _memory() or _DEFAULTS["memory"]
-    fields.setdefault("l3_shared_by", 1)
-    cores = _affinity()
+    pages, page = _sysconf("SC_PHYS_PAGES"), _sysconf("SC_PAGE_SIZE")
+    if pages and page:
+        fields["memory"] = pages * page
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    fields = {**_DEFAULTS, "l3_shared_by": 1, **fields}
     fields["l3_shared_by"] = max(1, fields["l3_shared_by"])
-    return Machine(cores=cores, cpu=_cpu_name(), source=source, **fields)
+    return Machine(cores=max(1, cores), cpu=_cpu_name(), **fields)
 
 
 # -- the current profile ------------------------------------------------------------

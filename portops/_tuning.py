@@ -1,14 +1,10 @@
-"""The tuning tables: every constant that decides speed, in one place per backend.
+"""The machinery of the tuning tables (the tables themselves: :mod:`portops._tables`).
 
-A strategy's rule (see :mod:`portops._strategy`) is written in terms of the machine
-profile (:func:`portops.machine`: cores, cache sizes) and of the parameters here. Each
-parameter says why it has its value and on which machine that was measured, so that a
-reader can judge whether it holds on theirs; :func:`portops.tune` measures the ones
-that have a measurement on the user's machine and saves them, and they are loaded
-from then on (the defaults need no measurement).
-
-The tables themselves are in :mod:`portops._tables` (plain data, importable without any
-array library); this module holds the machinery.
+A strategy's rule reads the machine profile (:func:`portops.machine`) and the
+parameters of its backend's table. Each parameter says why it has its value and where
+that was measured; :func:`tune` measures those that have a measurement on the user's
+machine and saves them, and every later process on the same machine loads them at its
+first table read.
 """
 
 from __future__ import annotations
@@ -21,43 +17,40 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from . import _machine
 
-__all__ = ["Param", "Table", "generation", "load", "tables", "tune"]
+__all__ = ["Param", "Table", "load", "tables", "tune"]
 
 ENV_TUNING = "PORTOPS_TUNING"
 
 
 @dataclass(frozen=True)
 class Param:
-    """One named constant of a tuning table.
-
-    ``measure``, when set, is ``"module:function"``: a function of no arguments that
-    returns the value measured on this machine (imported only by :func:`tune`).
-    """
+    """One named constant; ``measure`` (``"module:function"``, optional) measures it."""
 
     name: str
     default: int | float
     unit: str
-    reason: str
     measured_on: str
+    reason: str
     measure: str | None = None
 
 
 class Table(Mapping[str, Any]):
-    """One backend's parameters: ``table["name"]`` is the value in force (measured by
-    :func:`tune` on this machine when it was, else the default)."""
+    """One backend's parameters: ``table[name]`` is the value in force (measured by
+    :func:`tune` on this machine where it was, else the default)."""
 
     def __init__(self, backend: str, params: list[Param]) -> None:
         self.backend = backend
         self.params = {p.name: p for p in params}
-        if len(self.params) != len(params):
-            raise ValueError(f"tuning table {backend!r} names a parameter twice")
 
     def __getitem__(self, name: str) -> Any:
+        if not _loaded[0]:
+            load()
         tuned = _tuned.get(f"{self.backend}.{name}")
         return self.params[name].default if tuned is None else tuned
 
@@ -79,20 +72,6 @@ class Table(Mapping[str, Any]):
     __repr__ = __str__
 
 
-_tables: dict[str, Table] = {}
-_tuned: dict[str, int | float] = {}  # "backend.name" -> value measured on this machine
-_generation = [0]  # bumped when tuned values change: plans made before are dropped
-_listeners: list[Callable[[], None]] = []
-_lock = threading.Lock()
-_loaded = [False]
-
-
-def register(table: Table) -> Table:
-    """Add `table` (one per backend) and return it."""
-    _tables[table.backend] = table
-    return table
-
-
 class Tables(dict[str, Table]):
     """The tuning tables by backend; printed, every parameter with its reason."""
 
@@ -100,6 +79,20 @@ class Tables(dict[str, Table]):
         return "\n".join(str(t) for t in self.values())
 
     __repr__ = __str__
+
+
+_tables: dict[str, Table] = {}
+_tuned: dict[str, int | float] = {}  # "backend.name" -> value measured on this machine
+_generation = [0]  # bumped when tuned values change: a plan key part
+_listeners: list[Callable[[], None]] = []
+_lock = threading.RLock()
+_loaded = [False]
+
+
+def register(table: Table) -> Table:
+    """Add `table` (one per backend) and return it."""
+    _tables[table.backend] = table
+    return table
 
 
 def tables() -> Tables:
@@ -123,19 +116,17 @@ def tables() -> Tables:
     return Tables(_tables)
 
 
-def generation() -> int:
-    """Changes whenever tuned values do (a plan key part)."""
-    return _generation[0]
-
-
 def on_change(listener: Callable[[], None]) -> None:
     """Call `listener` whenever tuned values change (the plan caches clear themselves)."""
     _listeners.append(listener)
 
 
-def _changed() -> None:
-    _generation[0] += 1
-    for listener in list(_listeners):
+def _set(values: dict[str, int | float]) -> None:
+    with _lock:
+        _tuned.clear()
+        _tuned.update(values)
+        _generation[0] += 1
+    for listener in _listeners:
         listener()
 
 
@@ -154,15 +145,12 @@ def _machine_id() -> dict[str, Any]:
 
 
 def load(path: str | os.PathLike[str] | None = None, *, force: bool = False) -> bool:
-    """Load measurements saved by :func:`tune` (once per process unless `force`).
-
-    Only a file made on a machine of the same processor, core count and caches is
-    used; another machine's file is ignored. A malformed file warns and is ignored.
-    Returns whether values were loaded.
-    """
-    if _loaded[0] and not force:
-        return bool(_tuned)
+    """Load the values :func:`tune` saved (once per process unless `force`); returns
+    whether any were. A file made on another machine (processor, cores, caches) is
+    ignored; a malformed one warns and is ignored: it tunes speed, never results."""
     with _lock:
+        if _loaded[0] and not force:
+            return bool(_tuned)
         _loaded[0] = True
         file = Path(path) if path is not None else default_path()
         try:
@@ -176,68 +164,47 @@ def load(path: str | os.PathLike[str] | None = None, *, force: bool = False) -> 
             return False
         values = data.get("values")
         known = {f"{t.backend}.{n}" for t in _tables.values() for n in t.params}
-        if not isinstance(values, dict):
-            return False
         found = {
             k: v
-            for k, v in values.items()
+            for k, v in (values.items() if isinstance(values, dict) else ())
             if k in known and isinstance(v, (int, float)) and not isinstance(v, bool)
         }
-        _tuned.clear()
-        _tuned.update(found)
-        _changed()
+        _set(found)
         return bool(found)
 
 
 @contextmanager
 def overridden(values: dict[str, int | float]) -> Iterator[None]:
-    """Parameters (``"backend.name" -> value``) in force within a block, for tests and
-    experiments; plans made before and within the block are dropped at each end."""
+    """Parameters (``"backend.name" -> value``) in force within a block (for tests)."""
     load()
-    with _lock:
-        saved = dict(_tuned)
-        _tuned.update(values)
-        _changed()
+    saved = dict(_tuned)
+    _set({**saved, **values})
     try:
         yield
     finally:
-        with _lock:
-            _tuned.clear()
-            _tuned.update(saved)
-            _changed()
+        _set(saved)
 
 
 def reset() -> None:
     """Forget tuned values: the defaults are in force (for tests)."""
-    with _lock:
-        _tuned.clear()
-        _loaded[0] = True
-        _changed()
-
-
-def _measure(spec: str) -> int | float:
-    from importlib import import_module
-
-    module, _, name = spec.partition(":")
-    fn = getattr(import_module(module), name)
-    value: int | float = fn()
-    return value
+    _loaded[0] = True
+    _set({})
 
 
 def tune(*, save: bool = True, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Measure the tunable parameters on this machine and use them from now on.
 
     Each measurement takes a few seconds at most; a parameter whose backend is not
-    installed keeps its default. The values are saved (unless `save` is False) to
-    `path`, by default ``PORTOPS_TUNING`` or ``~/.cache/portops/tuning.json``, and loaded
-    by later processes on the same machine.
+    installed keeps its default.
 
     Parameters
     ----------
     save : bool, optional
-        Write the measurements to `path` (default True).
+        Write the measurements to `path` (default True), for later processes on the
+        same machine to load.
     path : str or path-like, optional
-        Where to save them.
+        Where to save them; default ``PORTOPS_TUNING``, else
+        ``~/.cache/portops/tuning.json``.
 
     Returns
     -------
@@ -248,28 +215,17 @@ def tune(*, save: bool = True, path: str | os.PathLike[str] | None = None) -> di
     measured: dict[str, int | float] = {}
     for table in _tables.values():
         for p in table.params.values():
-            if p.measure is None:
-                continue
-            try:
-                measured[f"{table.backend}.{p.name}"] = _measure(p.measure)
-            except ImportError:
-                continue
-    with _lock:
-        _tuned.update(measured)
-        _changed()
+            if p.measure is not None:
+                module, _, name = p.measure.partition(":")
+                try:
+                    measured[f"{table.backend}.{p.name}"] = getattr(import_module(module), name)()
+                except ImportError:
+                    continue
+    _set({**_tuned, **measured})
     if save:
         file = Path(path) if path is not None else default_path()
         file.parent.mkdir(parents=True, exist_ok=True)
-        data = {
-            "machine": _machine_id(),
-            "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "values": measured,
-        }
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        data = {"machine": _machine_id(), "measured": stamp, "values": measured}
         file.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
-    return dict(measured)
-
-
-def tuned_values() -> dict[str, int | float]:
-    """The values measured by :func:`tune` in force (for reports)."""
-    load()
-    return dict(_tuned)
+    return measured
