@@ -36,12 +36,11 @@ import mmap
 import os
 import sys
 import threading
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._validate import integer
+from ._validate import integer, setting
 
 __all__ = ["CacheInfo", "cache_info", "clear_cache", "empty", "set_cache_limit"]
 
@@ -66,28 +65,9 @@ def _default_limit() -> int:
 
 
 def _limit_from_environment() -> int:
-    """``PORTOPS_BUFFER_CACHE_MB`` in bytes; the default when unset or malformed.
-
-    A malformed value warns and falls back to the default rather than raising: the
-    variable is set far from the code (a job script, a container), it tunes speed and
-    never results, and an error would make every call fail.
-    """
-    raw = os.environ.get(ENV_CACHE_MB, "").strip()
-    if not raw:
-        return _default_limit()
-    try:
-        megabytes = float(raw)
-    except ValueError:
-        megabytes = math.nan
-    if not (math.isfinite(megabytes) and megabytes >= 0):
-        warnings.warn(
-            f"{ENV_CACHE_MB}={raw!r} is not a non-negative number of megabytes; "
-            f"ignoring it and using the default ({_default_limit() >> 20})",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return _default_limit()
-    return int(megabytes * (1 << 20))
+    """``PORTOPS_BUFFER_CACHE_MB`` in bytes (the default when unset; malformed warns)."""
+    megabytes = setting(ENV_CACHE_MB, None, "a non-negative number of megabytes", float)
+    return _default_limit() if megabytes is None else int(megabytes * (1 << 20))
 
 
 _lock = threading.Lock()

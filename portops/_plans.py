@@ -26,9 +26,7 @@ is chosen by its exact type.
 
 from __future__ import annotations
 
-import os
 import threading
-import warnings
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
@@ -36,33 +34,14 @@ import numpy as np
 
 from . import _machine, _tuning
 from ._arrays import CUPY, NUMPY, TORCH, library_of
+from ._validate import setting
 
 __all__ = ["PlanCache", "PlanStats", "key", "plan_cache_size", "stats"]
 
 Plan = Callable[..., Any]
 
 
-def _env_size(name: str, default: int) -> int:
-    """A non-negative integer setting; a malformed one warns, naming it, and the default
-    is used (it tunes speed, never results)."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        warnings.warn(
-            f"{name} must be a non-negative integer, got {raw!r}; using {default}",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return default
-    return value
-
-
-_MAX_PLANS = _env_size("PORTOPS_PLAN_CACHE", 512)
+_MAX_PLANS = setting("PORTOPS_PLAN_CACHE", 512, "a non-negative integer")
 _caches: dict[str, PlanCache] = {}
 
 

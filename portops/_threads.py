@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from . import _machine
-from ._validate import positive_int
+from ._validate import positive_int, setting
 
 __all__ = ["get_num_threads", "set_num_threads", "threads", "workers"]
 
@@ -41,27 +40,8 @@ def available_cores() -> int:
 
 
 def _from_environment() -> int | None:
-    """``PORTOPS_NUM_THREADS``, or None when unset or not a positive integer.
-
-    A malformed value warns and is ignored rather than raising: it is set far from
-    the code (a job script, a container), and tunes speed, never results.
-    """
-    raw = os.environ.get(ENV_NUM_THREADS, "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        warnings.warn(
-            f"{ENV_NUM_THREADS}={raw!r} is not a positive integer; ignoring it and using "
-            f"the available cores ({available_cores()})",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
-    return value
+    """``PORTOPS_NUM_THREADS`` (None when unset; a malformed value warns)."""
+    return setting(ENV_NUM_THREADS, None, "a positive integer", minimum=1)  # type: ignore[no-any-return]
 
 
 _setting: int | None = _from_environment()

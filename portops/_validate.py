@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 import sys
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -34,6 +36,7 @@ __all__ = [
     "integer",
     "integers",
     "positive_int",
+    "setting",
 ]
 
 
@@ -166,3 +169,23 @@ def check_fits(
             f"{cause} asks for {what} of shape {tuple(shape)}: {_size(nbytes)}, more than "
             f"{limit} ({_size(memory)})"
         )
+
+
+def setting(name: str, default: Any, what: str, parse: Any = int, minimum: float = 0) -> Any:
+    """The environment variable `name` read by `parse`, at least `minimum`; `default`
+    when it is unset. A malformed value warns, naming it, and `default` is used rather
+    than raising: it is set far from the code (a job script, a container), and it tunes
+    speed, never results."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = parse(raw)
+        if math.isfinite(value) and value >= minimum:
+            return value
+    except ValueError:
+        pass
+    warnings.warn(
+        f"{name}={raw!r} is not {what}; ignoring it and using the default", RuntimeWarning, 3
+    )
+    return default
