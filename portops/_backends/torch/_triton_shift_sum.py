@@ -283,7 +283,6 @@ _ACC = {
     torch.uint8: tl.uint8,
 }  # fmt: skip
 _ROW_DTYPES = frozenset(_ACC) - {torch.complex64, torch.complex128}
-_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
 
 
 def _hooks_idle() -> bool:
