@@ -1,14 +1,10 @@
 """CuPy shift_sum family: the CUDA gather kernels of ``portops/_kernels/shift_sum.cu``.
 
-Each thread owns output elements and loops over the channels that reach them, so there
-are no atomics and no zero-fill: the forward and the adjoint are one launch each, the
-pseudo-inverse two (``z = y / Phi`` with ``Phi`` gathered from ``|mask|^2`` by the
-forward's loop, then the adjoint of ``z``; one launch without a mask). Inputs are read
-through their strides (no copy of a strided or broadcast input); every layout is first
-reduced to the kernels' six dimensions by :mod:`portops._kernels.geometry`.
-
-Kernels are compiled by NVRTC once per (instance, device) and cached (CuPy also keeps
-the binaries on disk); launches go to CuPy's current stream.
+Each thread owns output elements and loops over the channels that reach them: no
+atomics, no zero-fill, one launch per operator (two for a masked pseudo-inverse).
+Inputs are read through their strides, every layout reduced to the kernels' six
+dimensions by :mod:`portops._kernels.geometry`. Kernels are compiled by NVRTC once per
+(instance, device) and cached; launches go to CuPy's current stream.
 """
 
 from __future__ import annotations
@@ -41,16 +37,7 @@ from ...extend import Priority
 _OPTIONS = ("--std=c++17",)
 _NULL = np.uintp(0)
 
-_SCALARS = (
-    "big_c",
-    "mask_c",
-    "channels",
-    "out_width",
-    "step",
-    "base",
-    "total",
-    "channel_fast",
-)
+_SCALARS = ("big_c", "mask_c", "channels", "out_width", "step", "base", "total", "channel_fast")
 
 
 @cache
@@ -116,16 +103,34 @@ def _strides(a: Any) -> tuple[int, ...] | None:
 
 
 def _known_strides(a: Any) -> tuple[int, ...]:
-    """Element strides of an array that went through :func:`_plain`."""
+    """Element strides of an array whose strides are whole elements (see :func:`_plain`)."""
     strides = _strides(a)
     assert strides is not None
     return strides
+
+
+def _whole(a: Any, mask: Any) -> bool:
+    """True when the strides of `a` and `mask` (None or an array) are whole elements."""
+    return _strides(a) is not None and (mask is None or _strides(mask) is not None)
 
 
 def _mask_strides(mask: Any) -> tuple[int, ...]:
     """Strides of the mask broadcast against x: 0 along its size-1 dims."""
     strides = _known_strides(mask)
     return tuple(0 if n == 1 else s for n, s in zip(mask.shape, strides, strict=True))
+
+
+def _geometry(
+    a: ShiftSumArgs,
+    big_shape: Any,
+    big: tuple[int, ...],
+    small: tuple[int, ...],
+    mask: Any,
+    out_width: int,
+) -> Geometry | None:
+    """:func:`geometry` of `a`'s axes for these strides (`mask`: None or an array)."""
+    ms = None if mask is None else _mask_strides(mask)
+    return geometry(tuple(big_shape), big, small, ms, a.axis, a.channel_axis, out_width)
 
 
 def _name(dtype: Any) -> str:
@@ -136,10 +141,11 @@ def _acc(dtype: Any) -> np.dtype:
     return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
 
 
-def _table_arg(offsets: tuple[int, ...]) -> Any:
+def _table_arg(offsets: tuple[int, ...], device_id: int, inner: int = 1) -> Any:
+    """Irregular offsets (times `inner`) as a cached device array; NULL for even ones."""
     if linear_step(offsets) is not None:
         return _NULL
-    return _table(offsets, cupy.cuda.Device().id)
+    return _table(tuple(o * inner for o in offsets), device_id)
 
 
 def _plain(a: Any) -> Any:
@@ -160,26 +166,16 @@ def forward_general(a: ShiftSumArgs) -> Any:
         if y.size and x.size == 0:
             y.fill(0)
         elif y.size:
-            g = geometry(
-                tuple(x.shape),
-                _known_strides(x),
-                contiguous_strides(y_shape),
-                None if mask is None else _mask_strides(mask),
-                ax,
-                cax,
-                y_shape[ax],
-            )
+            g = _geometry(a, x.shape, _known_strides(x), contiguous_strides(y_shape), mask,
+                          y_shape[ax])  # fmt: skip
             if g is None:  # more dims than the kernels iterate over: reference path
                 return generic.forward(a)
-            dtypes = (
-                _name(x.dtype),
-                _name(x.dtype if mask is None else mask.dtype),
-                _name(_acc(out_dtype)),
-                _name(out_dtype),
-            )
+            dtypes = (_name(x.dtype), _name(x.dtype if mask is None else mask.dtype),
+                      _name(_acc(out_dtype)), _name(out_dtype))  # fmt: skip
             rec = _record(g, offsets, y.size, False)
             m = _NULL if mask is None else mask
-            _launch("shift_sum_forward", dtypes, g, y.size, (x, m, y, _table_arg(offsets), rec))
+            table = _table_arg(offsets, cupy.cuda.Device().id)
+            _launch("shift_sum_forward", dtypes, g, y.size, (x, m, y, table, rec))
     return y if a.keepdims else cupy.squeeze(y, axis=cax)
 
 
@@ -187,26 +183,15 @@ def _adjoint_into(
     out: Any, y: Any, mask: Any, a: ShiftSumArgs, acc: np.dtype, by_count: bool
 ) -> bool:
     """Launch the adjoint kernel writing `out`; False when the layout does not fit."""
-    g = geometry(
-        tuple(out.shape),
-        _known_strides(out),
-        _known_strides(y),
-        None if mask is None else _mask_strides(mask),
-        a.axis,
-        a.channel_axis,
-        y.shape[a.axis],
-    )
+    g = _geometry(a, out.shape, _known_strides(out), _known_strides(y), mask, y.shape[a.axis])
     if g is None:
         return False
     channel_fast = contiguous_strides(out.shape)[a.channel_axis] == 1 and out.ndim > 1
-    dtypes = (
-        _name(y.dtype),
-        _name(y.dtype if mask is None else mask.dtype),
-        _name(acc),
-        _name(out.dtype),
-    )
+    dtypes = (_name(y.dtype), _name(y.dtype if mask is None else mask.dtype), _name(acc),
+              _name(out.dtype))  # fmt: skip
     rec = _record(g, a.offsets, out.size, channel_fast)
-    args = (y, _NULL if mask is None else mask, out, _table_arg(a.offsets), rec, np.int32(by_count))
+    table = _table_arg(a.offsets, cupy.cuda.Device().id)
+    args = (y, _NULL if mask is None else mask, out, table, rec, np.int32(by_count))
     _launch("shift_sum_adjoint", dtypes, g, out.size, args)
     return True
 
@@ -240,20 +225,13 @@ def pinv_general(a: ShiftSumArgs) -> Any:
                 return generic.pinv(a)
             return out
         z = cupy.empty(y.shape, dtype=acc)
-        g = geometry(
-            tuple(out.shape),
-            contiguous_strides(out.shape),
-            _known_strides(y),
-            _mask_strides(mask),
-            a.axis,
-            a.channel_axis,
-            y.shape[a.axis],
-        )
+        g = _geometry(a, out.shape, contiguous_strides(out.shape), _known_strides(y), mask,
+                      y.shape[a.axis])  # fmt: skip
         if g is None:
             return generic.pinv(a)
         dtypes = (_name(y.dtype), _name(mask.dtype), real_of(_name(acc)), _name(acc))
         rec = _record(g, a.offsets, z.size, False)
-        args = (y, mask, z, _table_arg(a.offsets), rec)
+        args = (y, mask, z, _table_arg(a.offsets, cupy.cuda.Device().id), rec)
         _launch("shift_sum_pinv_divide", dtypes, g, z.size, args)
         if not _adjoint_into(out, z, mask, a, acc, False):
             return generic.pinv(a)
@@ -261,9 +239,9 @@ def pinv_general(a: ShiftSumArgs) -> Any:
 
 
 # ----------------------------------------------------------------------------- plans
-# A plan keeps, per call signature, the compiled function, its grid and its argument
-# record; a repeated call allocates its result and launches. The row kernels cover the
-# common layouts (see portops._kernels.geometry.row_view), the general kernels the rest.
+# A plan keeps a signature's compiled function, grid and argument record: a repeated
+# call allocates its result and launches. Row kernels for the common layouts (see
+# portops._kernels.geometry.row_view), the general kernels for the rest.
 
 _MAX_GRID_Y = 65535
 _ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base", "channels")
@@ -313,12 +291,6 @@ def _tight_block(columns: int) -> int:
     return block
 
 
-def _row_table(offsets: tuple[int, ...], inner: int, device_id: int) -> Any:
-    if linear_step(offsets) is not None:
-        return _NULL
-    return _table(tuple(o * inner for o in offsets), device_id)
-
-
 def _launcher(
     kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, channels: int | None = None
 ) -> Any:
@@ -362,7 +334,7 @@ def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[[Any, Any], tuple[Any
 
 def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     x, mask, offsets = a.array, a.mask, a.offsets
-    if _strides(x) is None or (mask is not None and _strides(mask) is None):
+    if not _whole(x, mask):
         return None
     out_dtype = np.dtype(a.dtype)
     shape = list(x.shape)
@@ -370,9 +342,7 @@ def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     shape[a.channel_axis] = 1
     if math.prod(shape) == 0 or x.size == 0:
         return None
-    g = geometry(tuple(x.shape), _known_strides(x), contiguous_strides(shape),
-                 None if mask is None else _mask_strides(mask), a.axis, a.channel_axis,
-                 shape[a.axis])  # fmt: skip
+    g = _geometry(a, x.shape, _known_strides(x), contiguous_strides(shape), mask, shape[a.axis])
     r = None if g is None else row_view(g, mask is not None)
     if r is None or math.ceil(r.out_width / 128) > _MAX_GRID_Y:
         return None
@@ -382,7 +352,7 @@ def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     # Measured on an H100 (B=16 and 64, C=28, float32): the forward runs fastest with
     # the channel count read at run time and blocks that waste few threads.
     fn = _launcher("shift_sum_forward_rows", dtypes, r.large, device_id, 0)
-    table = _row_table(offsets, r.inner, device_id)
+    table = _table_arg(offsets, device_id, r.inner)
     rec = _rows_record(r, offsets)
     threads = _tight_block(r.out_width)
     grid, block = (r.rows, math.ceil(r.out_width / threads)), (threads,)
@@ -399,15 +369,13 @@ def _row_adjoint(
     a: ShiftSumArgs, out_shape: list[int], scaled: bool = False
 ) -> Callable[..., Any] | None:
     y, mask, offsets = a.array, a.mask, a.offsets
-    if _strides(y) is None or (mask is not None and _strides(mask) is None):
+    if not _whole(y, mask):
         return None
     out_dtype = np.dtype(a.dtype)
     shape = list(a.shape)
     if math.prod(shape) == 0:
         return None
-    g = geometry(tuple(shape), contiguous_strides(shape), _known_strides(y),
-                 None if mask is None else _mask_strides(mask), a.axis, a.channel_axis,
-                 y.shape[a.axis])  # fmt: skip
+    g = _geometry(a, shape, contiguous_strides(shape), _known_strides(y), mask, y.shape[a.axis])
     r = None if g is None else row_view(g, mask is not None)
     if r is None or math.ceil(r.width / 128) > _MAX_GRID_Y:
         return None
@@ -417,7 +385,7 @@ def _row_adjoint(
     dtypes = (_name(y.dtype), _name(y.dtype if mask is None else mask.dtype), real,
               _name(acc), _name(out_dtype))  # fmt: skip
     fn = _launcher("shift_sum_adjoint_rows", dtypes, r.large, device_id, len(offsets))
-    table = _row_table(offsets, r.inner, device_id)
+    table = _table_arg(offsets, device_id, r.inner)
     outer, q_strides = inverse_phi_rows(r, mask is not None)
     rec = _rows_record(r, offsets, scale=q_strides if scaled else (0, 0, 0))
     threads = row_block(r.width)
@@ -516,27 +484,17 @@ def pinv(a: ShiftSumArgs) -> Any:
     return _plan("pinv", a, raw=False)(a.array, a.mask)
 
 
-extend.register(
-    "shift_sum",
-    "cupy_gather",
-    libraries=["cupy"],
-    priority=Priority.SPECIALIZED,
-    summary="CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned",
-    planner=_planner("forward"),
-)(forward)
-extend.register(
-    "shift_sum_adjoint",
-    "cupy_gather",
-    libraries=["cupy"],
-    priority=Priority.SPECIALIZED,
-    summary="CUDA row kernel (RawModule): one launch, mask fused; planned",
-    planner=_planner("adjoint"),
-)(adjoint)
-extend.register(
-    "shift_sum_pinv",
-    "cupy_gather",
-    libraries=["cupy"],
-    priority=Priority.SPECIALIZED,
-    summary="CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned",
-    planner=_planner("pinv"),
-)(pinv)
+_SUMMARIES = {
+    "forward": "CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned",
+    "adjoint": "CUDA row kernel (RawModule): one launch, mask fused; planned",
+    "pinv": "CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned",
+}
+for kind, impl in (("forward", forward), ("adjoint", adjoint), ("pinv", pinv)):
+    extend.register(
+        "shift_sum" if kind == "forward" else f"shift_sum_{kind}",
+        "cupy_gather",
+        libraries=["cupy"],
+        priority=Priority.SPECIALIZED,
+        summary=_SUMMARIES[kind],
+        planner=_planner(kind),
+    )(impl)
