@@ -61,10 +61,11 @@ def _record(g: Geometry, offsets: tuple[int, ...], total: int, channel_fast: boo
 
 
 @cache
-def _function(name: str, device_id: int) -> Any:
-    """The kernel instance `name` compiled for device `device_id` (cached)."""
+def _function(name: str, device_id: int, source: str = "shift_sum.cu") -> Any:
+    """The kernel instance `name` of `source` compiled for device `device_id` (cached)."""
     with cupy.cuda.Device(device_id):
-        module = cupy.RawModule(code=kernel_source(), options=_OPTIONS, name_expressions=(name,))
+        code = kernel_source(source)
+        module = cupy.RawModule(code=code, options=_OPTIONS, name_expressions=(name,))
         return module.get_function(name)
 
 
@@ -81,7 +82,7 @@ def _table(offsets: tuple[int, ...], device_id: int) -> Any:
 @cache
 def _grid_limit(device_id: int) -> int:
     sms = cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
-    return int(sms) * CUDA["blocks_per_sm"]
+    return int(sms) * int(CUDA["blocks_per_sm"])
 
 
 def _launch(
