@@ -9,7 +9,6 @@ formula on the CPU.
 
 from __future__ import annotations
 
-import functools
 import os
 from types import ModuleType
 from typing import Any
@@ -57,12 +56,11 @@ def _launches_take_every_parameter(monkeypatch):
 
 
 def _run(kernels: ModuleType, kind: str, a: Any, general: bool = False) -> Any:
-    """The row kernels' plan of `kind` where it covers `a`, or the general kernels'."""
+    """The row kernels' plan of `kind` where it covers `a` (unless `general`), or the
+    general kernels'."""
     plan = getattr(kernels, f"plan_{kind}")
-    if general:
-        plan = kernels._general_forward if kind == "forward" else kernels._general_adjoint
-        plan = functools.partial(plan, pinv=True) if kind == "pinv" else plan
-    return plan(a.array, tuple(a.offsets), a.axis, a.channel_axis, a.mask)(a.array, a.mask)
+    args = (a.array, tuple(a.offsets), a.axis, a.channel_axis, a.mask)
+    return plan(*args, general_kernel=general)(a.array, a.mask)
 
 
 def _rand(shape: Any, dtype: str, seed: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -419,15 +419,15 @@ def _mask_layout(mask: torch.Tensor | None) -> tuple[tuple[int, ...] | None, boo
 
 
 def _geometry(
+    c: Any,
     big_shape: list[int],
     big: tuple[int, ...],
     small: tuple[int, ...],
     mask: tuple[int, ...] | None,
-    axis: int,
-    channel_axis: int,
     out_width: int,
 ) -> Geometry:
-    g = geometry(tuple(big_shape), big, small, mask, axis, channel_axis, out_width)
+    """:func:`geometry` of the call's axes; NotImplementedError where it needs more dims."""
+    g = geometry(tuple(big_shape), big, small, mask, c.axis, c.cax, out_width)
     if g is None:
         raise NotImplementedError("layout needs more than 3 outer and 2 inner dimensions")
     return g
@@ -461,59 +461,55 @@ def _row_launcher(
 
 
 # ----------------------------------------------------------------------------- plans
-# Each plan is a function of the call's tensors (the result's channel axis kept with
-# size 1, or allocated as `out_shape`: the same elements in the same order) with
-# everything else fixed. A row plan is None where the row kernels do not cover the layout.
+# Each plan is a function of the call's tensors with everything else fixed; a row plan
+# is None where the row kernels do not cover the layout.
 
 Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
+class _Call(NamedTuple):
+    """A call's signature: `a` is x, or y with a channel axis of 1; the result has
+    `shape` (channel axis kept) and is allocated as `alloc` (same elements, same order)."""
+
+    a: torch.Tensor
+    offsets: tuple[int, ...]
+    axis: int
+    cax: int
+    mask: torch.Tensor | None
+    shape: list[int]
+    alloc: list[int]
+    dtype: torch.dtype
+
+
 def _rows(
-    big_shape: list[int],
-    big_strides: tuple[int, ...],
-    small_strides: tuple[int, ...],
-    mask: torch.Tensor | None,
-    axis: int,
-    cax: int,
-    out_width: int,
-    dtypes: tuple[torch.dtype, ...],
+    c: _Call, big_shape: list[int], big: tuple[int, ...], small: tuple[int, ...], out_width: int
 ) -> RowView | None:
-    """The row kernels' view of a layout, or None when they do not cover it."""
-    if not _ROW_DTYPES.issuperset(dtypes):
+    """The row kernels' view of the call's layout, or None when they do not cover it."""
+    mask, dtypes = c.mask, (c.a.dtype, c.dtype)
+    if not _ROW_DTYPES.issuperset(dtypes if mask is None else (*dtypes, mask.dtype)):
         return None
     ms = _mask_layout(mask)[0]
-    g = geometry(tuple(big_shape), big_strides, small_strides, ms, axis, cax, out_width)
+    g = geometry(tuple(big_shape), big, small, ms, c.axis, c.cax, out_width)
     return None if g is None else row_view(g, mask is not None)
 
 
-def _row_forward(
-    x: torch.Tensor,
-    offsets: tuple[int, ...],
-    axis: int,
-    cax: int,
-    mask: torch.Tensor | None,
-    out_shape: list[int] | None = None,
-) -> Run | None:
-    shape = y_shape(list(x.shape), (list(offsets), axis, cax))
-    dtype = result_dtype(x, mask)
-    dtypes = (x.dtype, dtype) if mask is None else (x.dtype, dtype, mask.dtype)
-    r = _rows(list(x.shape), tuple(x.stride()), contiguous_strides(shape), mask, axis, cax,
-              shape[axis], dtypes)  # fmt: skip
+def _row_forward(c: _Call) -> Run | None:
+    x, mask, dtype, alloc = c.a, c.mask, c.dtype, c.alloc
+    r = _rows(c, list(x.shape), tuple(x.stride()), contiguous_strides(c.shape), c.shape[c.axis])
     if r is None:
         return None
     device = x.device
-    table, step, base, has_table = _table(offsets, device, r.inner)
+    table, step, base, has_table = _table(c.offsets, device, r.inner)
     launch = _row_launcher(
         _forward_rows, r.rows, r.out_width,
         (r.s1, r.s2, *r.big, r.big_c, *r.mask, r.mask_c, r.mask_j, *r.small,
          r.width, r.out_width, step, base),
-        device, CHANNELS=len(offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
+        device, CHANNELS=len(c.offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
         INVERSE_PHI=False, ACC=_ACC[dtype], LARGE=r.large,
     )  # fmt: skip
     if launch is None:
         return None
     dummy = _dummy(device)
-    alloc = shape if out_shape is None else out_shape
 
     def run(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         y = torch.empty(alloc, dtype=dtype, device=device)
@@ -523,42 +519,30 @@ def _row_forward(
     return run
 
 
-def _row_adjoint(
-    y: torch.Tensor,
-    offsets: tuple[int, ...],
-    axis: int,
-    cax: int,
-    mask: torch.Tensor | None,
-    out_shape: list[int] | None = None,
-    pinv: bool = False,
-) -> Run | None:
+def _row_adjoint(c: _Call, pinv: bool = False) -> Run | None:
     """The adjoint; `pinv`: ``conj(mask) * window_c(y / Phi)``, 1 / Phi by the forward
     kernel first. Without a mask 1 / Phi depends on the signature alone and is computed
     once; with one it has the mask's outer shape (a 2-D mask: one image, not the batch)."""
-    shape = x_shape(list(y.shape), (list(offsets), axis, cax))
-    dtype = result_dtype(y, mask)
+    y, mask, dtype, alloc = c.a, c.mask, c.dtype, c.alloc
     if pinv and not dtype.is_floating_point:
         return None
-    dtypes = (y.dtype, dtype) if mask is None else (y.dtype, dtype, mask.dtype)
-    r = _rows(shape, contiguous_strides(shape), tuple(y.stride()), mask, axis, cax,
-              y.shape[axis], dtypes)  # fmt: skip
+    r = _rows(c, c.shape, contiguous_strides(c.shape), tuple(y.stride()), y.shape[c.axis])
     if r is None:
         return None
     device = y.device
-    table, step, base, has_table = _table(offsets, device, r.inner)
+    table, step, base, has_table = _table(c.offsets, device, r.inner)
     outer, q = inverse_phi_rows(r, mask is not None)
     launch = _row_launcher(
         _adjoint_rows, r.rows, r.width,
         (r.s1, r.s2, *r.small, *r.mask, r.mask_c, r.mask_j, *(q if pinv else (0, 0, 0)),
          *r.big, r.big_c, r.width, step, base),
-        device, CHANNELS=len(offsets), HAS_MASK=mask is not None,
+        device, CHANNELS=len(c.offsets), HAS_MASK=mask is not None,
         MASK_PER_CHANNEL=mask is not None and r.mask_c != 0, HAS_SCALE=pinv,
         HAS_TABLE=has_table, ACC=_ACC[dtype], LARGE=r.large,
     )  # fmt: skip
     if launch is None:
         return None
     dummy = _dummy(device)
-    alloc = shape if out_shape is None else out_shape
 
     def adjoint(y: torch.Tensor, mask: torch.Tensor | None, scale: Any = dummy) -> torch.Tensor:
         out = torch.empty(alloc, dtype=dtype, device=device)
@@ -573,7 +557,7 @@ def _row_adjoint(
         _forward_rows, math.prod(outer), r.out_width,
         (outer[1], outer[2], 0, 0, 0, 0, *mask_rows, r.mask_c, r.mask_j, *q,
          r.width, r.out_width, step, base),
-        device, CHANNELS=len(offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
+        device, CHANNELS=len(c.offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
         INVERSE_PHI=True, ACC=_ACC[phi_dtype], LARGE=r.large,
     )  # fmt: skip
     if phi_launch is None:
@@ -593,25 +577,16 @@ def _row_adjoint(
     return run
 
 
-def _general_forward(
-    x: torch.Tensor,
-    offsets: tuple[int, ...],
-    axis: int,
-    cax: int,
-    mask: torch.Tensor | None,
-    out_shape: list[int] | None = None,
-) -> Run:
-    shape = y_shape(list(x.shape), (list(offsets), axis, cax))
-    dtype = result_dtype(x, mask)
+def _general_forward(c: _Call) -> Run:
+    x, mask, dtype, alloc, shape = c.a, c.mask, c.dtype, c.alloc, c.shape
     device = x.device
     numel = math.prod(shape)
-    alloc = shape if out_shape is None else out_shape
     if numel == 0 or x.numel() == 0:
         return lambda x, mask: torch.zeros(alloc, dtype=dtype, device=device)
     _, xs, x_complex = _reals(x)
     ms, m_complex = _mask_layout(mask)
-    g = _geometry(list(x.shape), xs, contiguous_strides(shape), ms, axis, cax, shape[axis])
-    table, step, base, has_table = _table(offsets, device)
+    g = _geometry(c, list(x.shape), xs, contiguous_strides(shape), ms, shape[c.axis])
+    table, step, base, has_table = _table(c.offsets, device)
     launch = _general_launcher(
         _forward_kernel,
         (*g.size, *g.big, g.big_c, *g.mask, g.mask_c, g.channels, g.out_width, step, base,
@@ -629,54 +604,36 @@ def _general_forward(
     return run
 
 
-def _general_adjoint_launch(
-    shape: list[int],
-    y: torch.Tensor,
-    offsets: tuple[int, ...],
-    axis: int,
-    cax: int,
-    mask: torch.Tensor | None,
-    dtype: torch.dtype,
-    by_count: bool,
-) -> Launcher:
-    """The adjoint kernel writing a contiguous result of `shape` and `dtype`."""
+def _general_adjoint_launch(c: _Call, y: torch.Tensor, by_count: bool) -> Launcher:
+    """The adjoint kernel reading `y` (or a tensor laid out like it) into a contiguous
+    result of the call's shape and dtype."""
     _, ys, y_complex = _reals(y)
-    ms, m_complex = _mask_layout(mask)
-    contiguous = contiguous_strides(shape)
-    out_strides = tuple(s * (2 if dtype.is_complex else 1) for s in contiguous)
-    g = _geometry(shape, out_strides, ys, ms, axis, cax, y.shape[axis])
-    _, step, base, has_table = _table(offsets, y.device)
+    ms, m_complex = _mask_layout(c.mask)
+    contiguous = contiguous_strides(c.shape)
+    out_strides = tuple(s * (2 if c.dtype.is_complex else 1) for s in contiguous)
+    g = _geometry(c, c.shape, out_strides, ys, ms, y.shape[c.axis])
+    _, step, base, has_table = _table(c.offsets, y.device)
     return _general_launcher(
         _adjoint_kernel,
         (*g.size, *g.big, g.big_c, *g.mask, g.mask_c, *g.small, g.channels, step, base,
-         math.prod(shape)),
-        g, y.device, HAS_MASK=mask is not None, HAS_TABLE=has_table, Y_COMPLEX=y_complex,
-        M_COMPLEX=m_complex, CHANNEL_FAST=contiguous[cax] == 1, BY_COUNT=by_count,
-        ACC=_ACC[dtype],
+         math.prod(c.shape)),
+        g, y.device, HAS_MASK=c.mask is not None, HAS_TABLE=has_table, Y_COMPLEX=y_complex,
+        M_COMPLEX=m_complex, CHANNEL_FAST=contiguous[c.cax] == 1, BY_COUNT=by_count,
+        ACC=_ACC[c.dtype],
     )  # fmt: skip
 
 
-def _general_adjoint(
-    y: torch.Tensor,
-    offsets: tuple[int, ...],
-    axis: int,
-    cax: int,
-    mask: torch.Tensor | None,
-    out_shape: list[int] | None = None,
-    pinv: bool = False,
-) -> Run:
+def _general_adjoint(c: _Call, pinv: bool = False) -> Run:
     """The adjoint; `pinv`: of ``z = y / Phi`` (by the forward kernel), or, without a
     mask, divided by the number of channels in the adjoint's own loop."""
-    shape = x_shape(list(y.shape), (list(offsets), axis, cax))
-    dtype = result_dtype(y, mask)
+    y, mask, dtype, alloc, shape = c.a, c.mask, c.dtype, c.alloc, c.shape
     device = y.device
-    alloc = shape if out_shape is None else out_shape
     if math.prod(shape) == 0:
         return lambda y, mask: torch.empty(alloc, dtype=dtype, device=device)
-    table, step, base, has_table = _table(offsets, device)
+    table, step, base, has_table = _table(c.offsets, device)
     dummy = _dummy(device)
     if not pinv or mask is None:
-        launch = _general_adjoint_launch(shape, y, offsets, axis, cax, mask, dtype, pinv)
+        launch = _general_adjoint_launch(c, y, by_count=pinv)
 
         def run(y: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
             out = torch.empty(alloc, dtype=dtype, device=device)
@@ -690,7 +647,7 @@ def _general_adjoint(
     z_dtype = real.to_complex() if y.is_complex() else real
     _, ys, y_complex = _reals(y)
     ms, m_complex = _mask_layout(mask)
-    g = _geometry(shape, contiguous_strides(shape), ys, ms, axis, cax, y.shape[axis])
+    g = _geometry(c, shape, contiguous_strides(shape), ys, ms, y.shape[c.axis])
     divide = _general_launcher(
         _forward_kernel,
         (*g.size, *g.small, 0, *g.mask, g.mask_c, g.channels, g.out_width, step, base,
@@ -699,7 +656,7 @@ def _general_adjoint(
         M_COMPLEX=m_complex, DIVIDE=True, ACC=_ACC[z_dtype],
     )  # fmt: skip
     z_like = torch.empty(y.shape, dtype=z_dtype, device="meta")
-    adjoint = _general_adjoint_launch(shape, z_like, offsets, axis, cax, mask, dtype, False)
+    adjoint = _general_adjoint_launch(c, z_like, by_count=False)
 
     def run_pinv(y: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         assert mask is not None
@@ -713,7 +670,13 @@ def _general_adjoint(
     return run_pinv
 
 
-def _planner(row: Callable[..., Run | None], general: Callable[..., Run]) -> Callable[..., Run]:
+def _planner(kind: str) -> Callable[..., Run]:
+    forward = kind == "forward"
+    row = _row_forward if forward else functools.partial(_row_adjoint, pinv=kind == "pinv")
+    general = (
+        _general_forward if forward else functools.partial(_general_adjoint, pinv=kind == "pinv")
+    )
+
     def plan(
         a: torch.Tensor,
         offsets: tuple[int, ...],
@@ -721,20 +684,24 @@ def _planner(row: Callable[..., Run | None], general: Callable[..., Run]) -> Cal
         cax: int,
         mask: torch.Tensor | None,
         out_shape: list[int] | None = None,
+        *,
+        general_kernel: bool = False,
     ) -> Run:
         """The plan for tensors laid out like `a` and `mask`: the row kernels' where they
-        cover the layout, else the general kernels' (NotImplementedError where neither)."""
-        if a.numel() and (mask is None or mask.numel()):
-            run = row(a, offsets, axis, cax, mask, out_shape=out_shape)
+        cover the layout (and not `general_kernel`), else the general kernels'
+        (NotImplementedError where neither does)."""
+        shape = (y_shape if forward else x_shape)(list(a.shape), (list(offsets), axis, cax))
+        alloc = shape if out_shape is None else out_shape
+        c = _Call(a, offsets, axis, cax, mask, shape, alloc, result_dtype(a, mask))
+        if not general_kernel and a.numel() and (mask is None or mask.numel()):
+            run = row(c)
             if run is not None:
                 return run
-        return general(a, offsets, axis, cax, mask, out_shape=out_shape)
+        return general(c)
 
     return plan
 
 
-plan_forward = _planner(_row_forward, _general_forward)
-plan_adjoint = _planner(_row_adjoint, _general_adjoint)
-plan_pinv = _planner(
-    functools.partial(_row_adjoint, pinv=True), functools.partial(_general_adjoint, pinv=True)
-)
+plan_forward = _planner("forward")
+plan_adjoint = _planner("adjoint")
+plan_pinv = _planner("pinv")
