@@ -16,17 +16,6 @@ from typing import NamedTuple
 
 from .._tables import CUDA
 
-__all__ = [
-    "Geometry",
-    "RowView",
-    "contiguous_strides",
-    "geometry",
-    "linear_step",
-    "row_block",
-    "row_warps",
-    "row_view",
-]
-
 OUTER_SLOTS = 3
 INNER_SLOTS = 2
 # Offsets and counts from here need 64-bit indices; the margin keeps a grid-stride
@@ -115,30 +104,20 @@ def geometry(
         + [pad] * (INNER_SLOTS - len(merged_inner))
     )
     size = tuple(n for n, _ in slots)
-    per_array = [tuple(st[i] for _, st in slots) for i in range(3)]
+    big, mask, small = (tuple(st[i] for _, st in slots) for i in range(3))
     channels = big_shape[channel_axis]
-    g = Geometry(
-        size=size,
-        big=per_array[0],
-        mask=per_array[1],
-        small=per_array[2],
-        big_c=big_strides[channel_axis],
-        mask_c=mstrides[channel_axis],
-        channels=channels,
-        out_width=out_width,
-        large=False,
-    )
-    out_size = (*size[:3], out_width, *size[4:])
+    big_c, mask_c = big_strides[channel_axis], mstrides[channel_axis]
     per_width = math.prod(size[:3]) * math.prod(size[4:])
     reach = max(
-        _reach(size, g.big) + (channels - 1) * abs(g.big_c),
-        _reach(size, g.mask) + (channels - 1) * abs(g.mask_c),
-        _reach(out_size, g.small),
+        _reach(size, big) + (channels - 1) * abs(big_c),
+        _reach(size, mask) + (channels - 1) * abs(mask_c),
+        _reach((*size[:3], out_width, *size[4:]), small),
         per_width * channels * size[3],
         per_width * out_width,
         out_width + abs(out_width - size[3]) * max(channels, 1),
     )
-    return g._replace(large=reach >= INT32_LIMIT)
+    large = reach >= INT32_LIMIT
+    return Geometry(size, big, mask, small, big_c, mask_c, channels, out_width, large)
 
 
 def linear_step(offsets: tuple[int, ...]) -> tuple[int, int] | None:

@@ -7,8 +7,9 @@ precision accumulated in float32. Layouts are reduced to the six dimensions of
 
 *Row* kernels cover the common layouts (channel axis before the shifted one, the
 shifted axis and those after it contiguous: ``(B, C, H, W)`` shifted along W or H): a
-program owns a block of one row's columns, so loads and stores are contiguous runs.
-*General* kernels take any strides and complex dtypes, with index arithmetic per element.
+program owns a block of one row's columns, so loads and stores are contiguous runs. A
+*general* forward kernel takes any strides and complex dtypes, with index arithmetic per
+element; other adjoints are torch's windows copy (as much memory traffic, one launch).
 
 Imported only when a CUDA tensor reaches the torch backend, or by the tests, which run
 the kernels on CPU tensors under ``TRITON_INTERPRET=1``.
@@ -26,7 +27,6 @@ import triton
 import triton.language as tl
 
 from ..._kernels.geometry import (
-    Geometry,
     RowView,
     contiguous_strides,
     geometry,
@@ -63,15 +63,6 @@ def _load_pair(ptr, off, ok, COMPLEX: tl.constexpr, ACC: tl.constexpr):
 
 
 @triton.jit
-def _elements(total, LARGE: tl.constexpr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    if LARGE:
-        pid = pid.to(tl.int64)
-    idx = pid * BLOCK + tl.arange(0, BLOCK)
-    return idx, idx < total
-
-
-@triton.jit
 def _coords(idx, s0, s1, s2, width, s4, s5):
     """Linear index -> coordinates over (O0, O1, O2, W, I0, I1), `width` for W."""
     k5 = idx % s5
@@ -93,12 +84,14 @@ def _forward_kernel(
     m0, m1, m2, m3, m4, m5, mc,
     channels: tl.constexpr, out_width, step, base, total,
     HAS_MASK: tl.constexpr, HAS_TABLE: tl.constexpr, X_COMPLEX: tl.constexpr,
-    M_COMPLEX: tl.constexpr, DIVIDE: tl.constexpr, ACC: tl.constexpr, LARGE: tl.constexpr,
-    BLOCK: tl.constexpr,
+    M_COMPLEX: tl.constexpr, ACC: tl.constexpr, LARGE: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """y = sum_c x[c, w - o_c] (times the mask). DIVIDE (the pseudo-inverse's first pass,
-    x := y with y's strides): y / Phi where Phi = sum_c |mask[c, w - o_c]|^2 > 0, else 0."""
-    idx, valid = _elements(total, LARGE, BLOCK)
+    """y = sum_c x[c, w - o_c] (times the mask), any strides, complex as pairs of reals."""
+    pid = tl.program_id(0)
+    if LARGE:
+        pid = pid.to(tl.int64)
+    idx = pid * BLOCK + tl.arange(0, BLOCK)
+    valid = idx < total
     k0, k1, k2, w, k4, k5 = _coords(idx, s0, s1, s2, out_width, s4, s5)
     xb = k0 * x0 + k1 * x1 + k2 * x2 + k4 * x4 + k5 * x5
     mb = k0 * m0 + k1 * m1 + k2 * m2 + k4 * m4 + k5 * m5
@@ -107,82 +100,23 @@ def _forward_kernel(
     for c in range(0, channels):
         src = w - _offset(table_ptr, c, step, base, HAS_TABLE)
         ok = valid & (src >= 0) & (src < s3)
+        v_re, v_im = _load_pair(x_ptr, xb + c * xc + src * x3, ok, X_COMPLEX, ACC)
         if HAS_MASK:
             m_re, m_im = _load_pair(m_ptr, mb + c * mc + src * m3, ok, M_COMPLEX, ACC)
-        if DIVIDE:
-            acc_re += m_re * m_re + m_im * m_im
-        else:
-            v_re, v_im = _load_pair(x_ptr, xb + c * xc + src * x3, ok, X_COMPLEX, ACC)
-            if HAS_MASK:
-                if X_COMPLEX or M_COMPLEX:
-                    acc_re += v_re * m_re - v_im * m_im
-                    acc_im += v_re * m_im + v_im * m_re
-                else:
-                    acc_re += v_re * m_re
+            if X_COMPLEX or M_COMPLEX:
+                acc_re += v_re * m_re - v_im * m_im
+                acc_im += v_re * m_im + v_im * m_re
             else:
-                acc_re += v_re
-                acc_im += v_im
-    if DIVIDE:
-        v_re, v_im = _load_pair(x_ptr, xb + w * x3, valid, X_COMPLEX, ACC)
-        positive = acc_re > 0
-        safe = tl.where(positive, acc_re, 1)
-        acc_re = tl.where(positive, v_re / safe, 0)
-        acc_im = tl.where(positive, v_im / safe, 0)
+                acc_re += v_re * m_re
+        else:
+            acc_re += v_re
+            acc_im += v_im
     ty = y_ptr.dtype.element_ty
-    if X_COMPLEX or (M_COMPLEX and not DIVIDE):
+    if X_COMPLEX or M_COMPLEX:
         tl.store(y_ptr + 2 * idx, acc_re.to(ty), mask=valid)
         tl.store(y_ptr + 2 * idx + 1, acc_im.to(ty), mask=valid)
     else:
         tl.store(y_ptr + idx, acc_re.to(ty), mask=valid)
-
-
-@triton.jit
-def _adjoint_kernel(
-    y_ptr, m_ptr, out_ptr, table_ptr,
-    s0, s1, s2, s3, s4, s5,
-    o0, o1, o2, o3, o4, o5, oc,
-    m0, m1, m2, m3, m4, m5, mc,
-    y0, y1, y2, y3, y4, y5,
-    channels: tl.constexpr, step, base, total,
-    HAS_MASK: tl.constexpr, HAS_TABLE: tl.constexpr, Y_COMPLEX: tl.constexpr,
-    M_COMPLEX: tl.constexpr, CHANNEL_FAST: tl.constexpr, BY_COUNT: tl.constexpr,
-    ACC: tl.constexpr, LARGE: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
-    """x[c, w] = conj(mask) * y[w + o_c]; BY_COUNT divides by the channels reaching w + o_c
-    (the pseudo-inverse without a mask). CHANNEL_FAST: channels vary fastest in x."""
-    idx, valid = _elements(total, LARGE, BLOCK)
-    if CHANNEL_FAST:
-        c = idx % channels
-        rest = idx // channels
-    else:
-        per_channel = total // channels
-        c = idx // per_channel
-        rest = idx % per_channel
-    k0, k1, k2, w, k4, k5 = _coords(rest, s0, s1, s2, s3, s4, s5)
-    pos = w + _offset(table_ptr, c, step, base, HAS_TABLE)
-    y_off = k0 * y0 + k1 * y1 + k2 * y2 + k4 * y4 + k5 * y5 + pos * y3
-    v_re, v_im = _load_pair(y_ptr, y_off, valid, Y_COMPLEX, ACC)
-    if HAS_MASK:
-        m_off = k0 * m0 + k1 * m1 + k2 * m2 + k4 * m4 + k5 * m5 + c * mc + w * m3
-        m_re, m_im = _load_pair(m_ptr, m_off, valid, M_COMPLEX, ACC)
-        r_re = v_re * m_re + v_im * m_im  # times conj(mask)
-        r_im = v_im * m_re - v_re * m_im
-    else:
-        r_re = v_re
-        r_im = v_im
-    if BY_COUNT:
-        n = tl.zeros([BLOCK], dtype=tl.int32)
-        for d in range(0, channels):
-            src = pos - _offset(table_ptr, d, step, base, HAS_TABLE)
-            n += ((src >= 0) & (src < s3)).to(tl.int32)
-        n = tl.maximum(n, 1).to(ACC)
-        r_re = r_re / n
-        r_im = r_im / n
-    out = out_ptr + k0 * o0 + k1 * o1 + k2 * o2 + k4 * o4 + k5 * o5 + c * oc + w * o3
-    ty = out_ptr.dtype.element_ty
-    tl.store(out, r_re.to(ty), mask=valid)
-    if Y_COMPLEX or M_COMPLEX:
-        tl.store(out + 1, r_im.to(ty), mask=valid)
 
 
 # Row kernels: columns j index the shifted axis merged with the contiguous axes after it
@@ -371,35 +305,26 @@ class Launcher:
             self.compiled = result
 
 
-_tables: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}
+@functools.lru_cache(maxsize=64)
+def _uploaded(offsets: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    return torch.tensor(offsets, dtype=torch.int64, device=device)
 
 
 def _table(
     offsets: tuple[int, ...], device: torch.device, scale: int = 1
 ) -> tuple[Any, int, int, bool]:
-    """(table or a placeholder, step, base, has_table) for the kernels, in units of `scale`."""
+    """(table or a placeholder, step, base, has_table) for the kernels, in units of `scale`:
+    irregular offsets are uploaded once per device."""
     lin = linear_step(offsets)
     if lin is not None:
         return _dummy(device), lin[0] * scale, lin[1] * scale, False
-    scaled = tuple(o * scale for o in offsets)
-    key = (scaled, device)
-    table = _tables.get(key)
-    if table is None:  # irregular offsets: uploaded once per device
-        table = torch.tensor(scaled, dtype=torch.int64, device=device)
-        if len(_tables) < 64:
-            _tables[key] = table
-    return table, 0, 0, True
+    return _uploaded(tuple(o * scale for o in offsets), device), 0, 0, True
 
 
-_dummies: dict[torch.device, torch.Tensor] = {}
-
-
+@functools.cache
 def _dummy(device: torch.device) -> torch.Tensor:
     """A placeholder pointer for arguments a kernel does not read (no mask, no table)."""
-    t = _dummies.get(device)
-    if t is None:
-        t = _dummies[device] = torch.empty(4, dtype=torch.float32, device=device)
-    return t
+    return torch.empty(4, dtype=torch.float32, device=device)
 
 
 def _reals(t: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...], bool]:
@@ -416,31 +341,6 @@ def _mask_layout(mask: torch.Tensor | None) -> tuple[tuple[int, ...] | None, boo
         return None, False
     _, strides, is_complex = _reals(mask)
     return tuple(0 if n == 1 else s for n, s in zip(mask.shape, strides, strict=True)), is_complex
-
-
-def _geometry(
-    c: Any,
-    big_shape: list[int],
-    big: tuple[int, ...],
-    small: tuple[int, ...],
-    mask: tuple[int, ...] | None,
-    out_width: int,
-) -> Geometry:
-    """:func:`geometry` of the call's axes; NotImplementedError where it needs more dims."""
-    g = geometry(tuple(big_shape), big, small, mask, c.axis, c.cax, out_width)
-    if g is None:
-        raise NotImplementedError("layout needs more than 3 outer and 2 inner dimensions")
-    return g
-
-
-def _general_launcher(
-    kernel: Any, scalars: tuple[int, ...], g: Geometry, device: torch.device, **constexprs: Any
-) -> Launcher:
-    """`kernel` over ``scalars[-1]`` elements, one block of them per program."""
-    block = CUDA["general_block"]
-    grid = (triton.cdiv(scalars[-1], block), 1, 1)
-    return Launcher(kernel, grid, scalars, dict(constexprs, LARGE=g.large, BLOCK=block),
-                    device.index)  # fmt: skip
 
 
 def _row_launcher(
@@ -585,14 +485,19 @@ def _general_forward(c: _Call) -> Run:
         return lambda x, mask: torch.zeros(alloc, dtype=dtype, device=device)
     _, xs, x_complex = _reals(x)
     ms, m_complex = _mask_layout(mask)
-    g = _geometry(c, list(x.shape), xs, contiguous_strides(shape), ms, shape[c.axis])
+    g = geometry(tuple(x.shape), xs, contiguous_strides(shape), ms, c.axis, c.cax,
+                 shape[c.axis])  # fmt: skip
+    if g is None:
+        raise NotImplementedError("layout needs more than 3 outer and 2 inner dimensions")
     table, step, base, has_table = _table(c.offsets, device)
-    launch = _general_launcher(
-        _forward_kernel,
+    block = CUDA["general_block"]
+    launch = Launcher(
+        _forward_kernel, (triton.cdiv(numel, block), 1, 1),
         (*g.size, *g.big, g.big_c, *g.mask, g.mask_c, g.channels, g.out_width, step, base,
          numel),
-        g, device, HAS_MASK=mask is not None, HAS_TABLE=has_table, X_COMPLEX=x_complex,
-        M_COMPLEX=m_complex, DIVIDE=False, ACC=_ACC[dtype],
+        dict(HAS_MASK=mask is not None, HAS_TABLE=has_table, X_COMPLEX=x_complex,
+             M_COMPLEX=m_complex, ACC=_ACC[dtype], LARGE=g.large, BLOCK=block),
+        device.index,
     )  # fmt: skip
     dummy = _dummy(device)
 
@@ -604,78 +509,16 @@ def _general_forward(c: _Call) -> Run:
     return run
 
 
-def _general_adjoint_launch(c: _Call, y: torch.Tensor, by_count: bool) -> Launcher:
-    """The adjoint kernel reading `y` (or a tensor laid out like it) into a contiguous
-    result of the call's shape and dtype."""
-    _, ys, y_complex = _reals(y)
-    ms, m_complex = _mask_layout(c.mask)
-    contiguous = contiguous_strides(c.shape)
-    out_strides = tuple(s * (2 if c.dtype.is_complex else 1) for s in contiguous)
-    g = _geometry(c, c.shape, out_strides, ys, ms, y.shape[c.axis])
-    _, step, base, has_table = _table(c.offsets, y.device)
-    return _general_launcher(
-        _adjoint_kernel,
-        (*g.size, *g.big, g.big_c, *g.mask, g.mask_c, *g.small, g.channels, step, base,
-         math.prod(c.shape)),
-        g, y.device, HAS_MASK=c.mask is not None, HAS_TABLE=has_table, Y_COMPLEX=y_complex,
-        M_COMPLEX=m_complex, CHANNEL_FAST=contiguous[c.cax] == 1, BY_COUNT=by_count,
-        ACC=_ACC[c.dtype],
-    )  # fmt: skip
-
-
-def _general_adjoint(c: _Call, pinv: bool = False) -> Run:
-    """The adjoint; `pinv`: of ``z = y / Phi`` (by the forward kernel), or, without a
-    mask, divided by the number of channels in the adjoint's own loop."""
-    y, mask, dtype, alloc, shape = c.a, c.mask, c.dtype, c.alloc, c.shape
-    device = y.device
-    if math.prod(shape) == 0:
-        return lambda y, mask: torch.empty(alloc, dtype=dtype, device=device)
-    table, step, base, has_table = _table(c.offsets, device)
-    dummy = _dummy(device)
-    if not pinv or mask is None:
-        launch = _general_adjoint_launch(c, y, by_count=pinv)
-
-        def run(y: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-            out = torch.empty(alloc, dtype=dtype, device=device)
-            launch(_reals(y)[0], dummy if mask is None else _reals(mask)[0], _reals(out)[0],
-                   table)  # fmt: skip
-            return out
-
-        return run
-    # z is complex only when y is; its precision is that of the result (at least float32).
-    real = torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32
-    z_dtype = real.to_complex() if y.is_complex() else real
-    _, ys, y_complex = _reals(y)
-    ms, m_complex = _mask_layout(mask)
-    g = _geometry(c, shape, contiguous_strides(shape), ys, ms, y.shape[c.axis])
-    divide = _general_launcher(
-        _forward_kernel,
-        (*g.size, *g.small, 0, *g.mask, g.mask_c, g.channels, g.out_width, step, base,
-         y.numel()),
-        g, device, HAS_MASK=True, HAS_TABLE=has_table, X_COMPLEX=y_complex,
-        M_COMPLEX=m_complex, DIVIDE=True, ACC=_ACC[z_dtype],
-    )  # fmt: skip
-    z_like = torch.empty(y.shape, dtype=z_dtype, device="meta")
-    adjoint = _general_adjoint_launch(c, z_like, by_count=False)
-
-    def run_pinv(y: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        assert mask is not None
-        z = torch.empty(y.shape, dtype=z_dtype, device=device)
-        m = _reals(mask)[0]
-        divide(_reals(y)[0], m, _reals(z)[0], table)
-        out = torch.empty(alloc, dtype=dtype, device=device)
-        adjoint(_reals(z)[0], m, _reals(out)[0], table)
-        return out
-
-    return run_pinv
+def _no_general(c: _Call) -> Run:
+    """Adjoints outside the row kernels' layouts are left to torch (its windows copy,
+    or the composed pseudo-inverse), which reads and writes about as much memory."""
+    raise NotImplementedError("the row kernels do not cover this layout or dtype")
 
 
 def _planner(kind: str) -> Callable[..., Run]:
     forward = kind == "forward"
     row = _row_forward if forward else functools.partial(_row_adjoint, pinv=kind == "pinv")
-    general = (
-        _general_forward if forward else functools.partial(_general_adjoint, pinv=kind == "pinv")
-    )
+    general = _general_forward if forward else _no_general
 
     def plan(
         a: torch.Tensor,
@@ -688,8 +531,8 @@ def _planner(kind: str) -> Callable[..., Run]:
         general_kernel: bool = False,
     ) -> Run:
         """The plan for tensors laid out like `a` and `mask`: the row kernels' where they
-        cover the layout (and not `general_kernel`), else the general kernels'
-        (NotImplementedError where neither does)."""
+        cover the layout (and not `general_kernel`), else the general forward kernel's;
+        NotImplementedError where neither applies."""
         shape = (y_shape if forward else x_shape)(list(a.shape), (list(offsets), axis, cax))
         alloc = shape if out_shape is None else out_shape
         c = _Call(a, offsets, axis, cax, mask, shape, alloc, result_dtype(a, mask))
