@@ -179,17 +179,16 @@ def row_view(g: Geometry, has_mask: bool) -> RowView | None:
     )
 
 
-def inverse_phi_rows(
-    r: RowView, has_mask: bool
-) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """Outer sizes and strides of the pseudo-inverse's ``1 / Phi``: the small array's
-    columns over the mask's outer extent (size 1 and stride 0 where it broadcasts, and
-    everywhere without a mask)."""
+def inverse_phi_rows(r: RowView, has_mask: bool) -> tuple[RowView, tuple[int, int, int]]:
+    """The rows of the pseudo-inverse's ``1 / Phi`` and their strides: the small array's
+    columns over the mask's outer extent (one row where the mask broadcasts, and without
+    a mask), the mask's strides 0 where it broadcasts."""
     sizes = (r.rows // (r.s1 * r.s2) if r.s1 * r.s2 else 0, r.s1, r.s2)
-    outer = tuple(n if (has_mask and st != 0) else 1 for n, st in zip(sizes, r.mask, strict=True))
-    dense = (outer[1] * outer[2] * r.out_width, outer[2] * r.out_width, r.out_width)
-    strides = tuple(0 if n == 1 else s for n, s in zip(outer, dense, strict=True))
-    return outer, strides  # type: ignore[return-value]
+    o0, o1, o2 = (n if has_mask and st != 0 else 1 for n, st in zip(sizes, r.mask, strict=True))
+    dense = (o1 * o2 * r.out_width, o2 * r.out_width, r.out_width)
+    q0, q1, q2 = (0 if n == 1 else s for n, s in zip((o0, o1, o2), dense, strict=True))
+    m0, m1, m2 = (st if n > 1 else 0 for n, st in zip((o0, o1, o2), r.mask, strict=True))
+    return r._replace(rows=o0 * o1 * o2, s1=o1, s2=o2, mask=(m0, m1, m2)), (q0, q1, q2)
 
 
 WARP = 32  # lanes of a warp (NVIDIA hardware)

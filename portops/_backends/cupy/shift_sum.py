@@ -50,14 +50,10 @@ def _record_dtype(large: bool) -> np.dtype:
 
 
 def _record(g: Geometry, offsets: tuple[int, ...], total: int, channel_fast: bool) -> np.void:
-    rec = np.zeros((), dtype=_record_dtype(g.large))
-    rec["size"], rec["big"], rec["mask"], rec["small"] = g.size, g.big, g.mask, g.small
-    rec["big_c"], rec["mask_c"] = g.big_c, g.mask_c
-    rec["channels"], rec["out_width"] = g.channels, g.out_width
     step, base = linear_step(offsets) or (0, 0)
-    rec["step"], rec["base"] = step, base
-    rec["total"], rec["channel_fast"] = total, int(channel_fast)
-    return rec[()]  # type: ignore[return-value]  # a record scalar: passed by value
+    values = (g.size, g.big, g.mask, g.small, g.big_c, g.mask_c, g.channels, g.out_width,
+              step, base, total, int(channel_fast))  # fmt: skip
+    return np.array(values, dtype=_record_dtype(g.large))[()]  # type: ignore[return-value]
 
 
 @cache
@@ -260,25 +256,11 @@ def _rows_record_dtype(large: bool) -> np.dtype:
     return np.dtype(fields, align=True)
 
 
-def _rows_record(
-    r: RowView,
-    offsets: tuple[int, ...],
-    *,
-    s1: int | None = None,
-    s2: int | None = None,
-    mask: tuple[int, ...] | None = None,
-    scale: tuple[int, ...] = (0, 0, 0),
-) -> np.void:
-    rec = np.zeros((), dtype=_rows_record_dtype(r.large))
-    rec["s1"] = r.s1 if s1 is None else s1
-    rec["s2"] = r.s2 if s2 is None else s2
-    rec["big"], rec["small"], rec["scale"] = r.big, r.small, scale
-    rec["mask"] = r.mask if mask is None else mask
-    rec["big_c"], rec["mask_c"], rec["mask_j"] = r.big_c, r.mask_c, r.mask_j
-    rec["width"], rec["out_width"] = r.width, r.out_width
+def _rows_record(r: RowView, offsets: tuple[int, ...], scale: tuple[int, ...]) -> np.void:
     step, base = linear_step(offsets) or (0, 0)
-    rec["step"], rec["base"], rec["channels"] = step * r.inner, base * r.inner, len(offsets)
-    return rec[()]  # type: ignore[return-value]
+    values = (r.s1, r.s2, r.big, r.mask, r.small, scale, r.big_c, r.mask_c, r.mask_j, r.width,
+              r.out_width, step * r.inner, base * r.inner, len(offsets))  # fmt: skip
+    return np.array(values, dtype=_rows_record_dtype(r.large))[()]  # type: ignore[return-value]
 
 
 def _tight_block(columns: int) -> int:
@@ -293,11 +275,10 @@ def _tight_block(columns: int) -> int:
 
 
 def _launcher(
-    kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, channels: int | None = None
+    kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, *constants: int
 ) -> Any:
-    constants = (
-        () if channels is None else (channels if channels <= CUDA["unroll_channels"] else 0,)
-    )
+    """The compiled instance of `kernel` (`constants`: its channel count, 0 for one read at
+    run time; the row kernels cover at most ``unroll_channels`` channels)."""
     return _function(kernel_name(kernel, dtypes, large, constants), device_id)
 
 
@@ -354,7 +335,7 @@ def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     # the channel count read at run time and blocks that waste few threads.
     fn = _launcher("shift_sum_forward_rows", dtypes, r.large, device_id, 0)
     table = _table_arg(offsets, device_id, r.inner)
-    rec = _rows_record(r, offsets)
+    rec = _rows_record(r, offsets, (0, 0, 0))
     threads = _tight_block(r.out_width)
     grid, block = (r.rows, math.ceil(r.out_width / threads)), (threads,)
 
@@ -387,8 +368,8 @@ def _row_adjoint(
               _name(acc), _name(out_dtype))  # fmt: skip
     fn = _launcher("shift_sum_adjoint_rows", dtypes, r.large, device_id, len(offsets))
     table = _table_arg(offsets, device_id, r.inner)
-    outer, q_strides = inverse_phi_rows(r, mask is not None)
-    rec = _rows_record(r, offsets, scale=q_strides if scaled else (0, 0, 0))
+    phi_rows, q_strides = inverse_phi_rows(r, mask is not None)
+    rec = _rows_record(r, offsets, q_strides if scaled else (0, 0, 0))
     threads = row_block(r.width)
     grid, block = (r.rows, math.ceil(r.width / threads)), (threads,)
 
@@ -401,14 +382,12 @@ def _row_adjoint(
         return run
     # The pseudo-inverse: 1 / Phi over the mask's outer extent, then the scaled adjoint.
     phi_dtype = np.dtype(real)
-    q_shape = (*outer, r.out_width)
-    mask_rows = tuple(st if n > 1 else 0 for n, st in zip(outer, r.mask, strict=True))
+    q_shape = (phi_rows.rows, r.out_width)
     m_dtype = _name(y.dtype if mask is None else mask.dtype)
     phi_fn = _launcher("shift_sum_inverse_phi_rows", (m_dtype, real), r.large, device_id)
-    phi_rec = _rows_record(r, offsets, s1=outer[1], s2=outer[2], mask=mask_rows,
-                           scale=q_strides)  # fmt: skip
+    phi_rec = _rows_record(phi_rows, offsets, q_strides)
     phi_threads = row_block(r.out_width)
-    phi_grid = (outer[0] * outer[1] * outer[2], math.ceil(r.out_width / phi_threads))
+    phi_grid = (phi_rows.rows, math.ceil(r.out_width / phi_threads))
     if mask is None:
         inverse_count = cupy.empty(q_shape, dtype=phi_dtype)
         phi_fn(phi_grid, (phi_threads,), (_NULL, inverse_count, table, phi_rec))

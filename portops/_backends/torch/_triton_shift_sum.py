@@ -431,7 +431,7 @@ def _row_adjoint(c: _Call, pinv: bool = False) -> Run | None:
         return None
     device = y.device
     table, step, base, has_table = _table(c.offsets, device, r.inner)
-    outer, q = inverse_phi_rows(r, mask is not None)
+    phi_rows, q = inverse_phi_rows(r, mask is not None)
     launch = _row_launcher(
         _adjoint_rows, r.rows, r.width,
         (r.s1, r.s2, *r.small, *r.mask, r.mask_c, r.mask_j, *(q if pinv else (0, 0, 0)),
@@ -452,17 +452,16 @@ def _row_adjoint(c: _Call, pinv: bool = False) -> Run | None:
     if not pinv:
         return adjoint
     phi_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-    mask_rows = tuple(st if n > 1 else 0 for n, st in zip(outer, r.mask, strict=True))
     phi_launch = _row_launcher(
-        _forward_rows, math.prod(outer), r.out_width,
-        (outer[1], outer[2], 0, 0, 0, 0, *mask_rows, r.mask_c, r.mask_j, *q,
+        _forward_rows, phi_rows.rows, r.out_width,
+        (phi_rows.s1, phi_rows.s2, 0, 0, 0, 0, *phi_rows.mask, r.mask_c, r.mask_j, *q,
          r.width, r.out_width, step, base),
         device, CHANNELS=len(c.offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
         INVERSE_PHI=True, ACC=_ACC[phi_dtype], LARGE=r.large,
     )  # fmt: skip
     if phi_launch is None:
         return None
-    q_shape = (*outer, r.out_width)
+    q_shape = (phi_rows.rows, r.out_width)
     if mask is None:
         inverse_count = torch.empty(q_shape, dtype=phi_dtype, device=device)
         phi_launch(dummy, dummy, inverse_count, table)
