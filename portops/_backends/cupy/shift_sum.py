@@ -38,22 +38,27 @@ _OPTIONS = ("--std=c++17",)
 _NULL = np.uintp(0)
 
 _SCALARS = ("big_c", "mask_c", "channels", "out_width", "step", "base", "total", "channel_fast")
+_ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base", "channels")
 
 
 @cache
-def _record_dtype(large: bool) -> np.dtype:
-    """NumPy twin of ``Geometry<I>`` in shift_sum.cu (every field of type I)."""
+def _struct(large: bool, rows: bool = False) -> np.dtype:
+    """NumPy twin of ``Geometry<I>`` (or ``Rows<I>``) in shift_sum.cu: every field of type
+    I, so there is no padding."""
     it = np.int64 if large else np.int32
-    fields: list[tuple[Any, ...]] = [(f, it, (6,)) for f in ("size", "big", "mask", "small")]
-    fields += [(f, it) for f in _SCALARS]
-    return np.dtype(fields, align=True)
+    if rows:
+        fields: list[tuple[Any, ...]] = [("s1", it), ("s2", it)]
+        fields += [(f, it, (3,)) for f in ("big", "mask", "small", "scale")]
+    else:
+        fields = [(f, it, (6,)) for f in ("size", "big", "mask", "small")]
+    return np.dtype(fields + [(f, it) for f in (_ROW_SCALARS if rows else _SCALARS)], align=True)
 
 
 def _record(g: Geometry, offsets: tuple[int, ...], total: int, channel_fast: bool) -> np.void:
     step, base = linear_step(offsets) or (0, 0)
     values = (g.size, g.big, g.mask, g.small, g.big_c, g.mask_c, g.channels, g.out_width,
               step, base, total, int(channel_fast))  # fmt: skip
-    return np.array(values, dtype=_record_dtype(g.large))[()]  # type: ignore[return-value]
+    return np.array(values, dtype=_struct(g.large))[()]  # type: ignore[return-value]
 
 
 @cache
@@ -241,26 +246,15 @@ def pinv_general(a: ShiftSumArgs) -> Any:
 # portops._kernels.geometry.row_view), the general kernels for the rest.
 
 _MAX_GRID_Y = 65535
-_ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base", "channels")
 
 Run = Callable[[Any, Any], Any]
-
-
-@cache
-def _rows_record_dtype(large: bool) -> np.dtype:
-    """NumPy twin of ``Rows<I>`` in shift_sum.cu (every field of type I)."""
-    it = np.int64 if large else np.int32
-    fields: list[tuple[Any, ...]] = [("s1", it), ("s2", it)]
-    fields += [(f, it, (3,)) for f in ("big", "mask", "small", "scale")]
-    fields += [(f, it) for f in _ROW_SCALARS]
-    return np.dtype(fields, align=True)
 
 
 def _rows_record(r: RowView, offsets: tuple[int, ...], scale: tuple[int, ...]) -> np.void:
     step, base = linear_step(offsets) or (0, 0)
     values = (r.s1, r.s2, r.big, r.mask, r.small, scale, r.big_c, r.mask_c, r.mask_j, r.width,
               r.out_width, step * r.inner, base * r.inner, len(offsets))  # fmt: skip
-    return np.array(values, dtype=_rows_record_dtype(r.large))[()]  # type: ignore[return-value]
+    return np.array(values, dtype=_struct(r.large, rows=True))[()]  # type: ignore[return-value]
 
 
 def _tight_block(columns: int) -> int:
@@ -409,12 +403,8 @@ def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
 
 def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
     """The plan of a call (`raw`: taking the public call's arrays, else normalised ones).
-
-    The row kernels read arrays through their pointers and the strides the signature
-    fixes, so raw arrays go straight in (a missing channel axis or mask dims are size-1
-    views of the same memory); only a mask of another dtype (bool) is cast. The
-    general kernels take the normalised arrays.
-    """
+    Row kernels take raw arrays (through the signature's strides, a missing channel axis
+    is a size-1 view), only a bool mask cast; general kernels the normalised ones."""
     shape = list(a.shape)
     if kind == "forward":
         row = _row_forward(a, shape)
@@ -450,31 +440,21 @@ def _planner(kind: str) -> Callable[[ShiftSumArgs], Run]:
 
 
 def forward(a: ShiftSumArgs) -> Any:
-    """CUDA gather kernel (row kernel for common layouts): one launch, mask fused."""
+    """CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned"""
     return _plan("forward", a, raw=False)(a.array, a.mask)
 
 
 def adjoint(a: ShiftSumArgs) -> Any:
-    """CUDA kernel writing every channel's window, mask fused, one launch."""
+    """CUDA row kernel (RawModule): one launch, mask fused; planned"""
     return _plan("adjoint", a, raw=False)(a.array, a.mask)
 
 
 def pinv(a: ShiftSumArgs) -> Any:
-    """``A^H (y / Phi)``: 1 / Phi over the mask's extent, then the scaled adjoint."""
+    """CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned"""
     return _plan("pinv", a, raw=False)(a.array, a.mask)
 
 
-_SUMMARIES = {
-    "forward": "CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned",
-    "adjoint": "CUDA row kernel (RawModule): one launch, mask fused; planned",
-    "pinv": "CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned",
-}
 for kind, impl in (("forward", forward), ("adjoint", adjoint), ("pinv", pinv)):
-    extend.register(
-        "shift_sum" if kind == "forward" else f"shift_sum_{kind}",
-        "cupy_gather",
-        libraries=["cupy"],
-        priority=Priority.SPECIALIZED,
-        summary=_SUMMARIES[kind],
-        planner=_planner(kind),
-    )(impl)
+    op = "shift_sum" if kind == "forward" else f"shift_sum_{kind}"
+    extend.register(op, "cupy_gather", libraries=["cupy"], priority=Priority.SPECIALIZED,
+                    planner=_planner(kind))(impl)  # fmt: skip
