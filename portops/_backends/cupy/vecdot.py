@@ -74,33 +74,24 @@ def _sms(device_id: int) -> int:
     return int(cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
 
 
-def _rows_view(x1: Any, x2: Any, axis: int) -> tuple[Any, Any, int, int] | None:
-    """Both inputs as (rows, length) views of one broadcast layout, or None.
-
-    The views start where the inputs do, so a kernel given the inputs' own pointers
-    and the views' strides reads the same elements.
-    """
+def _rows_view(x1: Any, x2: Any, axis: int) -> tuple[list[int], int, int] | None:
+    """Element strides of both inputs as (rows, length) views of one broadcast layout
+    starting where the inputs do, rows and length; None when the batch dims do not
+    merge or a stride is not whole elements."""
     shape = cupy.broadcast_shapes(x1.shape, x2.shape)
     ax = len(shape) + axis
     length = shape[ax]
     rows = math.prod(shape) // length if length else 0
-    views = []
+    strides = []
     for x in (x1, x2):
-        v = _view_2d(cupy.moveaxis(cupy.broadcast_to(x, shape), ax, -1), rows, length)
-        if v is None:
+        v = cupy.moveaxis(cupy.broadcast_to(x, shape), ax, -1)
+        dims = [(n, s) for n, s in zip(v.shape[:-1], v.strides[:-1], strict=True) if n != 1]
+        if any(s0 != n1 * s1 for (_, s0), (n1, s1) in itertools.pairwise(dims)):
             return None
-        views.append(v)
-    return views[0], views[1], rows, length
-
-
-def _view_2d(v: Any, rows: int, length: int) -> Any:
-    """`v` as (rows, length) without a copy, or None when its batch dims do not merge."""
-    dims = [(n, s) for n, s in zip(v.shape[:-1], v.strides[:-1], strict=True) if n != 1]
-    for (_, s0), (n1, s1) in itertools.pairwise(dims):
-        if s0 != n1 * s1:
-            return None
-    row_stride = dims[-1][1] if dims else 0
-    return cupy.lib.stride_tricks.as_strided(v, (rows, length), (row_stride, v.strides[-1]))
+        strides += [dims[-1][1] if dims else 0, v.strides[-1]]
+    if any(s % x1.itemsize for s in strides):
+        return None
+    return [s // x1.itemsize for s in strides], rows, length
 
 
 def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
@@ -111,11 +102,7 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     view = _rows_view(x1, x2, a.axis)
     if view is None:
         return None
-    v1, v2, rows, length = view
-    item = dtype.itemsize
-    strides = [s // item for v in (v1, v2) for s in v.strides]
-    if any(s * item != t for s, t in zip(strides, [*v1.strides, *v2.strides], strict=True)):
-        return None
+    strides, rows, length = view
     shape = list(cupy.broadcast_shapes(x1.shape, x2.shape))
     if a.keepdims:
         shape[a.axis] = 1

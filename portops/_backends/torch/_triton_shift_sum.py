@@ -247,10 +247,6 @@ _raw_stream = getattr(
 )
 
 
-def _fast_launch_ready(compiled: Any) -> bool:
-    return all(hasattr(compiled, a) for a in ("run", "function", "packed_metadata"))
-
-
 class Launcher:
     """One kernel with its grid, scalar arguments and constexprs fixed; call it with the
     tensor arguments to launch.
@@ -299,9 +295,8 @@ class Launcher:
         else:
             with torch.cuda.device(self.device):
                 result = self.kernel[self.grid](*tensors, *self.tail[:n], **self.constexprs)
-        if compiled is None and not _misaligned(tensors) and _fast_launch_ready(result):
-            if not _hooks_idle():
-                return
+        ready = all(hasattr(result, a) for a in ("run", "function", "packed_metadata"))
+        if compiled is None and ready and not _misaligned(tensors) and _hooks_idle():
             self.compiled = result
 
 

@@ -1,11 +1,7 @@
-"""vecdot on CUDA tensors, two strategies:
-
-- ``triton``: real floating inputs whose batch dims (after broadcasting) merge into rows,
-  reduced by :mod:`portops._backends.torch._triton_vecdot`: each input read once, no
-  product temporary, one launch (two when the contracted axis is split), planned;
-- ``native``: everything else (complex and integer dtypes, layouts that do not merge,
-  autograd, forward-mode AD, torch.func, compile): torch's product and sum.
-"""
+"""vecdot on CUDA tensors: ``triton``, a fused row reduction (each input read once, no
+product temporary) for real floating inputs whose batch dims merge into rows; ``native``,
+torch's product and sum, for the rest (complex and integer dtypes, other layouts,
+autograd, forward-mode AD, torch.func, compile)."""
 
 from __future__ import annotations
 
@@ -29,7 +25,7 @@ Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 def _triton() -> Any:
     try:
         from . import _triton_vecdot
-    except ImportError:
+    except ImportError:  # Triton is not installed
         return None
     return _triton_vecdot
 
