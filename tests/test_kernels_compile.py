@@ -13,11 +13,64 @@ from pathlib import Path
 
 import pytest
 
-from portops._kernels.loader import kernel_source, shift_sum_instances
+from portops._kernels.loader import CTYPES, kernel_name, kernel_source, real_of
 
 KERNELS = Path(__file__).parents[1] / "portops" / "_kernels"
 SOURCES = sorted(KERNELS.glob("*.cu"))
 ARCHS = ["sm_90", "sm_80"]
+
+
+def shift_sum_instances() -> list[str]:
+    """A representative set of instances: every element type in every role once (the
+    CuPy backend instantiates whichever its arguments need through NVRTC)."""
+    names = []
+    for dt in CTYPES:
+        acc = "float32" if dt == "float16" else dt
+        for large in (False, True):
+            names.append(kernel_name("shift_sum_forward", (dt, dt, acc, dt), large))
+            names.append(kernel_name("shift_sum_adjoint", (dt, dt, acc, dt), large))
+            for channels in (0, 28):
+                forward = (dt, dt, acc, dt)
+                names.append(kernel_name("shift_sum_forward_rows", forward, large, (channels,)))
+                rows = (dt, dt, real_of(acc), acc, dt)
+                names.append(kernel_name("shift_sum_adjoint_rows", rows, large, (channels,)))
+            if "int" not in dt:
+                names.append(kernel_name("shift_sum_inverse_phi_rows", (dt, real_of(dt)), large))
+    for x, m, out in [
+        ("float16", "float32", "float32"),
+        ("float32", "complex64", "complex64"),
+        ("complex64", "float32", "complex64"),
+        ("complex128", "complex64", "complex128"),
+        ("int64", "float64", "float64"),
+        ("int32", "float32", "float64"),
+    ]:
+        names.append(kernel_name("shift_sum_forward", (x, m, out, out), False))
+        names.append(kernel_name("shift_sum_adjoint", (x, m, out, out), False))
+    for y, m in [
+        ("float16", "float16"),
+        ("float32", "float32"),
+        ("float64", "float64"),
+        ("complex64", "float32"),
+        ("complex128", "complex128"),
+        ("float32", "complex64"),
+    ]:
+        out = {"float16": "float32"}.get(y, y)
+        if "complex" in m and "complex" not in out:
+            out = "complex64"
+        for large in (False, True):
+            names.append(kernel_name("shift_sum_pinv_divide", (y, m, real_of(out), out), large))
+    return names
+
+
+def vecdot_instances() -> list[str]:
+    """Every instance the CuPy vecdot uses: real and integer types, both index widths."""
+    names = []
+    for dt in ("float16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint64"):
+        acc = "float" if dt == "float16" else CTYPES[dt]
+        for kind in ("vecdot_thread_rows", "vecdot_block_rows"):
+            for index in ("int", "long long"):
+                names.append(f"portops::{kind}<{CTYPES[dt]}, {acc}, {index}>")
+    return names
 
 
 def _nvcc() -> str:
@@ -40,10 +93,15 @@ def test_source_compiles(source, arch, tmp_path):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_shift_sum_instances_compile(arch, tmp_path):
+@pytest.mark.parametrize(
+    ("source", "instances"),
+    [("shift_sum.cu", shift_sum_instances), ("vecdot.cu", vecdot_instances)],
+    ids=["shift_sum", "vecdot"],
+)
+def test_instances_compile(arch, source, instances, tmp_path):
     """Templates are only type-checked when instantiated: take every instance's address."""
-    names = shift_sum_instances()
-    lines = [kernel_source("shift_sum.cu"), "void* portops_instances[] = {"]
+    names = instances()
+    lines = [kernel_source(source), "void* portops_instances[] = {"]
     lines += [f"    (void*)&{name}," for name in names]
     lines.append("};")
     src = tmp_path / "instances.cu"

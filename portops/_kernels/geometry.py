@@ -1,18 +1,12 @@
 """Reduce any shift_sum layout to the fixed iteration space of the GPU kernels.
 
-The kernels (``_kernels/shift_sum.cu`` and the Triton kernels of the torch CUDA path)
-iterate over six dimensions shared by the array with channels (*big*: ``x``, or the
-adjoint's result) and the one without (*small*: ``y``)::
-
-    O0, O1, O2, W, I0, I1
-
-three *outer* dims (those before the shifted axis), the shifted axis, two *inner* dims
-(those after it), plus the channel dimension of the big array and of the mask. Strides
-are in elements, so strided inputs need no copy; a broadcast mask has stride 0. Adjacent
-dims merge when every array allows it, so the usual layouts fit; a layout that still
-needs more dims is reported as such and the caller falls back to another implementation.
-
-Pure Python on shapes and strides: no array library is imported.
+The kernels (``shift_sum.cu`` and the torch CUDA path's Triton kernels) iterate over six
+dimensions ``O0, O1, O2, W, I0, I1`` (three *outer* dims before the shifted axis, the
+shifted axis, two *inner* dims after it) shared by the array with channels (*big*: ``x``
+or the adjoint's result) and the one without (*small*: ``y``), plus the channel dim of
+the big array and of the mask. Strides are in elements (0 where a mask broadcasts), so
+strided inputs need no copy. Adjacent dims merge where every array allows it; a layout
+that still needs more dims is reported (None) and the caller falls back. Pure Python.
 """
 
 from __future__ import annotations
@@ -22,30 +16,16 @@ from typing import NamedTuple
 
 from .._tables import CUDA
 
-__all__ = [
-    "Geometry",
-    "RowView",
-    "contiguous_strides",
-    "geometry",
-    "linear_step",
-    "row_block",
-    "row_warps",
-    "row_view",
-]
-
 OUTER_SLOTS = 3
 INNER_SLOTS = 2
-# Offsets and counts at or above this need 64-bit index arithmetic in the kernels; the
-# margin keeps a grid-stride loop's last increment (at most 2^24) from overflowing.
+# Offsets and counts from here need 64-bit indices; the margin keeps a grid-stride
+# loop's last increment (at most 2^24) from overflowing.
 INT32_LIMIT = 2**31 - 2**24
 
 
 class Geometry(NamedTuple):
-    """Sizes and element strides over ``(O0, O1, O2, W, I0, I1)``.
-
-    ``size[3]`` is the width of the big array along the shifted axis; ``out_width`` the
-    small array's. ``mask`` strides are zeros when there is no mask.
-    """
+    """Sizes and element strides over ``(O0, O1, O2, W, I0, I1)``; ``size[3]`` is the
+    big array's width, ``out_width`` the small one's; mask strides are 0 without a mask."""
 
     size: tuple[int, ...]
     big: tuple[int, ...]
@@ -56,11 +36,6 @@ class Geometry(NamedTuple):
     channels: int
     out_width: int
     large: bool  # needs 64-bit indexing
-
-    def elements(self, *, with_channels: bool) -> int:
-        """Elements of the big (`with_channels`) or the small array."""
-        n = math.prod(self.size[:3]) * math.prod(self.size[4:])
-        return n * (self.channels * self.size[3] if with_channels else self.out_width)
 
 
 def contiguous_strides(shape: tuple[int, ...] | list[int]) -> tuple[int, ...]:
@@ -76,10 +51,8 @@ def contiguous_strides(shape: tuple[int, ...] | list[int]) -> tuple[int, ...]:
 def _merge(
     dims: list[int], sizes: tuple[int, ...], strides: list[tuple[int, ...]]
 ) -> list[tuple[int, list[int]]]:
-    """Merge adjacent `dims` (size > 1 only) where every array's strides allow it.
-
-    Returns ``(size, [stride per array])`` per merged dim, outermost first.
-    """
+    """``(size, [stride per array])`` per dim of `dims` (size > 1), outermost first,
+    adjacent ones merged where every array's strides allow it."""
     merged: list[tuple[int, list[int]]] = []
     for d in dims:
         if sizes[d] == 1:
@@ -109,19 +82,9 @@ def geometry(
 ) -> Geometry | None:
     """The kernels' view of one problem, or None when it needs more dims than they have.
 
-    Parameters
-    ----------
-    big_shape, big_strides
-        Shape and element strides of the array with channels (``x`` layout).
-    small_strides
-        Element strides of the array without channels, in the same layout (its
-        channel axis has size 1; that stride is ignored).
-    mask_strides
-        Element strides of the mask broadcast to `big_shape` (0 where it has size 1).
-    axis, channel_axis
-        Non-negative axes in the ``x`` layout.
-    out_width
-        Length of the small array along `axis`.
+    Strides are in elements, in the ``x`` layout: the small array's channel stride is
+    ignored, the mask's (broadcast to `big_shape`) are 0 where it has size 1. `axis` and
+    `channel_axis` are non-negative; `out_width` is the small array's size along `axis`.
     """
     ndim = len(big_shape)
     mstrides = mask_strides if mask_strides is not None else (0,) * ndim
@@ -141,29 +104,20 @@ def geometry(
         + [pad] * (INNER_SLOTS - len(merged_inner))
     )
     size = tuple(n for n, _ in slots)
-    per_array = [tuple(st[i] for _, st in slots) for i in range(3)]
+    big, mask, small = (tuple(st[i] for _, st in slots) for i in range(3))
     channels = big_shape[channel_axis]
-    g = Geometry(
-        size=size,
-        big=per_array[0],
-        mask=per_array[1],
-        small=per_array[2],
-        big_c=big_strides[channel_axis],
-        mask_c=mstrides[channel_axis],
-        channels=channels,
-        out_width=out_width,
-        large=False,
-    )
-    out_size = (*size[:3], out_width, *size[4:])
+    big_c, mask_c = big_strides[channel_axis], mstrides[channel_axis]
+    per_width = math.prod(size[:3]) * math.prod(size[4:])
     reach = max(
-        _reach(size, g.big) + (channels - 1) * abs(g.big_c),
-        _reach(size, g.mask) + (channels - 1) * abs(g.mask_c),
-        _reach(out_size, g.small),
-        g.elements(with_channels=True),
-        g.elements(with_channels=False),
+        _reach(size, big) + (channels - 1) * abs(big_c),
+        _reach(size, mask) + (channels - 1) * abs(mask_c),
+        _reach((*size[:3], out_width, *size[4:]), small),
+        per_width * channels * size[3],
+        per_width * out_width,
         out_width + abs(out_width - size[3]) * max(channels, 1),
     )
-    return g._replace(large=reach >= INT32_LIMIT)
+    large = reach >= INT32_LIMIT
+    return Geometry(size, big, mask, small, big_c, mask_c, channels, out_width, large)
 
 
 def linear_step(offsets: tuple[int, ...]) -> tuple[int, int] | None:
@@ -178,11 +132,8 @@ def linear_step(offsets: tuple[int, ...]) -> tuple[int, int] | None:
 
 
 class RowView(NamedTuple):
-    """The row kernels' view of a layout: outer rows, contiguous columns.
-
-    Columns merge the shifted axis with the inner axes (``inner`` of them per position)
-    in both arrays; channel ``c`` is shifted by ``o_c * inner`` columns.
-    """
+    """The row kernels' view: outer rows, columns merging the shifted axis with the
+    inner axes (``inner`` per position); channel ``c`` is shifted by ``o_c * inner``."""
 
     rows: int
     s1: int
@@ -200,12 +151,9 @@ class RowView(NamedTuple):
 
 
 def row_view(g: Geometry, has_mask: bool) -> RowView | None:
-    """`g` as rows and contiguous columns, or None when the row kernels do not cover it.
-
-    They cover layouts whose shifted axis and the axes after it are contiguous (merged
-    into at most one inner dim) in the big and the small array, and whose mask is one
-    linear run along the columns; the channel axis then lies before the shifted axis.
-    """
+    """`g` as rows and contiguous columns, or None when the row kernels do not cover it:
+    they need the shifted axis and those after it contiguous (one inner dim at most) in
+    both arrays, and the mask one linear run along the columns."""
     inner = g.size[4]
     if g.size[5] != 1 or g.channels > CUDA["unroll_channels"]:  # Triton unrolls the loop
         return None
@@ -231,31 +179,26 @@ def row_view(g: Geometry, has_mask: bool) -> RowView | None:
     )
 
 
-def inverse_phi_rows(
-    r: RowView, has_mask: bool
-) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """Outer sizes and strides of ``1 / Phi`` for the pseudo-inverse.
-
-    ``1 / Phi`` has the small array's columns and the mask's outer extent: size 1 (and
-    stride 0) on the outer dims the mask broadcasts, and on all of them without a mask.
-    """
+def inverse_phi_rows(r: RowView, has_mask: bool) -> tuple[RowView, tuple[int, int, int]]:
+    """The rows of the pseudo-inverse's ``1 / Phi`` and their strides: the small array's
+    columns over the mask's outer extent (one row where the mask broadcasts, and without
+    a mask), the mask's strides 0 where it broadcasts."""
     sizes = (r.rows // (r.s1 * r.s2) if r.s1 * r.s2 else 0, r.s1, r.s2)
-    outer = tuple(n if (has_mask and st != 0) else 1 for n, st in zip(sizes, r.mask, strict=True))
-    dense = (outer[1] * outer[2] * r.out_width, outer[2] * r.out_width, r.out_width)
-    strides = tuple(0 if n == 1 else s for n, s in zip(outer, dense, strict=True))
-    return outer, strides  # type: ignore[return-value]
+    o0, o1, o2 = (n if has_mask and st != 0 else 1 for n, st in zip(sizes, r.mask, strict=True))
+    dense = (o1 * o2 * r.out_width, o2 * r.out_width, r.out_width)
+    q0, q1, q2 = (0 if n == 1 else s for n, s in zip((o0, o1, o2), dense, strict=True))
+    m0, m1, m2 = (st if n > 1 else 0 for n, st in zip((o0, o1, o2), r.mask, strict=True))
+    return r._replace(rows=o0 * o1 * o2, s1=o1, s2=o2, mask=(m0, m1, m2)), (q0, q1, q2)
 
 
 WARP = 32  # lanes of a warp (NVIDIA hardware)
 
 
 def row_block(columns: int) -> int:
-    """Columns per program of the row kernels: the power of two covering `columns`,
-    from one column per lane of ``row_warps`` warps up to ``row_block_max`` (measured
-    on an H100, B=16, C=28, 256x256 float32: one program covering a whole row beat
-    tighter blocks that waste fewer lanes; fewer, longer programs keep more loads in
-    flight and leave no partial last wave)."""
-    block = WARP * CUDA["row_warps"]
+    """Columns per row program: the power of two covering `columns`, from one per lane
+    of ``row_warps`` warps up to ``row_block_max`` (a program per whole row beat tighter
+    blocks on an H100: more loads in flight, no partial last wave)."""
+    block: int = WARP * CUDA["row_warps"]
     while block < columns and block < CUDA["row_block_max"]:
         block *= 2
     return block

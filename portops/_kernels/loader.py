@@ -1,7 +1,7 @@
-"""CUDA C sources of ``portops/_kernels`` and the template instances the loaders use.
+"""CUDA C sources of ``portops/_kernels`` and the names of their template instances.
 
-Imports no GPU library: the CuPy backend builds its modules from these names, and the
-test suite compiles the same instances with ``nvcc`` on machines without a GPU.
+Imports no GPU library: the CuPy backend builds its modules from these, and the tests
+compile the same instances with ``nvcc`` on machines without a GPU.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-__all__ = ["CTYPES", "kernel_name", "kernel_source", "real_of", "shift_sum_instances"]
+__all__ = ["CTYPES", "kernel_name", "kernel_source", "real_of"]
 
 # NumPy dtype name -> C type in shift_sum.cu.
 CTYPES: dict[str, str] = {
@@ -45,59 +45,9 @@ def kernel_source(name: str = "shift_sum.cu") -> str:
 def kernel_name(
     kernel: str, dtypes: tuple[str, ...], large: bool, constants: tuple[int, ...] = ()
 ) -> str:
-    """Template id of a kernel instance, e.g. ``portops::shift_sum_forward<float, ...>``.
-
-    `constants` are the kernel's trailing integer template arguments (the row kernels'
-    channel count, 0 for one read at run time).
-    """
+    """Template id of a kernel instance, e.g. ``portops::shift_sum_forward<float, ...>``;
+    `constants`: trailing integer template arguments (the row kernels' channel count, 0
+    for one read at run time)."""
     args = [CTYPES[d] for d in dtypes] + ["long long" if large else "int"]
     args += [str(c) for c in constants]
     return f"portops::{kernel}<{', '.join(args)}>"
-
-
-def shift_sum_instances() -> list[str]:
-    """A representative set of instances: every element type in every role once.
-
-    The compile test instantiates these with ``nvcc``; the CuPy loader instantiates
-    whichever the arguments need through NVRTC.
-    """
-    names = []
-    for dt in CTYPES:
-        acc = "float32" if dt == "float16" else dt
-        for large in (False, True):
-            names.append(kernel_name("shift_sum_forward", (dt, dt, acc, dt), large))
-            names.append(kernel_name("shift_sum_adjoint", (dt, dt, acc, dt), large))
-    for dt in CTYPES:
-        acc = "float32" if dt == "float16" else dt
-        for large in (False, True):
-            for channels in (0, 28):
-                forward = (dt, dt, acc, dt)
-                names.append(kernel_name("shift_sum_forward_rows", forward, large, (channels,)))
-                rows = (dt, dt, real_of(acc), acc, dt)
-                names.append(kernel_name("shift_sum_adjoint_rows", rows, large, (channels,)))
-            if "int" not in dt:
-                names.append(kernel_name("shift_sum_inverse_phi_rows", (dt, real_of(dt)), large))
-    for x, m, out in [
-        ("float16", "float32", "float32"),
-        ("float32", "complex64", "complex64"),
-        ("complex64", "float32", "complex64"),
-        ("complex128", "complex64", "complex128"),
-        ("int64", "float64", "float64"),
-        ("int32", "float32", "float64"),
-    ]:
-        names.append(kernel_name("shift_sum_forward", (x, m, out, out), False))
-        names.append(kernel_name("shift_sum_adjoint", (x, m, out, out), False))
-    for y, m in [
-        ("float16", "float16"),
-        ("float32", "float32"),
-        ("float64", "float64"),
-        ("complex64", "float32"),
-        ("complex128", "complex128"),
-        ("float32", "complex64"),
-    ]:
-        out = {"float16": "float32"}.get(y, y)
-        if "complex" in m and "complex" not in out:
-            out = "complex64"
-        for large in (False, True):
-            names.append(kernel_name("shift_sum_pinv_divide", (y, m, real_of(out), out), large))
-    return names

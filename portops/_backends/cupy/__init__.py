@@ -1,5 +1,4 @@
-"""CuPy specialisations; importing this package registers them (each module registers
-the implementations it defines)."""
+"""CuPy specialisations; importing this package registers them."""
 
 from . import shear, shift_sum, vecdot
 

@@ -1,14 +1,10 @@
 """CuPy shift_sum family: the CUDA gather kernels of ``portops/_kernels/shift_sum.cu``.
 
-Each thread owns output elements and loops over the channels that reach them, so there
-are no atomics and no zero-fill: the forward and the adjoint are one launch each, the
-pseudo-inverse two (``z = y / Phi`` with ``Phi`` gathered from ``|mask|^2`` by the
-forward's loop, then the adjoint of ``z``; one launch without a mask). Inputs are read
-through their strides (no copy of a strided or broadcast input); every layout is first
-reduced to the kernels' six dimensions by :mod:`portops._kernels.geometry`.
-
-Kernels are compiled by NVRTC once per (instance, device) and cached (CuPy also keeps
-the binaries on disk); launches go to CuPy's current stream.
+Each thread owns output elements and loops over the channels that reach them: no
+atomics, no zero-fill, one launch per operator (two for a masked pseudo-inverse).
+Inputs are read through their strides, every layout reduced to the kernels' six
+dimensions by :mod:`portops._kernels.geometry`. Kernels are compiled by NVRTC once per
+(instance, device) and cached; launches go to CuPy's current stream.
 """
 
 from __future__ import annotations
@@ -41,43 +37,36 @@ from ...extend import Priority
 _OPTIONS = ("--std=c++17",)
 _NULL = np.uintp(0)
 
-_SCALARS = (
-    "big_c",
-    "mask_c",
-    "channels",
-    "out_width",
-    "step",
-    "base",
-    "total",
-    "channel_fast",
-)
+_SCALARS = ("big_c", "mask_c", "channels", "out_width", "step", "base", "total", "channel_fast")
+_ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base", "channels")
 
 
 @cache
-def _record_dtype(large: bool) -> np.dtype:
-    """NumPy twin of ``Geometry<I>`` in shift_sum.cu (every field of type I)."""
+def _struct(large: bool, rows: bool = False) -> np.dtype:
+    """NumPy twin of ``Geometry<I>`` (or ``Rows<I>``) in shift_sum.cu: every field of type
+    I, so there is no padding."""
     it = np.int64 if large else np.int32
-    fields: list[tuple[Any, ...]] = [(f, it, (6,)) for f in ("size", "big", "mask", "small")]
-    fields += [(f, it) for f in _SCALARS]
-    return np.dtype(fields, align=True)
+    if rows:
+        fields: list[tuple[Any, ...]] = [("s1", it), ("s2", it)]
+        fields += [(f, it, (3,)) for f in ("big", "mask", "small", "scale")]
+    else:
+        fields = [(f, it, (6,)) for f in ("size", "big", "mask", "small")]
+    return np.dtype(fields + [(f, it) for f in (_ROW_SCALARS if rows else _SCALARS)], align=True)
 
 
 def _record(g: Geometry, offsets: tuple[int, ...], total: int, channel_fast: bool) -> np.void:
-    rec = np.zeros((), dtype=_record_dtype(g.large))
-    rec["size"], rec["big"], rec["mask"], rec["small"] = g.size, g.big, g.mask, g.small
-    rec["big_c"], rec["mask_c"] = g.big_c, g.mask_c
-    rec["channels"], rec["out_width"] = g.channels, g.out_width
     step, base = linear_step(offsets) or (0, 0)
-    rec["step"], rec["base"] = step, base
-    rec["total"], rec["channel_fast"] = total, int(channel_fast)
-    return rec[()]  # type: ignore[return-value]  # a record scalar: passed by value
+    values = (g.size, g.big, g.mask, g.small, g.big_c, g.mask_c, g.channels, g.out_width,
+              step, base, total, int(channel_fast))  # fmt: skip
+    return np.array(values, dtype=_struct(g.large))[()]  # type: ignore[return-value]
 
 
 @cache
-def _function(name: str, device_id: int) -> Any:
-    """The kernel instance `name` compiled for device `device_id` (cached)."""
+def _function(name: str, device_id: int, source: str = "shift_sum.cu") -> Any:
+    """The kernel instance `name` of `source` compiled for device `device_id` (cached)."""
     with cupy.cuda.Device(device_id):
-        module = cupy.RawModule(code=kernel_source(), options=_OPTIONS, name_expressions=(name,))
+        code = kernel_source(source)
+        module = cupy.RawModule(code=code, options=_OPTIONS, name_expressions=(name,))
         return module.get_function(name)
 
 
@@ -94,7 +83,7 @@ def _table(offsets: tuple[int, ...], device_id: int) -> Any:
 @cache
 def _grid_limit(device_id: int) -> int:
     sms = cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
-    return int(sms) * CUDA["blocks_per_sm"]
+    return int(sms) * int(CUDA["blocks_per_sm"])
 
 
 def _launch(
@@ -116,16 +105,34 @@ def _strides(a: Any) -> tuple[int, ...] | None:
 
 
 def _known_strides(a: Any) -> tuple[int, ...]:
-    """Element strides of an array that went through :func:`_plain`."""
+    """Element strides of an array whose strides are whole elements (see :func:`_plain`)."""
     strides = _strides(a)
     assert strides is not None
     return strides
+
+
+def _whole(a: Any, mask: Any) -> bool:
+    """True when the strides of `a` and `mask` (None or an array) are whole elements."""
+    return _strides(a) is not None and (mask is None or _strides(mask) is not None)
 
 
 def _mask_strides(mask: Any) -> tuple[int, ...]:
     """Strides of the mask broadcast against x: 0 along its size-1 dims."""
     strides = _known_strides(mask)
     return tuple(0 if n == 1 else s for n, s in zip(mask.shape, strides, strict=True))
+
+
+def _geometry(
+    a: ShiftSumArgs,
+    big_shape: Any,
+    big: tuple[int, ...],
+    small: tuple[int, ...],
+    mask: Any,
+    out_width: int,
+) -> Geometry | None:
+    """:func:`geometry` of `a`'s axes for these strides (`mask`: None or an array)."""
+    ms = None if mask is None else _mask_strides(mask)
+    return geometry(tuple(big_shape), big, small, ms, a.axis, a.channel_axis, out_width)
 
 
 def _name(dtype: Any) -> str:
@@ -136,10 +143,11 @@ def _acc(dtype: Any) -> np.dtype:
     return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
 
 
-def _table_arg(offsets: tuple[int, ...]) -> Any:
+def _table_arg(offsets: tuple[int, ...], device_id: int, inner: int = 1) -> Any:
+    """Irregular offsets (times `inner`) as a cached device array; NULL for even ones."""
     if linear_step(offsets) is not None:
         return _NULL
-    return _table(offsets, cupy.cuda.Device().id)
+    return _table(tuple(o * inner for o in offsets), device_id)
 
 
 def _plain(a: Any) -> Any:
@@ -160,26 +168,16 @@ def forward_general(a: ShiftSumArgs) -> Any:
         if y.size and x.size == 0:
             y.fill(0)
         elif y.size:
-            g = geometry(
-                tuple(x.shape),
-                _known_strides(x),
-                contiguous_strides(y_shape),
-                None if mask is None else _mask_strides(mask),
-                ax,
-                cax,
-                y_shape[ax],
-            )
+            g = _geometry(a, x.shape, _known_strides(x), contiguous_strides(y_shape), mask,
+                          y_shape[ax])  # fmt: skip
             if g is None:  # more dims than the kernels iterate over: reference path
                 return generic.forward(a)
-            dtypes = (
-                _name(x.dtype),
-                _name(x.dtype if mask is None else mask.dtype),
-                _name(_acc(out_dtype)),
-                _name(out_dtype),
-            )
+            dtypes = (_name(x.dtype), _name(x.dtype if mask is None else mask.dtype),
+                      _name(_acc(out_dtype)), _name(out_dtype))  # fmt: skip
             rec = _record(g, offsets, y.size, False)
             m = _NULL if mask is None else mask
-            _launch("shift_sum_forward", dtypes, g, y.size, (x, m, y, _table_arg(offsets), rec))
+            table = _table_arg(offsets, cupy.cuda.Device().id)
+            _launch("shift_sum_forward", dtypes, g, y.size, (x, m, y, table, rec))
     return y if a.keepdims else cupy.squeeze(y, axis=cax)
 
 
@@ -187,26 +185,15 @@ def _adjoint_into(
     out: Any, y: Any, mask: Any, a: ShiftSumArgs, acc: np.dtype, by_count: bool
 ) -> bool:
     """Launch the adjoint kernel writing `out`; False when the layout does not fit."""
-    g = geometry(
-        tuple(out.shape),
-        _known_strides(out),
-        _known_strides(y),
-        None if mask is None else _mask_strides(mask),
-        a.axis,
-        a.channel_axis,
-        y.shape[a.axis],
-    )
+    g = _geometry(a, out.shape, _known_strides(out), _known_strides(y), mask, y.shape[a.axis])
     if g is None:
         return False
     channel_fast = contiguous_strides(out.shape)[a.channel_axis] == 1 and out.ndim > 1
-    dtypes = (
-        _name(y.dtype),
-        _name(y.dtype if mask is None else mask.dtype),
-        _name(acc),
-        _name(out.dtype),
-    )
+    dtypes = (_name(y.dtype), _name(y.dtype if mask is None else mask.dtype), _name(acc),
+              _name(out.dtype))  # fmt: skip
     rec = _record(g, a.offsets, out.size, channel_fast)
-    args = (y, _NULL if mask is None else mask, out, _table_arg(a.offsets), rec, np.int32(by_count))
+    table = _table_arg(a.offsets, cupy.cuda.Device().id)
+    args = (y, _NULL if mask is None else mask, out, table, rec, np.int32(by_count))
     _launch("shift_sum_adjoint", dtypes, g, out.size, args)
     return True
 
@@ -240,20 +227,13 @@ def pinv_general(a: ShiftSumArgs) -> Any:
                 return generic.pinv(a)
             return out
         z = cupy.empty(y.shape, dtype=acc)
-        g = geometry(
-            tuple(out.shape),
-            contiguous_strides(out.shape),
-            _known_strides(y),
-            _mask_strides(mask),
-            a.axis,
-            a.channel_axis,
-            y.shape[a.axis],
-        )
+        g = _geometry(a, out.shape, contiguous_strides(out.shape), _known_strides(y), mask,
+                      y.shape[a.axis])  # fmt: skip
         if g is None:
             return generic.pinv(a)
         dtypes = (_name(y.dtype), _name(mask.dtype), real_of(_name(acc)), _name(acc))
         rec = _record(g, a.offsets, z.size, False)
-        args = (y, mask, z, _table_arg(a.offsets), rec)
+        args = (y, mask, z, _table_arg(a.offsets, cupy.cuda.Device().id), rec)
         _launch("shift_sum_pinv_divide", dtypes, g, z.size, args)
         if not _adjoint_into(out, z, mask, a, acc, False):
             return generic.pinv(a)
@@ -261,45 +241,20 @@ def pinv_general(a: ShiftSumArgs) -> Any:
 
 
 # ----------------------------------------------------------------------------- plans
-# A plan keeps, per call signature, the compiled function, its grid and its argument
-# record; a repeated call allocates its result and launches. The row kernels cover the
-# common layouts (see portops._kernels.geometry.row_view), the general kernels the rest.
+# A plan keeps a signature's compiled function, grid and argument record: a repeated
+# call allocates its result and launches. Row kernels for the common layouts (see
+# portops._kernels.geometry.row_view), the general kernels for the rest.
 
 _MAX_GRID_Y = 65535
-_ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base", "channels")
 
 Run = Callable[[Any, Any], Any]
 
 
-@cache
-def _rows_record_dtype(large: bool) -> np.dtype:
-    """NumPy twin of ``Rows<I>`` in shift_sum.cu (every field of type I)."""
-    it = np.int64 if large else np.int32
-    fields: list[tuple[Any, ...]] = [("s1", it), ("s2", it)]
-    fields += [(f, it, (3,)) for f in ("big", "mask", "small", "scale")]
-    fields += [(f, it) for f in _ROW_SCALARS]
-    return np.dtype(fields, align=True)
-
-
-def _rows_record(
-    r: RowView,
-    offsets: tuple[int, ...],
-    *,
-    s1: int | None = None,
-    s2: int | None = None,
-    mask: tuple[int, ...] | None = None,
-    scale: tuple[int, ...] = (0, 0, 0),
-) -> np.void:
-    rec = np.zeros((), dtype=_rows_record_dtype(r.large))
-    rec["s1"] = r.s1 if s1 is None else s1
-    rec["s2"] = r.s2 if s2 is None else s2
-    rec["big"], rec["small"], rec["scale"] = r.big, r.small, scale
-    rec["mask"] = r.mask if mask is None else mask
-    rec["big_c"], rec["mask_c"], rec["mask_j"] = r.big_c, r.mask_c, r.mask_j
-    rec["width"], rec["out_width"] = r.width, r.out_width
+def _rows_record(r: RowView, offsets: tuple[int, ...], scale: tuple[int, ...]) -> np.void:
     step, base = linear_step(offsets) or (0, 0)
-    rec["step"], rec["base"], rec["channels"] = step * r.inner, base * r.inner, len(offsets)
-    return rec[()]  # type: ignore[return-value]
+    values = (r.s1, r.s2, r.big, r.mask, r.small, scale, r.big_c, r.mask_c, r.mask_j, r.width,
+              r.out_width, step * r.inner, base * r.inner, len(offsets))  # fmt: skip
+    return np.array(values, dtype=_struct(r.large, rows=True))[()]  # type: ignore[return-value]
 
 
 def _tight_block(columns: int) -> int:
@@ -313,18 +268,11 @@ def _tight_block(columns: int) -> int:
     return block
 
 
-def _row_table(offsets: tuple[int, ...], inner: int, device_id: int) -> Any:
-    if linear_step(offsets) is not None:
-        return _NULL
-    return _table(tuple(o * inner for o in offsets), device_id)
-
-
 def _launcher(
-    kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, channels: int | None = None
+    kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, *constants: int
 ) -> Any:
-    constants = (
-        () if channels is None else (channels if channels <= CUDA["unroll_channels"] else 0,)
-    )
+    """The compiled instance of `kernel` (`constants`: its channel count, 0 for one read at
+    run time; the row kernels cover at most ``unroll_channels`` channels)."""
     return _function(kernel_name(kernel, dtypes, large, constants), device_id)
 
 
@@ -362,7 +310,7 @@ def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[[Any, Any], tuple[Any
 
 def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     x, mask, offsets = a.array, a.mask, a.offsets
-    if _strides(x) is None or (mask is not None and _strides(mask) is None):
+    if not _whole(x, mask):
         return None
     out_dtype = np.dtype(a.dtype)
     shape = list(x.shape)
@@ -370,9 +318,7 @@ def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     shape[a.channel_axis] = 1
     if math.prod(shape) == 0 or x.size == 0:
         return None
-    g = geometry(tuple(x.shape), _known_strides(x), contiguous_strides(shape),
-                 None if mask is None else _mask_strides(mask), a.axis, a.channel_axis,
-                 shape[a.axis])  # fmt: skip
+    g = _geometry(a, x.shape, _known_strides(x), contiguous_strides(shape), mask, shape[a.axis])
     r = None if g is None else row_view(g, mask is not None)
     if r is None or math.ceil(r.out_width / 128) > _MAX_GRID_Y:
         return None
@@ -382,8 +328,8 @@ def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
     # Measured on an H100 (B=16 and 64, C=28, float32): the forward runs fastest with
     # the channel count read at run time and blocks that waste few threads.
     fn = _launcher("shift_sum_forward_rows", dtypes, r.large, device_id, 0)
-    table = _row_table(offsets, r.inner, device_id)
-    rec = _rows_record(r, offsets)
+    table = _table_arg(offsets, device_id, r.inner)
+    rec = _rows_record(r, offsets, (0, 0, 0))
     threads = _tight_block(r.out_width)
     grid, block = (r.rows, math.ceil(r.out_width / threads)), (threads,)
 
@@ -399,15 +345,13 @@ def _row_adjoint(
     a: ShiftSumArgs, out_shape: list[int], scaled: bool = False
 ) -> Callable[..., Any] | None:
     y, mask, offsets = a.array, a.mask, a.offsets
-    if _strides(y) is None or (mask is not None and _strides(mask) is None):
+    if not _whole(y, mask):
         return None
     out_dtype = np.dtype(a.dtype)
     shape = list(a.shape)
     if math.prod(shape) == 0:
         return None
-    g = geometry(tuple(shape), contiguous_strides(shape), _known_strides(y),
-                 None if mask is None else _mask_strides(mask), a.axis, a.channel_axis,
-                 y.shape[a.axis])  # fmt: skip
+    g = _geometry(a, shape, contiguous_strides(shape), _known_strides(y), mask, y.shape[a.axis])
     r = None if g is None else row_view(g, mask is not None)
     if r is None or math.ceil(r.width / 128) > _MAX_GRID_Y:
         return None
@@ -417,9 +361,9 @@ def _row_adjoint(
     dtypes = (_name(y.dtype), _name(y.dtype if mask is None else mask.dtype), real,
               _name(acc), _name(out_dtype))  # fmt: skip
     fn = _launcher("shift_sum_adjoint_rows", dtypes, r.large, device_id, len(offsets))
-    table = _row_table(offsets, r.inner, device_id)
-    outer, q_strides = inverse_phi_rows(r, mask is not None)
-    rec = _rows_record(r, offsets, scale=q_strides if scaled else (0, 0, 0))
+    table = _table_arg(offsets, device_id, r.inner)
+    phi_rows, q_strides = inverse_phi_rows(r, mask is not None)
+    rec = _rows_record(r, offsets, q_strides if scaled else (0, 0, 0))
     threads = row_block(r.width)
     grid, block = (r.rows, math.ceil(r.width / threads)), (threads,)
 
@@ -432,14 +376,12 @@ def _row_adjoint(
         return run
     # The pseudo-inverse: 1 / Phi over the mask's outer extent, then the scaled adjoint.
     phi_dtype = np.dtype(real)
-    q_shape = (*outer, r.out_width)
-    mask_rows = tuple(st if n > 1 else 0 for n, st in zip(outer, r.mask, strict=True))
+    q_shape = (phi_rows.rows, r.out_width)
     m_dtype = _name(y.dtype if mask is None else mask.dtype)
     phi_fn = _launcher("shift_sum_inverse_phi_rows", (m_dtype, real), r.large, device_id)
-    phi_rec = _rows_record(r, offsets, s1=outer[1], s2=outer[2], mask=mask_rows,
-                           scale=q_strides)  # fmt: skip
+    phi_rec = _rows_record(phi_rows, offsets, q_strides)
     phi_threads = row_block(r.out_width)
-    phi_grid = (outer[0] * outer[1] * outer[2], math.ceil(r.out_width / phi_threads))
+    phi_grid = (phi_rows.rows, math.ceil(r.out_width / phi_threads))
     if mask is None:
         inverse_count = cupy.empty(q_shape, dtype=phi_dtype)
         phi_fn(phi_grid, (phi_threads,), (_NULL, inverse_count, table, phi_rec))
@@ -461,12 +403,8 @@ def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
 
 def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
     """The plan of a call (`raw`: taking the public call's arrays, else normalised ones).
-
-    The row kernels read arrays through their pointers and the strides the signature
-    fixes, so raw arrays go straight in (a missing channel axis or mask dims are size-1
-    views of the same memory); only a mask of another dtype (bool) is cast. The
-    general kernels take the normalised arrays.
-    """
+    Row kernels take raw arrays (through the signature's strides, a missing channel axis
+    is a size-1 view), only a bool mask cast; general kernels the normalised ones."""
     shape = list(a.shape)
     if kind == "forward":
         row = _row_forward(a, shape)
@@ -502,41 +440,21 @@ def _planner(kind: str) -> Callable[[ShiftSumArgs], Run]:
 
 
 def forward(a: ShiftSumArgs) -> Any:
-    """CUDA gather kernel (row kernel for common layouts): one launch, mask fused."""
+    """CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned"""
     return _plan("forward", a, raw=False)(a.array, a.mask)
 
 
 def adjoint(a: ShiftSumArgs) -> Any:
-    """CUDA kernel writing every channel's window, mask fused, one launch."""
+    """CUDA row kernel (RawModule): one launch, mask fused; planned"""
     return _plan("adjoint", a, raw=False)(a.array, a.mask)
 
 
 def pinv(a: ShiftSumArgs) -> Any:
-    """``A^H (y / Phi)``: 1 / Phi over the mask's extent, then the scaled adjoint."""
+    """CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned"""
     return _plan("pinv", a, raw=False)(a.array, a.mask)
 
 
-extend.register(
-    "shift_sum",
-    "cupy_gather",
-    libraries=["cupy"],
-    priority=Priority.SPECIALIZED,
-    summary="CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned",
-    planner=_planner("forward"),
-)(forward)
-extend.register(
-    "shift_sum_adjoint",
-    "cupy_gather",
-    libraries=["cupy"],
-    priority=Priority.SPECIALIZED,
-    summary="CUDA row kernel (RawModule): one launch, mask fused; planned",
-    planner=_planner("adjoint"),
-)(adjoint)
-extend.register(
-    "shift_sum_pinv",
-    "cupy_gather",
-    libraries=["cupy"],
-    priority=Priority.SPECIALIZED,
-    summary="CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned",
-    planner=_planner("pinv"),
-)(pinv)
+for kind, impl in (("forward", forward), ("adjoint", adjoint), ("pinv", pinv)):
+    op = "shift_sum" if kind == "forward" else f"shift_sum_{kind}"
+    extend.register(op, "cupy_gather", libraries=["cupy"], priority=Priority.SPECIALIZED,
+                    planner=_planner(kind))(impl)  # fmt: skip

@@ -1,19 +1,17 @@
 """vecdot on CuPy: one fused reduction kernel, no product temporary.
 
-Real and integer inputs whose batch dimensions (after broadcasting) merge into rows go
-to the raw kernels of ``portops/_kernels/vecdot.cu`` (a thread per short row, a block
-per long one), planned once per call signature: a repeated call allocates its result
-and launches, which costs a fraction of a ``ReductionKernel`` call's host time. Other
-cases (complex inputs, layouts that do not merge) use ``cupy.ReductionKernel``, which
-broadcasts the inputs, multiplies in the map step and sums in registers. Half precision
-is multiplied and summed in float32; complex inputs conjugate the first argument.
+Real and integer inputs whose batch dims (after broadcasting) merge into rows go to the
+raw kernels of ``portops/_kernels/vecdot.cu`` (a thread per short row, a block per long
+one), planned per call signature: a repeated call costs a fraction of a
+``ReductionKernel`` call's host time. Other cases (complex inputs, layouts that do not
+merge) use ``cupy.ReductionKernel``. Half precision is summed in float32; complex
+inputs conjugate the first argument.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import threading
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -22,13 +20,11 @@ import cupy
 import numpy as np
 
 from ... import extend
-from ..._kernels.loader import CTYPES, kernel_source
+from ..._kernels.loader import CTYPES
 from ..._ops.vecdot import VecdotArgs
 from ..._tables import CUDA
 from ...extend import Priority
-
-_lock = threading.Lock()
-_kernels: dict[str, Any] = {}
+from .shift_sum import _function
 
 # kind -> (map expression, post-map expression, reduce type or None for T)
 _SPECS = {
@@ -38,13 +34,10 @@ _SPECS = {
 }
 
 
+@cache
 def _kernel(kind: str) -> Any:
-    try:
-        return _kernels[kind]
-    except KeyError:
-        pass
     map_expr, post_map, reduce_type = _SPECS[kind]
-    kernel = cupy.ReductionKernel(
+    return cupy.ReductionKernel(
         "T x, T y",
         "T z",
         map_expr,
@@ -54,9 +47,6 @@ def _kernel(kind: str) -> Any:
         f"portops_vecdot_{kind}",
         reduce_type=reduce_type,
     )
-    with _lock:
-        _kernels.setdefault(kind, kernel)
-    return _kernels[kind]
 
 
 def _cupy(a: VecdotArgs) -> Any:
@@ -76,18 +66,7 @@ def _cupy(a: VecdotArgs) -> Any:
 
 # ----------------------------------------------------------------------------- raw kernels
 
-_RAW = frozenset(
-    "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64".split()
-)
-_OPTIONS = ("--std=c++17",)
-
-
-@cache
-def _raw_function(name: str, device_id: int) -> Any:
-    with cupy.cuda.Device(device_id):
-        source = kernel_source("vecdot.cu")
-        module = cupy.RawModule(code=source, options=_OPTIONS, name_expressions=(name,))
-        return module.get_function(name)
+_RAW = frozenset(CTYPES) - {"complex64", "complex128"}
 
 
 @cache
@@ -95,33 +74,24 @@ def _sms(device_id: int) -> int:
     return int(cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
 
 
-def _rows_view(x1: Any, x2: Any, axis: int) -> tuple[Any, Any, int, int] | None:
-    """Both inputs as (rows, length) views of one broadcast layout, or None.
-
-    The views start where the inputs do, so a kernel given the inputs' own pointers
-    and the views' strides reads the same elements.
-    """
+def _rows_view(x1: Any, x2: Any, axis: int) -> tuple[list[int], int, int] | None:
+    """Element strides of both inputs as (rows, length) views of one broadcast layout
+    starting where the inputs do, rows and length; None when the batch dims do not
+    merge or a stride is not whole elements."""
     shape = cupy.broadcast_shapes(x1.shape, x2.shape)
     ax = len(shape) + axis
     length = shape[ax]
     rows = math.prod(shape) // length if length else 0
-    views = []
+    strides = []
     for x in (x1, x2):
-        v = _view_2d(cupy.moveaxis(cupy.broadcast_to(x, shape), ax, -1), rows, length)
-        if v is None:
+        v = cupy.moveaxis(cupy.broadcast_to(x, shape), ax, -1)
+        dims = [(n, s) for n, s in zip(v.shape[:-1], v.strides[:-1], strict=True) if n != 1]
+        if any(s0 != n1 * s1 for (_, s0), (n1, s1) in itertools.pairwise(dims)):
             return None
-        views.append(v)
-    return views[0], views[1], rows, length
-
-
-def _view_2d(v: Any, rows: int, length: int) -> Any:
-    """`v` as (rows, length) without a copy, or None when its batch dims do not merge."""
-    dims = [(n, s) for n, s in zip(v.shape[:-1], v.strides[:-1], strict=True) if n != 1]
-    for (_, s0), (n1, s1) in itertools.pairwise(dims):
-        if s0 != n1 * s1:
-            return None
-    row_stride = dims[-1][1] if dims else 0
-    return cupy.lib.stride_tricks.as_strided(v, (rows, length), (row_stride, v.strides[-1]))
+        strides += [dims[-1][1] if dims else 0, v.strides[-1]]
+    if any(s % x1.itemsize for s in strides):
+        return None
+    return [s // x1.itemsize for s in strides], rows, length
 
 
 def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
@@ -132,11 +102,7 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     view = _rows_view(x1, x2, a.axis)
     if view is None:
         return None
-    v1, v2, rows, length = view
-    item = dtype.itemsize
-    strides = [s // item for v in (v1, v2) for s in v.strides]
-    if any(s * item != t for s, t in zip(strides, [*v1.strides, *v2.strides], strict=True)):
-        return None
+    strides, rows, length = view
     shape = list(cupy.broadcast_shapes(x1.shape, x2.shape))
     if a.keepdims:
         shape[a.axis] = 1
@@ -153,7 +119,7 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     kind = "vecdot_thread_rows" if length < CUDA["vecdot_short_rows"] else "vecdot_block_rows"
     name = f"portops::{kind}<{CTYPES[dtype.name]}, {acc}, {'long long' if large else 'int'}>"
     device_id = x1.device.id
-    fn = _raw_function(name, device_id)
+    fn = _function(name, device_id, "vecdot.cu")
     if kind == "vecdot_thread_rows":
         block_size = CUDA["threads_per_block"]
         grid, block = (math.ceil(rows / block_size),), (block_size,)

@@ -1,11 +1,8 @@
 """Triton row reduction for vecdot on CUDA tensors: ``sum(x1 * x2)`` in one pass.
 
-The inputs are read once, in tiles of rows by a block of the contracted axis, and
-multiplied and summed in registers (float32 for half precision): no product
-temporary, one launch. When there are too few rows to fill the GPU, the contracted
-axis is split into chunks whose partial sums are added by a second, tiny reduction.
-
-Imported only when a CUDA tensor reaches torch's vecdot (or by the interpreter tests).
+Inputs are read once, in tiles of rows by a block of the contracted axis, multiplied
+and summed in registers (float32 for half precision). Too few rows to fill the GPU: the
+contracted axis is split into chunks whose partial sums a second, tiny reduction adds.
 """
 
 from __future__ import annotations
@@ -65,11 +62,8 @@ def plan_rows(
     sms: int,
     out_shape: tuple[int, ...] | None = None,
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
-    """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides.
-
-    Returns a function of the two base tensors (whose data pointers the strides are
-    relative to), or None for a dtype the kernel does not take.
-    """
+    """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides: a
+    function of the two base tensors (the strides' origin), or None for another dtype."""
     acc = _ACC.get(dtype)
     if acc is None or rows == 0 or length == 0:
         return None
@@ -90,20 +84,11 @@ def plan_rows(
     warps = 8 if block_r * block_k >= tile else 4  # a full tile: twice the warps
     acc_dtype = torch.float64 if dtype == torch.float64 else torch.float32
     launch = Launcher(
-        _vecdot_rows,
-        (row_programs, splits, 1),
-        (rows, length, *strides),
-        dict(
-            CHUNK=chunk,
-            ACC=acc,
-            SPLIT=splits > 1,
-            BLOCK_R=block_r,
-            BLOCK_K=block_k,
-            num_warps=warps,
-        ),
+        _vecdot_rows, (row_programs, splits, 1), (rows, length, *strides),
+        dict(CHUNK=chunk, ACC=acc, SPLIT=splits > 1, BLOCK_R=block_r, BLOCK_K=block_k,
+             num_warps=warps),
         device.index,
-    )
-
+    )  # fmt: skip
     shape = (rows,) if out_shape is None else out_shape
 
     def run(a: Any, b: Any) -> torch.Tensor:

@@ -1,16 +1,11 @@
-"""vecdot on CUDA tensors, two strategies:
-
-- ``triton``: real floating inputs whose batch dimensions (after broadcasting) merge
-  into rows are reduced by :mod:`portops._backends.torch._triton_vecdot`: each input
-  read once, no product temporary, one launch (two when too few rows need the
-  contracted axis split), planned once per call signature;
-- ``native``: everything else — complex and integer dtypes, layouts that do not merge,
-  calls that need autograd, forward-mode AD, torch.func or compile — torch's product
-  and sum (see :func:`portops._backends.torch.vecdot.mul_sum`).
-"""
+"""vecdot on CUDA tensors: ``triton``, a fused row reduction (each input read once, no
+product temporary) for real floating inputs whose batch dims merge into rows; ``native``,
+torch's product and sum, for the rest (complex and integer dtypes, other layouts,
+autograd, forward-mode AD, torch.func, compile)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -30,7 +25,7 @@ Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 def _triton() -> Any:
     try:
         from . import _triton_vecdot
-    except ImportError:
+    except ImportError:  # Triton is not installed
         return None
     return _triton_vecdot
 
@@ -40,56 +35,35 @@ def _sms(device: int) -> int:
     return int(torch.cuda.get_device_properties(device).multi_processor_count)
 
 
-def _dtype(a: VecdotArgs) -> torch.dtype:
-    d1, d2 = a.x1.dtype, a.x2.dtype
-    return d1 if d1 is d2 else torch.promote_types(d1, d2)
-
-
-def _rows_view(a: VecdotArgs) -> tuple[Any, Any, tuple[int, ...], int, int] | None:
-    """Both inputs as (rows, length) views of one broadcast layout, or None."""
-    x1, x2 = a.x1, a.x2
-    shape = torch.broadcast_shapes(x1.shape, x2.shape)  # type: ignore[no-untyped-call]
-    ndim = len(shape)
-    axis = ndim + a.axis
-    batch = [n for d, n in enumerate(shape) if d != axis]
-    rows = 1
-    for n in batch:
-        rows *= n
-    length = shape[axis]
-    views = []
-    for x in (x1, x2):
-        v = x.reshape((1,) * (ndim - x.ndim) + tuple(x.shape)).expand(shape)
-        v = v.movedim(axis, -1)
-        try:
-            v = v.view(rows, length)  # fails when the batch dims do not merge
-        except RuntimeError:
-            return None
-        views.append(v)
-    strides = (*views[0].stride(), *views[1].stride())
-    return views[0], views[1], strides, rows, length
-
-
 def _triton_plan(a: VecdotArgs) -> Run | None:
     """The Triton plan for these arguments' signature, or None where it does not apply."""
-    dtype = _dtype(a)
     x1, x2 = a.x1, a.x2
-    if x1.dtype is not dtype or x2.dtype is not dtype or not dtype.is_floating_point:
+    if x1.dtype is not x2.dtype or not x1.dtype.is_floating_point:
         return None
     kernels = _triton()
     if kernels is None:
         return None
-    view = _rows_view(a)
-    if view is None:
-        return None
-    _, _, strides, rows, length = view
-    shape = list(torch.broadcast_shapes(x1.shape, x2.shape))  # type: ignore[no-untyped-call]
+    shape = torch.broadcast_shapes(x1.shape, x2.shape)  # type: ignore[no-untyped-call]
+    ndim = len(shape)
+    axis = ndim + a.axis
+    rows = math.prod(n for d, n in enumerate(shape) if d != axis)
+    length = shape[axis]
+    strides: list[int] = []
+    for x in (x1, x2):  # both inputs as (rows, length) views of one broadcast layout
+        v = x.reshape((1,) * (ndim - x.ndim) + tuple(x.shape)).expand(shape)
+        try:
+            strides += v.movedim(axis, -1).view(rows, length).stride()
+        except RuntimeError:  # the batch dims do not merge
+            return None
+    out_shape = list(shape)
     if a.keepdims:
-        shape[a.axis] = 1
+        out_shape[a.axis] = 1
     else:
-        del shape[a.axis]
-    device = x1.device
-    sms = _machine.current().gpu_sms or _sms(device.index)
-    run: Run | None = kernels.plan_rows(rows, length, strides, dtype, device, sms, tuple(shape))
+        del out_shape[a.axis]
+    sms = _machine.current().gpu_sms or _sms(x1.device.index)
+    run: Run | None = kernels.plan_rows(
+        rows, length, tuple(strides), x1.dtype, x1.device, sms, tuple(out_shape)
+    )
     return run
 
 
