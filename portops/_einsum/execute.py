@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .plan import Plan
+from .plan import BINARY_OPS, Plan
 
 __all__ = ["ArrayAPIOps", "run"]
-
-_BINARY = frozenset({"matmul", "matmul_bool", "mul", "logical_and"})
 
 
 class ArrayAPIOps:
@@ -98,7 +96,7 @@ def run(
     vals.extend([None] * (plan.n_slots - len(vals)))
     for ins in plan.instructions:
         name = ins[0]
-        if name in _BINARY:
+        if name in BINARY_OPS:
             vals[ins[3]] = getattr(ops, name)(vals[ins[1]], vals[ins[2]])
         elif name == "swap":
             vals[ins[1]] = ops.swap(vals[ins[1]])

@@ -1,20 +1,17 @@
 """What one call signature plans to: facts known at once, the lowered plan on demand.
 
 A first call must not pay for work its implementation never uses. Parsing, the label
-sizes (which validate the operands' shapes) and the naive FLOP count are cheap and
-decide, for small contractions, that ``numpy.einsum``'s own loop wins; the contraction
-order and the lowering of every step (:func:`portops._einsum.path.choose`) are built the
-first time an implementation asks for :attr:`Lowering.plan`.
-
-Only the default ``optimize="auto"`` without ``memory_limit`` is deferred: an explicit
-path, a named path finder or a memory limit is planned at once, so that its errors
-(a path that leaves operands, an unknown finder) are raised by the call that gave it.
+sizes (which validate the shapes) and the naive FLOP count are cheap and decide, for
+small contractions, that ``numpy.einsum``'s own loop wins; the contraction order and the
+lowering (:func:`portops._einsum.path.choose`) are built when first asked for. Only
+``optimize="auto"`` without ``memory_limit`` waits: an explicit path, a named finder or
+a memory limit is planned at once, so that its errors are raised by the call that gave
+it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from .. import _machine
@@ -28,28 +25,8 @@ __all__ = ["Lowering"]
 
 
 class Lowering:
-    """The cheap facts of one planned signature, and its plan built on first use.
-
-    Two threads asking for :attr:`plan` at once may both build it; they build the same
-    plan and one of them is kept.
-    """
-
-    __slots__ = (
-        "_chunk_plan",
-        "_plan",
-        "boolean",
-        "equation",
-        "itemsize",
-        "memory_limit",
-        "merge",
-        "n_operands",
-        "naive_flops",
-        "names",
-        "optimize",
-        "orders",
-        "shapes",
-        "sizes",
-    )
+    """The cheap facts of one planned signature, and its plan built on first use (two
+    threads may both build it: the same plan, and one of them is kept)."""
 
     def __init__(
         self,
@@ -77,7 +54,7 @@ class Lowering:
         # Every label's size, once per operand (what numpy.einsum's loop multiplies).
         self.naive_flops = math.prod(self.sizes.values()) * max(1, self.n_operands)
         self._plan: Plan | None = None
-        self._chunk_plan: Callable[[tuple[tuple[int, int], ...]], Plan] | None = None
+        self._chunk_plans: Any = None
         if itemsize:
             out = [self.sizes.get(x, 1) for x in equation.output]
             check_fits(out, itemsize, "einsum", "", "a result")
@@ -85,16 +62,7 @@ class Lowering:
             self._plan = self._choose()
 
     def _choose(self) -> Plan:
-        plan = self._search()
-        if self.itemsize and plan.peak * self.itemsize > _machine.current().memory:
-            check_fits(
-                (plan.peak,), self.itemsize, "einsum (pass memory_limit to cut it in chunks)",
-                "", "an intermediate",
-            )  # fmt: skip
-        return plan
-
-    def _search(self) -> Plan:
-        return choose(
+        plan = choose(
             self.equation,
             self.shapes,
             self.orders,
@@ -105,6 +73,12 @@ class Lowering:
             self.merge,
             self.sizes,
         )
+        if self.itemsize and plan.peak * self.itemsize > _machine.current().memory:
+            check_fits(
+                (plan.peak,), self.itemsize, "einsum (pass memory_limit to cut it in chunks)",
+                "", "an intermediate",
+            )  # fmt: skip
+        return plan
 
     @property
     def planned(self) -> bool:
@@ -114,10 +88,9 @@ class Lowering:
     @property
     def plan(self) -> Plan:
         """The contraction order lowered to primitive steps (built on first use)."""
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = self._choose()
-        return plan
+        if self._plan is None:
+            self._plan = self._choose()
+        return self._plan
 
     @property
     def slices(self) -> tuple[SliceSpec, ...]:
@@ -126,11 +99,10 @@ class Lowering:
 
     def plan_for(self, chunks: dict[int, int]) -> Plan:
         """The plan of one chunk (labels cut to `chunks`); chunks of one shape share it."""
-        if self._chunk_plan is None:
-            self._chunk_plan = memo(64)(self._build_chunk)
-        return self._chunk_plan(tuple(sorted(chunks.items())))
+        if self._chunk_plans is None:
+            self._chunk_plans = memo(64)(self._build_chunk)
+        return self._chunk_plans(tuple(sorted(chunks.items())))  # type: ignore[no-any-return]
 
     def _build_chunk(self, chunks: tuple[tuple[int, int], ...]) -> Plan:
-        eq = self.equation
-        cs = chunk_shapes(eq, self.shapes, dict(chunks))
-        return build(eq, cs, self.orders, self.boolean, self.plan.path, self.names, self.merge)
+        cs = chunk_shapes(self.equation, self.shapes, dict(chunks))
+        return build(self.equation, cs, self.orders, self.boolean, self.plan.path, self.merge)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._tables import EINSUM
-from .parse import Equation
+from .parse import Equation, spell
 from .plan import Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
 
 __all__ = ["PATH_NAMES", "choose", "normalize_optimize"]
@@ -131,8 +131,7 @@ def _finder_path(
         sets = effective_labels(eq, shapes)
         found = get_path_fn(finder)(sets, set(eq.output), sizes_of(eq, shapes), limit)
         return [tuple(c) for c in found]
-    terms = ",".join("".join(names[x] for x in t) for t in eq.inputs)
-    text = f"{terms}->{''.join(names[x] for x in eq.output)}"
+    text = spell(eq.inputs, eq.output, names)
     if not all(c.isascii() and c.isalpha() for c in text.replace(",", "").replace("->", "")):
         return _Estimator(eq, shapes, sizes_of(eq, shapes)).greedy()  # over 52 labels
     stubs = [np.broadcast_to(np.empty(()), tuple(s)) for s in shapes]
@@ -271,10 +270,9 @@ def candidates(
     tree, cost = estimate.best_tree()
     if cost <= cheap and memory_limit is None:
         return [tree]  # cheap: the estimate's best order is the one lowered
+    paths: list[Path] = [tree, greedy or estimate.greedy()]
     if n <= _EXHAUSTIVE_MAX:
         paths = [list(p) for p in all_paths(n)]
-    else:
-        paths = [tree, greedy or estimate.greedy()]
     if memory_limit is not None:
         return paths  # every one is lowered: the cheapest that fits wins
     # The best few by the estimate (within 4x), for the full cost model to rank.
@@ -300,7 +298,7 @@ def choose(
     if sizes is None:
         sizes = sizes_of(eq, shapes)
     plans = [
-        build(eq, shapes, orders, boolean, path, names, merge_reshapes, sizes)
+        build(eq, shapes, orders, boolean, path, merge_reshapes, sizes)
         for path in candidates(eq, shapes, optimize, names, sizes, memory_limit)
     ]
     best = min(plans, key=lambda p: p.cost)
@@ -309,7 +307,7 @@ def choose(
     fits = [p for p in plans if p.peak <= memory_limit]
     if fits:
         return min(fits, key=lambda p: p.cost)
-    return _sliced(eq, shapes, orders, boolean, best, memory_limit, names, merge_reshapes)
+    return _sliced(eq, shapes, orders, boolean, best, memory_limit, merge_reshapes)
 
 
 def chunk_shapes(
@@ -329,7 +327,6 @@ def _sliced(
     boolean: bool,
     plan: Plan,
     memory_limit: int,
-    names: dict[int, str],
     merge_reshapes: bool,
 ) -> Plan:
     """Cut labels into chunks until every intermediate fits in `memory_limit`."""
@@ -348,7 +345,7 @@ def _sliced(
                 break
         chunks[lab] = (current + 1) // 2
         sub = build(
-            eq, chunk_shapes(eq, shapes, chunks), orders, boolean, plan.path, names, merge_reshapes
+            eq, chunk_shapes(eq, shapes, chunks), orders, boolean, plan.path, merge_reshapes
         )
     specs = []
     for lab, chunk in chunks.items():

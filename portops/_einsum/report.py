@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .parse import spell
 from .plan import Plan, Step
 
 __all__ = ["Chunking", "EinsumReport", "ReportStep", "describe"]
@@ -82,22 +83,10 @@ def describe(
 ) -> EinsumReport:
     """The report of `plan` (its labels spelled with `names`)."""
 
-    def spell(terms: tuple[tuple[int, ...], ...]) -> str:
-        lhs = ",".join("".join(names[x] for x in t) for t in terms[:-1])
-        return f"{lhs}->{''.join(names[x] for x in terms[-1])}"
-
     def entry(s: Step) -> ReportStep:
+        equation = spell(s.terms[:-1], s.terms[-1], names)
         return ReportStep(
-            kind=s.kind,
-            equation=spell(s.terms),
-            operands=s.operands,
-            batch=s.batch,
-            m=s.m,
-            n=s.n,
-            k=s.k,
-            flops=s.flops,
-            result=s.result,
-            copies=s.copies,
+            s.kind, equation, s.operands, s.batch, s.m, s.n, s.k, s.flops, s.result, s.copies
         )
 
     chunks = tuple(
