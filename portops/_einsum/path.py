@@ -21,9 +21,9 @@ import numpy as np
 
 from .._tables import EINSUM
 from .parse import Equation, spell
-from .plan import Plan, SliceSpec, all_paths, build, effective_labels, sizes_of
+from .plan import all_paths, effective_labels, sizes_of
 
-__all__ = ["PATH_NAMES", "choose", "normalize_optimize"]
+__all__ = ["PATH_NAMES", "candidates", "normalize_optimize"]
 
 PATH_NAMES = ("auto", "greedy", "optimal")
 # Bounds on planning time, which grows factorially with the operands: every order is
@@ -280,93 +280,3 @@ def candidates(
     ranked = sorted(range(len(paths)), key=costs.__getitem__)
     best = costs[ranked[0]]
     return [paths[k] for k in ranked[:_SHORTLIST] if costs[k] <= 4.0 * best]
-
-
-def choose(
-    eq: Equation,
-    shapes: tuple[tuple[int, ...], ...],
-    orders: tuple[tuple[int, ...], ...],
-    boolean: bool,
-    optimize: Any,
-    memory_limit: int | None,
-    names: dict[int, str],
-    merge_reshapes: bool = True,
-    sizes: dict[int, int] | None = None,
-) -> Plan:
-    """The cheapest lowering among the candidate orders, chunked under `memory_limit`
-    (`sizes`: the label sizes, when the caller has them)."""
-    if sizes is None:
-        sizes = sizes_of(eq, shapes)
-    plans = [
-        build(eq, shapes, orders, boolean, path, merge_reshapes, sizes)
-        for path in candidates(eq, shapes, optimize, names, sizes, memory_limit)
-    ]
-    best = min(plans, key=lambda p: p.cost)
-    if memory_limit is None or best.peak <= memory_limit:
-        return best
-    fits = [p for p in plans if p.peak <= memory_limit]
-    if fits:
-        return min(fits, key=lambda p: p.cost)
-    return _sliced(eq, shapes, orders, boolean, best, memory_limit, merge_reshapes)
-
-
-def chunk_shapes(
-    eq: Equation, shapes: tuple[tuple[int, ...], ...], chunks: dict[int, int]
-) -> tuple[tuple[int, ...], ...]:
-    """Operand shapes with each chunked label cut to its chunk (size-1 axes kept)."""
-    return tuple(
-        tuple(chunks.get(x, d) if d != 1 else 1 for x, d in zip(lab, sh, strict=True))
-        for lab, sh in zip(eq.inputs, shapes, strict=True)
-    )
-
-
-def _sliced(
-    eq: Equation,
-    shapes: tuple[tuple[int, ...], ...],
-    orders: tuple[tuple[int, ...], ...],
-    boolean: bool,
-    plan: Plan,
-    memory_limit: int,
-    merge_reshapes: bool,
-) -> Plan:
-    """Cut labels into chunks until every intermediate fits in `memory_limit`."""
-    sizes = sizes_of(eq, shapes)
-    chunks: dict[int, int] = {}
-    sub = plan
-    while sub.peak > memory_limit:
-        step = max(sub.steps, key=lambda s: max(s.copies, s.temporary, s.result))
-        labels = step.peak_labels or tuple(sizes)
-        lab = max(labels, key=lambda x: chunks.get(x, sizes[x]))
-        current = chunks.get(lab, sizes[lab])
-        if current <= 1:  # cannot cut further: every label of the peak is at 1
-            lab = max(sizes, key=lambda x: chunks.get(x, sizes[x]))
-            current = chunks.get(lab, sizes[lab])
-            if current <= 1:
-                break
-        chunks[lab] = (current + 1) // 2
-        sub = build(
-            eq, chunk_shapes(eq, shapes, chunks), orders, boolean, plan.path, merge_reshapes
-        )
-    specs = []
-    for lab, chunk in chunks.items():
-        axes = tuple(
-            tuple(a for a, x in enumerate(labs) if x == lab and sh[a] != 1)
-            for labs, sh in zip(eq.inputs, shapes, strict=True)
-        )
-        out_axis = eq.output.index(lab) if lab in eq.output else None
-        specs.append(SliceSpec(lab, sizes[lab], chunk, axes, out_axis))
-    return Plan(
-        equation=plan.equation,
-        shapes=plan.shapes,
-        instructions=(),
-        n_slots=0,
-        result=-1,
-        path=plan.path,
-        steps=sub.steps,
-        flops=plan.flops,
-        naive_flops=plan.naive_flops,
-        peak=sub.peak,
-        cost=plan.cost,
-        boolean=boolean,
-        slices=tuple(specs),
-    )

@@ -250,73 +250,47 @@ class _Builder:
         bp, mp, np_, kp = prod(bsh), prod(msh), prod(nsh), prod(map(size, ks))
         result = bp * mp * np_
         eq = (a.labels, b.labels, tuple(out_labels))
+        copies = 0
         if not ks or (mp * np_ <= EINSUM["dot_mn"] and bp >= EINSUM["dot_batch"]):
             # Broadcast multiply (and sum over a tiny K): (batch, M, N, K).
-            a_order = batch + ms + ks
-            b_order = batch + ns + ks
-            self._permute(i, a_order)
-            self._permute(j, b_order)
+            self._permute(i, batch + ms + ks)
+            self._permute(j, batch + ns + ks)
             kk = (kp,) if ks else ()
             self.emit(("reshape", i, bsh + msh + (1,) * len(ns) + kk))
             self.emit(("reshape", j, bsh + (1,) * len(ms) + nsh + kk))
-            mul = "logical_and" if self.boolean else "mul"
-            self.instr.append((mul, i, j, out))
+            self.instr.append(("logical_and" if self.boolean else "mul", i, j, out))
             temp = result * kp
             if ks:
                 self.instr.append(("any" if self.boolean else "sum", out, (len(out_labels),)))
             self.cost += EINSUM["memory_cost"] * (temp * (2 if ks else 1) + result)
-            self.values.append(_Value(out_labels, out_labels))
             kind = "multiply-and-sum" if ks else "multiply"
-            self.note(
-                Step(
-                    kind=kind,
-                    operands=pos,
-                    terms=eq,
-                    batch=bp,
-                    m=mp,
-                    n=np_,
-                    k=kp,
-                    flops=(2 if ks else 1) * temp,
-                    result=0 if final else result,
-                    temporary=temp if ks else 0,
-                    peak_labels=tuple(batch + ms + ns + ks) if ks else tuple(out_labels),
-                ),
-                final,
-            )
-            return out
-        # Batched matmul: (batch..., M, K) @ (batch..., K, N).
-        copies = 0
-        copy_labels: tuple[int, ...] = ()
-        a_copy = self._operand(i, batch, ms, ks, bsh, left=True)
-        b_copy = self._operand(j, batch, ks, ns, bsh, left=False)
-        for c, v in ((a_copy, a), (b_copy, b)):
-            if c:
-                copies += self.size(v.labels)
-                copy_labels = v.labels if len(v.labels) > len(copy_labels) else copy_labels
-        self.instr.append(("matmul_bool" if self.boolean else "matmul", i, j, out))
-        if len(ms) != 1 or len(ns) != 1:
-            self.emit(("reshape", out, bsh + msh + nsh))
-        flops = 2 * result * kp
-        self.cost += flops + EINSUM["memory_cost"] * (EINSUM["copy_factor"] * copies + result)
+            flops = (2 if ks else 1) * temp
+            temp = temp if ks else 0
+            peak_labels = tuple(batch + ms + ns + ks) if ks else tuple(out_labels)
+        else:
+            # Batched matmul: (batch..., M, K) @ (batch..., K, N).
+            copy_labels: tuple[int, ...] = ()
+            a_copy = self._operand(i, batch, ms, ks, bsh, left=True)
+            b_copy = self._operand(j, batch, ks, ns, bsh, left=False)
+            for c, v in ((a_copy, a), (b_copy, b)):
+                if c:
+                    copies += self.size(v.labels)
+                    copy_labels = v.labels if len(v.labels) > len(copy_labels) else copy_labels
+            self.instr.append(("matmul_bool" if self.boolean else "matmul", i, j, out))
+            if len(ms) != 1 or len(ns) != 1:
+                self.emit(("reshape", out, bsh + msh + nsh))
+            kind = "batched matmul"
+            flops = 2 * result * kp
+            self.cost += flops + EINSUM["memory_cost"] * (EINSUM["copy_factor"] * copies + result)
+            temp = copies
+            peak_labels = tuple(out_labels) if result >= copies else copy_labels
         self.values.append(_Value(out_labels, out_labels))
-        peak_labels = tuple(out_labels) if result >= copies else copy_labels
-        self.note(
-            Step(
-                kind="batched matmul",
-                operands=pos,
-                terms=eq,
-                batch=bp,
-                m=mp,
-                n=np_,
-                k=kp,
-                flops=flops,
-                result=0 if final else result,
-                copies=copies,
-                temporary=copies,
-                peak_labels=peak_labels,
-            ),
-            final,
-        )
+        step = Step(kind=kind, operands=pos, terms=eq, batch=bp, m=mp, n=np_, k=kp, flops=flops)
+        step.result = 0 if final else result
+        step.copies = copies
+        step.temporary = temp
+        step.peak_labels = peak_labels
+        self.note(step, final)
         return out
 
     def _permute(self, k: int, order: Sequence[int]) -> None:
@@ -369,7 +343,7 @@ class _Builder:
         return not (views and (inner is None or inner in cols))
 
     # -- the whole plan ----------------------------------------------------------------
-    def run(self, path: Sequence[tuple[int, ...]]) -> tuple[int, tuple[tuple[int, ...], ...]]:
+    def run(self, path: Sequence[tuple[int, ...]]) -> int:
         eq = self.eq
         n = len(eq.inputs)
         eff = effective_labels(eq, self.shapes)
@@ -383,11 +357,8 @@ class _Builder:
             others = {x for x, c in uses.items() if c > (x in mine)}
             self.prepare(k, others | out_set)
         slots = list(range(n))
-        used_path: list[tuple[int, ...]] = []
         for step_no, contraction in enumerate(path):
-            idx = tuple(sorted(contraction, reverse=True))
-            taken = [slots.pop(p) for p in idx]
-            used_path.append(tuple(contraction))
+            taken = [slots.pop(p) for p in sorted(contraction, reverse=True)]
             last = step_no == len(path) - 1
             while len(taken) > 1:
                 x, y = taken.pop(), taken.pop()
@@ -405,12 +376,7 @@ class _Builder:
             self.steps.append(Step(kind="transpose", operands=(res,), terms=terms))
         if len(out_big) != len(eq.output):
             self.emit(("reshape", res, tuple(self.sizes[x] for x in eq.output)))
-        return res, tuple(used_path)
-
-
-def _naive_flops(eq: Equation, sizes: dict[int, int]) -> int:
-    labels = {x for t in eq.inputs for x in t}
-    return math.prod([sizes[x] for x in labels]) * max(1, len(eq.inputs))
+        return res
 
 
 def build(
@@ -428,20 +394,11 @@ def build(
     do in one reshape what it does in two); `sizes` are the label sizes of `shapes`
     when the caller has them already."""
     b = _Builder(eq, shapes, orders, boolean, merge_reshapes, sizes)
-    res, used = b.run(path)
+    res = b.run(path)
+    naive_flops = math.prod(b.sizes.values()) * max(1, len(eq.inputs))
     return Plan(
-        equation=eq,
-        shapes=shapes,
-        instructions=tuple(b.instr),
-        n_slots=len(b.values),
-        result=res,
-        path=used,
-        steps=tuple(b.steps),
-        flops=b.flops,
-        naive_flops=_naive_flops(eq, b.sizes),
-        peak=b.peak,
-        cost=b.cost,
-        boolean=boolean,
+        *(eq, shapes, tuple(b.instr), len(b.values), res, tuple(map(tuple, path))),
+        *(tuple(b.steps), b.flops, naive_flops, b.peak, b.cost, boolean),
     )
 
 

@@ -37,11 +37,9 @@ from .._arrays import (
 from .._einsum.lowering import Lowering
 from .._einsum.options import (
     as_arrays,
-    check_casting,
+    check_keywords,
     check_operand_casts,
-    check_order,
     numpy_dtype,
-    requested_dtype,
     with_order,
     write_out,
 )
@@ -181,7 +179,7 @@ def _lookup(
         key_subs, ops = _split(operands)
         if not ops:
             raise ValueError("einsum: at least one operand is required")
-        ops, _ = as_arrays(ops)
+        ops = as_arrays(ops)
     else:
         key_subs, ops = split
     lib = _inspect(ops)
@@ -400,17 +398,19 @@ def einsum(
         result = _planned_call(operands, optimize)
         if result is not NotImplemented:
             return result
-    casting = check_casting(casting)
-    order = check_order(order)
-    wanted = None if dtype is None else requested_dtype(dtype)
+    casting, order, wanted = check_keywords(casting, order, dtype)
     if out is not None and library_of(out) is None:
         raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
     key_subs, ops = _split(operands)
     if not ops:
         raise ValueError("einsum: at least one operand is required")
-    arrays, _ = as_arrays(ops)
-    if library_of(arrays[0]) == NUMPY and _has_objects(arrays, wanted):
-        return _numpy_objects(operands, out, dtype, order, casting, optimize)
+    arrays = as_arrays(ops)
+    kinds = {getattr(getattr(a, "dtype", None), "kind", None) for a in arrays}
+    if library_of(arrays[0]) == NUMPY and "O" in (*kinds, getattr(wanted, "kind", None)):
+        # Object arrays: numpy.einsum itself (Python objects have no BLAS to lower to).
+        opt = False if optimize == "auto" else optimize
+        kwargs = {"out": out, "dtype": dtype, "order": order, "casting": casting}
+        return np.einsum(*operands, **kwargs, optimize=opt)
     call = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
     result = _dispatch.select("einsum", call).func(call.args)
     if out is not None:
@@ -418,21 +418,6 @@ def einsum(
         # assigns the result to out whatever the dtypes.
         return write_out(result, out, call.library, casting if optimize is False else "unsafe")
     return with_order(result, order, call.library, call.args.operands)
-
-
-def _has_objects(arrays: tuple[Any, ...], dtype: np.dtype[Any] | None) -> bool:
-    return (dtype is not None and dtype.kind == "O") or any(
-        getattr(getattr(a, "dtype", None), "kind", None) == "O" for a in arrays
-    )
-
-
-def _numpy_objects(
-    operands: tuple[Any, ...], out: Any, dtype: Any, order: str, casting: str, optimize: Any
-) -> Any:
-    """Object arrays: numpy.einsum itself (Python objects have no BLAS to lower to)."""
-    kwargs: dict[str, Any] = {"out": out, "dtype": dtype, "order": order, "casting": casting}
-    kwargs["optimize"] = False if optimize == "auto" else optimize
-    return np.einsum(*operands, **kwargs)
 
 
 def einsum_path(
