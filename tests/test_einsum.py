@@ -311,11 +311,11 @@ def test_plan_is_cached() -> None:
     # signature cache: two calls, so that the test holds run alone or after others.
     portops.einsum("ij,jk->ik", a, b)
     portops.einsum("ij,jk->ik", a, b)
-    before = einsum_module._cached_plan.cache_info()
+    before = einsum_module._plan.cache_info()
     plans = len(einsum_module.PLANS)
     portops.einsum("ij,jk->ik", a + 1, b)  # the signature's plan answers
     portops.einsum("ij,jk->ik", a + 1, b, casting="unsafe")  # the lowering cache answers
-    after = einsum_module._cached_plan.cache_info()
+    after = einsum_module._plan.cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 1
     assert len(einsum_module.PLANS) == plans
 
@@ -328,8 +328,8 @@ def _first_call(eq: str, *operands: Any, **kwargs: Any) -> Any:
     einsum_module.clear_caches()
     result = portops.einsum(eq, *operands, **kwargs)
     assert len(einsum_module.PLANS) == 1
-    _, entry = einsum_module._lookup((eq, *operands), "auto", None)  # the cached one
-    return portops.explain("einsum", eq, *operands).strategy, entry.lowering, result
+    args = einsum_module._lookup((eq, *operands), "auto", None).args  # the cached one
+    return portops.explain("einsum", eq, *operands).strategy, args.lowering, result
 
 
 def test_small_first_call_builds_no_plan() -> None:
@@ -362,8 +362,8 @@ def test_non_default_optimize_is_planned_at_once(optimize: Any) -> None:
     einsum_module = importlib.import_module("portops._ops.einsum")
     einsum_module.clear_caches()
     a, b, c = np.ones((2, 3)), np.ones((3, 2)), np.ones((2, 2))
-    _, entry = einsum_module._lookup(("ij,jk,kl->il", a, b, c), optimize, None)
-    assert entry.lowering.planned
+    args = einsum_module._lookup(("ij,jk,kl->il", a, b, c), optimize, None).args
+    assert args.lowering.planned
     np.testing.assert_allclose(
         portops.einsum("ij,jk,kl->il", a, b, c, optimize=optimize), a @ b @ c
     )
@@ -595,7 +595,7 @@ def test_torch_cuda_default_is_torch_einsum_where_it_applies() -> None:
     torch_einsum = importlib.import_module("portops._backends.torch.einsum")
 
     def chosen(eq: str, *ops: Any, memory_limit: int | None = None) -> str:
-        call, _ = einsum_module._lookup((eq, *ops), "auto", memory_limit)
+        call = einsum_module._lookup((eq, *ops), "auto", memory_limit)
         return torch_einsum.choose(call.args, device="cuda")[0]
 
     a, b = torch.ones(2, 3, 4), torch.ones(2, 4, 5)

@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .plan import Plan
+from .plan import BINARY_OPS, Plan
 
 __all__ = ["ArrayAPIOps", "run"]
-
-_BINARY = frozenset({"matmul", "matmul_bool", "mul", "logical_and"})
 
 
 class ArrayAPIOps:
@@ -36,15 +34,17 @@ class ArrayAPIOps:
         return self.xp.matrix_transpose(x)
 
     def diag(self, x: Any, axes: tuple[int, ...]) -> Any:
-        """Diagonal over `axes` (equal sizes), put last: move them last, reshape to
-        ``n**k`` and take every ``(n**k - 1) / (n - 1)``-th element."""
+        """Diagonal over `axes` (equal sizes), put last."""
         others = [i for i in range(x.ndim) if i not in axes]
         x = self.permute(x, (*others, *axes))
+        if hasattr(x, "diagonal"):  # NumPy, torch, CuPy, JAX: a view where they can
+            for _ in axes[1:]:
+                x = x.diagonal(0, -2, -1)
+            return x
+        # Else reshape to n**k and take every (n**k - 1) / (n - 1)-th element.
         n, k = x.shape[-1], len(axes)
-        lead = tuple(x.shape[: len(others)])
-        x = self.reshape(x, (*lead, n**k))
-        step = (n**k - 1) // (n - 1) if n > 1 else 1
-        return x[..., ::step]
+        x = self.reshape(x, (*x.shape[: len(others)], n**k))
+        return x[..., :: (n**k - 1) // (n - 1) if n > 1 else 1]
 
     def sum(self, x: Any, axes: tuple[int, ...]) -> Any:
         return self.xp.sum(x, axis=axes, dtype=x.dtype)
@@ -64,9 +64,9 @@ class ArrayAPIOps:
         return r if r.dtype == a.dtype else self.xp.astype(r, a.dtype)
 
     def matmul_bool(self, a: Any, b: Any) -> Any:
-        """``matmul`` refuses bool: count the true products in integers instead."""
-        xp = self.xp
-        count = xp.int64 if hasattr(xp, "int64") else xp.int32
+        """``matmul`` refuses bool: count the true products in floats (exact below 2**24
+        terms in float32), which BLAS multiplies."""
+        count = self.xp.float32 if a.shape[-1] < 2**24 else self.xp.float64
         return self.matmul(self.astype(a, count), self.astype(b, count)) != 0
 
     def take(self, x: Any, axis: int, start: int, stop: int) -> Any:
@@ -98,7 +98,7 @@ def run(
     vals.extend([None] * (plan.n_slots - len(vals)))
     for ins in plan.instructions:
         name = ins[0]
-        if name in _BINARY:
+        if name in BINARY_OPS:
             vals[ins[3]] = getattr(ops, name)(vals[ins[1]], vals[ins[2]])
         elif name == "swap":
             vals[ins[1]] = ops.swap(vals[ins[1]])

@@ -1,55 +1,33 @@
 """What one call signature plans to: facts known at once, the lowered plan on demand.
 
 A first call must not pay for work its implementation never uses. Parsing, the label
-sizes (which validate the operands' shapes) and the naive FLOP count are cheap and
-decide, for small contractions, that ``numpy.einsum``'s own loop wins; the contraction
-order and the lowering of every step (:func:`portops._einsum.path.choose`) are built the
-first time an implementation asks for :attr:`Lowering.plan`.
-
-Only the default ``optimize="auto"`` without ``memory_limit`` is deferred: an explicit
-path, a named path finder or a memory limit is planned at once, so that its errors
-(a path that leaves operands, an unknown finder) are raised by the call that gave it.
+sizes (which validate the shapes) and the naive FLOP count are cheap and decide, for
+small contractions, that ``numpy.einsum``'s own loop wins; the contraction order and the
+lowering are built when first asked for: the cheapest of the candidate orders
+(:func:`portops._einsum.path.candidates`) by the cost model, cut into chunks where
+``memory_limit`` asks. Only ``optimize="auto"`` without ``memory_limit`` waits: other
+forms are planned at once, so that their errors are raised by the call that gave them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
 from typing import Any
 
 from .. import _machine
 from .._tracing import memo
 from .._validate import check_fits
 from .parse import Equation
-from .path import choose, chunk_shapes
+from .path import candidates
 from .plan import Plan, SliceSpec, build, sizes_of
 
 __all__ = ["Lowering"]
 
 
 class Lowering:
-    """The cheap facts of one planned signature, and its plan built on first use.
-
-    Two threads asking for :attr:`plan` at once may both build it; they build the same
-    plan and one of them is kept.
-    """
-
-    __slots__ = (
-        "_chunk_plan",
-        "_plan",
-        "boolean",
-        "equation",
-        "itemsize",
-        "memory_limit",
-        "merge",
-        "n_operands",
-        "naive_flops",
-        "names",
-        "optimize",
-        "orders",
-        "shapes",
-        "sizes",
-    )
+    """The cheap facts of one planned signature, and its plan built on first use (two
+    threads may both build it: the same plan, and one of them is kept)."""
 
     def __init__(
         self,
@@ -71,21 +49,42 @@ class Lowering:
         self.optimize = optimize
         self.memory_limit = memory_limit
         self.names = names
-        self.merge = merge
+        self.merge = merge  # see plan.build
         self.sizes = sizes_of(equation, shapes)  # raises for mismatched label sizes
         self.n_operands = len(shapes)
         # Every label's size, once per operand (what numpy.einsum's loop multiplies).
         self.naive_flops = math.prod(self.sizes.values()) * max(1, self.n_operands)
         self._plan: Plan | None = None
-        self._chunk_plan: Callable[[tuple[tuple[int, int], ...]], Plan] | None = None
+        self._chunk_plans: Any = None
         if itemsize:
             out = [self.sizes.get(x, 1) for x in equation.output]
             check_fits(out, itemsize, "einsum", "", "a result")
         if optimize != "auto" or memory_limit is not None:
             self._plan = self._choose()
 
+    def _build(self, path: Any, chunks: dict[int, int] | None = None) -> Plan:
+        """The lowering along `path`, of the whole operands or of chunks of labels."""
+        if not chunks:
+            shapes, sizes = self.shapes, self.sizes
+        else:  # the chunked labels cut to their chunk (size-1 axes kept)
+            shapes = tuple(
+                tuple(chunks.get(x, d) if d != 1 else 1 for x, d in zip(lab, sh, strict=True))
+                for lab, sh in zip(self.equation.inputs, self.shapes, strict=True)
+            )
+            sizes = None
+        return build(self.equation, shapes, self.orders, self.boolean, path, self.merge, sizes)
+
     def _choose(self) -> Plan:
-        plan = self._search()
+        """The cheapest lowering among the candidate orders, within ``memory_limit``."""
+        found = candidates(
+            self.equation, self.shapes, self.optimize, self.names, self.sizes, self.memory_limit
+        )
+        plans = [self._build(path) for path in found]
+        plan = min(plans, key=lambda p: p.cost)
+        limit = self.memory_limit
+        if limit is not None and plan.peak > limit:
+            fits = [p for p in plans if p.peak <= limit]
+            plan = min(fits, key=lambda p: p.cost) if fits else self._sliced(plan, limit)
         if self.itemsize and plan.peak * self.itemsize > _machine.current().memory:
             check_fits(
                 (plan.peak,), self.itemsize, "einsum (pass memory_limit to cut it in chunks)",
@@ -93,18 +92,33 @@ class Lowering:
             )  # fmt: skip
         return plan
 
-    def _search(self) -> Plan:
-        return choose(
-            self.equation,
-            self.shapes,
-            self.orders,
-            self.boolean,
-            self.optimize,
-            self.memory_limit,
-            self.names,
-            self.merge,
-            self.sizes,
-        )
+    def _sliced(self, plan: Plan, limit: int) -> Plan:
+        """`plan` with labels cut into chunks until every intermediate fits in `limit`."""
+        sizes = self.sizes
+        chunks: dict[int, int] = {}
+        sub = plan
+        while sub.peak > limit:
+            step = max(sub.steps, key=lambda s: max(s.copies, s.temporary, s.result))
+            labels = step.peak_labels or tuple(sizes)
+            lab = max(labels, key=lambda x: chunks.get(x, sizes[x]))
+            if chunks.get(lab, sizes[lab]) <= 1:  # every label of the peak is at 1
+                lab = max(sizes, key=lambda x: chunks.get(x, sizes[x]))
+                if chunks.get(lab, sizes[lab]) <= 1:
+                    break
+            chunks[lab] = (chunks.get(lab, sizes[lab]) + 1) // 2
+            sub = self._build(plan.path, chunks)
+        specs = []
+        for lab, chunk in chunks.items():
+            axes = tuple(
+                tuple(a for a, x in enumerate(labs) if x == lab and sh[a] != 1)
+                for labs, sh in zip(self.equation.inputs, self.shapes, strict=True)
+            )
+            out_axis = self.equation.output.index(lab) if lab in self.equation.output else None
+            specs.append(SliceSpec(lab, sizes[lab], chunk, axes, out_axis))
+        return dataclasses.replace(
+            plan, instructions=(), n_slots=0, result=-1, steps=sub.steps, peak=sub.peak,
+            slices=tuple(specs),
+        )  # fmt: skip
 
     @property
     def planned(self) -> bool:
@@ -114,10 +128,9 @@ class Lowering:
     @property
     def plan(self) -> Plan:
         """The contraction order lowered to primitive steps (built on first use)."""
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = self._choose()
-        return plan
+        if self._plan is None:
+            self._plan = self._choose()
+        return self._plan
 
     @property
     def slices(self) -> tuple[SliceSpec, ...]:
@@ -126,11 +139,6 @@ class Lowering:
 
     def plan_for(self, chunks: dict[int, int]) -> Plan:
         """The plan of one chunk (labels cut to `chunks`); chunks of one shape share it."""
-        if self._chunk_plan is None:
-            self._chunk_plan = memo(64)(self._build_chunk)
-        return self._chunk_plan(tuple(sorted(chunks.items())))
-
-    def _build_chunk(self, chunks: tuple[tuple[int, int], ...]) -> Plan:
-        eq = self.equation
-        cs = chunk_shapes(eq, self.shapes, dict(chunks))
-        return build(eq, cs, self.orders, self.boolean, self.plan.path, self.names, self.merge)
+        if self._chunk_plans is None:
+            self._chunk_plans = memo(64)(lambda items: self._build(self.plan.path, dict(items)))
+        return self._chunk_plans(tuple(sorted(chunks.items())))  # type: ignore[no-any-return]

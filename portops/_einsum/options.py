@@ -16,20 +16,10 @@ import numpy as np
 
 from .._arrays import JAX, NUMPY, TORCH, library_of, namespace_of
 
-__all__ = [
-    "CASTINGS",
-    "as_arrays",
-    "check_casting",
-    "check_order",
-    "numpy_dtype",
-    "requested_dtype",
-    "write_out",
-    "with_order",
-]
+__all__ = ["as_arrays", "check_keywords", "numpy_dtype", "write_out", "with_order"]
 
 _PYTHON_VALUES = frozenset({int, float, complex, bool, list, tuple})
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
-_ORDERS = ("K", "A", "C", "F")
 
 
 def numpy_dtype(d: Any) -> np.dtype[Any] | None:
@@ -42,28 +32,22 @@ def numpy_dtype(d: Any) -> np.dtype[Any] | None:
         return None  # a dtype NumPy lacks (bfloat16, ...)
 
 
-def check_casting(casting: Any) -> str:
+def check_keywords(casting: Any, order: Any, dtype: Any) -> tuple[str, str, np.dtype[Any] | None]:
+    """`casting`, `order` (upper case) and `dtype` (a NumPy dtype, from anything
+    ``numpy.dtype`` takes or a library's dtype), checked."""
     if casting not in CASTINGS:
         raise ValueError(f"einsum: casting must be one of {CASTINGS}, got {casting!r}")
-    return str(casting)
-
-
-def check_order(order: Any) -> str:
-    if not isinstance(order, str) or order.upper() not in _ORDERS:
+    if not isinstance(order, str) or order.upper() not in ("K", "A", "C", "F"):
         raise ValueError(f"einsum: order must be one of 'K', 'A', 'C', 'F', got {order!r}")
-    return order.upper()
-
-
-def requested_dtype(dtype: Any) -> np.dtype[Any]:
-    """`dtype` as a NumPy dtype (anything ``numpy.dtype`` takes, or a library's dtype)."""
+    if dtype is None or isinstance(dtype, np.dtype):
+        return str(casting), order.upper(), dtype
     found = numpy_dtype(dtype) if not isinstance(dtype, (str, type)) else None
-    if found is not None:
-        return found
-    try:
-        result: np.dtype[Any] = np.dtype(dtype)
-        return result
-    except TypeError:
-        raise TypeError(f"einsum: dtype must be a data type, got {dtype!r}") from None
+    if found is None:
+        try:
+            found = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"einsum: dtype must be a data type, got {dtype!r}") from None
+    return str(casting), order.upper(), found
 
 
 def _cast_error(what: str, src: Any, dst: Any, casting: str) -> TypeError:
@@ -81,25 +65,19 @@ def check_operand_casts(dtypes: Sequence[Any], dtype: np.dtype[Any], casting: An
             raise _cast_error(f"operand {k}", src, dtype, casting)
 
 
-def as_arrays(operands: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
+def as_arrays(operands: tuple[Any, ...]) -> tuple[Any, ...]:
     """Operands with Python scalars and sequences made arrays of the operands' library.
 
-    Returns the operands and whether any was converted. NumPy decides the dtype of a
-    converted value (``3`` is int64, ``2.5`` float64), as in ``numpy.einsum``; with no
-    array among the operands they all become NumPy arrays.
+    NumPy decides the dtype of a converted value (``3`` is int64, ``2.5`` float64), as
+    in ``numpy.einsum``; with no array among the operands they all become NumPy arrays.
     """
-    first = None
-    missing = False
-    for a in operands:
-        if type(a) in _PYTHON_VALUES or library_of(a) is None:
-            missing = True
-        elif first is None:
-            first = a
-    if not missing:
-        return operands, False
+    arrays = [type(a) not in _PYTHON_VALUES and library_of(a) is not None for a in operands]
+    if all(arrays):
+        return operands
+    like = next((a for a, is_array in zip(operands, arrays, strict=True) if is_array), None)
     converted = []
-    for k, a in enumerate(operands):
-        if type(a) not in _PYTHON_VALUES and library_of(a) is not None:
+    for k, (a, is_array) in enumerate(zip(operands, arrays, strict=True)):
+        if is_array:
             converted.append(a)
             continue
         try:
@@ -114,16 +92,16 @@ def as_arrays(operands: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
                 f"einsum: operand {k} must be an array, a number or a sequence of "
                 f"numbers, got {type(a).__name__}"
             )
-        if first is not None and library_of(first) != NUMPY:
-            value = _to_library(value, first)
-        converted.append(value)
-    return tuple(converted), True
+        converted.append(value if like is None else _to_library(value, like))
+    return tuple(converted)
 
 
 def _to_library(value: np.ndarray, like: Any) -> Any:
     """A NumPy array as an array of `like`'s library, on its device."""
     import array_api_compat as compat
 
+    if library_of(like) == NUMPY:
+        return value
     xp = namespace_of(like)
     if library_of(like) == TORCH:
         import torch

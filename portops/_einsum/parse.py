@@ -11,18 +11,16 @@ same thing as broadcasting size-1 labelled axes.
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .._tracing import memo
 
-__all__ = ["Equation", "is_plain", "parse", "split_interleaved"]
+__all__ = ["Equation", "label_name", "label_names", "parse", "spell", "split_interleaved"]
 
 # Sublist labels are shifted past every letter so the two formats never collide.
 _SUBLIST_BASE = 1 << 16
 # numpy's interleaved labels: 0-25 name 'A'-'Z', 26-51 name 'a'-'z'.
-_PLAIN = re.compile(r"[A-Za-z,]*(->[A-Za-z]*)?")
 _SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -34,19 +32,12 @@ class Equation(NamedTuple):
 
 
 def split_interleaved(args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
-    """Split ``(op0, sub0, op1, sub1, ..., [out])`` into operands and a subscripts key.
-
-    The key is a hashable tuple ``(sub0, sub1, ..., out_or_None)`` of tuples.
-    """
-    operands = tuple(args[0::2])
-    subs = list(args[1::2])
-    out = None
-    if len(args) % 2 == 1:
-        out = args[-1]
-        operands = operands[:-1]
-    key = tuple(_sublist(s, f"sublist {k}") for k, s in enumerate(subs))
-    out_key = None if out is None else _sublist(out, "output sublist")
-    return operands, (*key, out_key)
+    """Split ``(op0, sub0, op1, sub1, ..., [out])`` into operands and a hashable
+    subscripts key ``(sub0, sub1, ..., out_or_None)`` of tuples."""
+    odd = len(args) % 2 == 1
+    key = tuple(_sublist(s, f"sublist {k}") for k, s in enumerate(args[1::2]))
+    out = _sublist(args[-1], "output sublist") if odd else None
+    return tuple(args[0 : len(args) - odd : 2]), (*key, out)
 
 
 def _sublist(s: Any, what: str) -> tuple[Any, ...]:
@@ -80,21 +71,6 @@ def _sublist(s: Any, what: str) -> tuple[Any, ...]:
     return tuple(items)
 
 
-def _string_terms(subscripts: str) -> tuple[list[str], str | None]:
-    s = subscripts.replace(" ", "")
-    if s.count("->") > 1:
-        raise ValueError(f"einsum: subscripts {subscripts!r} contain '->' more than once")
-    lhs, arrow, rhs = s.partition("->")
-    for part in (lhs, rhs):
-        if "-" in part or ">" in part:
-            raise ValueError(
-                f"einsum: subscripts {subscripts!r} contain a stray '-' or '>' "
-                "(the output is introduced by '->')"
-            )
-    terms = lhs.split(",")
-    return terms, (rhs if arrow else None)
-
-
 def _letters(term: str, subscripts: str, what: str) -> tuple[Any, ...]:
     """One term as a tuple of label codes and Ellipsis."""
     if term.count("...") > 1:
@@ -106,62 +82,33 @@ def _letters(term: str, subscripts: str, what: str) -> tuple[Any, ...]:
                 "are letters a-z, A-Z, and '...' stands for broadcast dimensions"
             )
     head, dots, tail = term.partition("...")
-    out: list[Any] = [ord(c) for c in head]
-    if dots:
-        out.append(Ellipsis)
-    out.extend(ord(c) for c in tail)
-    return tuple(out)
+    return (*map(ord, head), *([Ellipsis] if dots else []), *map(ord, tail))
 
 
 def _raw_terms(subscripts: Any) -> tuple[list[tuple[Any, ...]], tuple[Any, ...] | None]:
     """Terms as tuples of int labels / Ellipsis, for either format."""
-    if isinstance(subscripts, str) and _PLAIN.fullmatch(subscripts):
-        # Letters, commas and one '->' only (the common case): no checks needed.
-        lhs, arrow, rhs = subscripts.partition("->")
-        plain = [tuple(map(ord, t)) for t in lhs.split(",")]
-        return plain, (tuple(map(ord, rhs)) if arrow else None)
-    if isinstance(subscripts, str):
-        terms, out = _string_terms(subscripts)
-        inputs = [_letters(t, subscripts, f"operand {k}'s term") for k, t in enumerate(terms)]
-        output = None if out is None else _letters(out, subscripts, "the output")
-        return inputs, output
-    *subs, out_sub = subscripts
-    shift = [
-        tuple(v if v is Ellipsis else v + _SUBLIST_BASE for v in s)
-        for s in (*subs, () if out_sub is None else out_sub)
-    ]
-    return shift[:-1], (None if out_sub is None else shift[-1])
-
-
-def is_plain(subscripts: Any) -> bool:
-    """Whether `subscripts` is a string of ASCII letters, commas and at most one '->'
-    (what ``_PLAIN`` matches, without the regular expression's cost)."""
-    if type(subscripts) is not str or not subscripts.isascii():
-        return False
-    lhs, _, rhs = subscripts.partition("->")
-    return f"a{lhs.replace(',', '')}{rhs}".isalpha()
-
-
-def parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
-    """Parse `subscripts` (a string or an interleaved key) for operands of `ndims`."""
-    try:
-        return _parse_cached(subscripts, ndims)
-    except TypeError as exc:  # unhashable key: parse without the cache
-        if "unhashable" not in str(exc):
-            raise
-        return _parse(subscripts, ndims)
+    if not isinstance(subscripts, str):
+        *subs, out = subscripts
+        terms = [tuple(v if v is Ellipsis else v + _SUBLIST_BASE for v in s) for s in subs]
+        if out is None:
+            return terms, None
+        return terms, tuple(v if v is Ellipsis else v + _SUBLIST_BASE for v in out)
+    s = subscripts.replace(" ", "")
+    if s.count("->") > 1:
+        raise ValueError(f"einsum: subscripts {subscripts!r} contain '->' more than once")
+    lhs, arrow, rhs = s.partition("->")
+    if "-" in lhs + rhs or ">" in lhs + rhs:
+        raise ValueError(
+            f"einsum: subscripts {subscripts!r} contain a stray '-' or '>' "
+            "(the output is introduced by '->')"
+        )
+    inputs = [_letters(t, subscripts, f"operand {k}'s term") for k, t in enumerate(lhs.split(","))]
+    return inputs, (_letters(rhs, subscripts, "the output") if arrow else None)
 
 
 @memo(1024)
-def _parse_cached(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
-    return _parse(subscripts, ndims)
-
-
-def _parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
-    if is_plain(subscripts):
-        found = _parse_plain(subscripts, ndims)
-        if found is not None:
-            return found
+def parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
+    """Parse `subscripts` (a string or an interleaved key) for operands of `ndims`."""
     terms, out_term = _raw_terms(subscripts)
     if len(terms) != len(ndims):
         raise ValueError(
@@ -181,17 +128,16 @@ def _parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
                 )
             ellipsis_ndim = max(ellipsis_ndim, extra)
             pos = term.index(Ellipsis)
-            labels = (*term[:pos], *range(-extra, 0), *term[pos + 1 :])
+            inputs.append((*term[:pos], *range(-extra, 0), *term[pos + 1 :]))
+        elif n_labels != ndim:
+            many = "too many" if n_labels > ndim else "too few"
+            raise ValueError(
+                f"einsum: operand {k} has {ndim} dimension(s) but its term "
+                f"{_show_term(term)} names {n_labels} labels ({many} labels; use '...' "
+                "to broadcast leading dimensions)"
+            )
         else:
-            if n_labels != ndim:
-                many = "too many" if n_labels > ndim else "too few"
-                raise ValueError(
-                    f"einsum: operand {k} has {ndim} dimension(s) but its term "
-                    f"{_show_term(term)} names {n_labels} labels ({many} labels; use '...' "
-                    "to broadcast leading dimensions)"
-                )
-            labels = tuple(term)
-        inputs.append(labels)
+            inputs.append(term)
     ellipsis_labels = tuple(range(-ellipsis_ndim, 0))
     if out_term is None:
         counts: dict[int, int] = {}
@@ -200,62 +146,36 @@ def _parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
                 if v >= 0:
                     counts[v] = counts.get(v, 0) + 1
         output = ellipsis_labels + tuple(sorted(v for v, c in counts.items() if c == 1))
-    else:
-        seen: set[int] = set()
-        out_list: list[int] = []
-        known = {v for labels in inputs for v in labels}
-        for v in out_term:
-            if v is Ellipsis:
-                out_list.extend(ellipsis_labels)
-                continue
-            if v in seen:
-                raise ValueError(
-                    f"einsum: output label {_label_name(v)!r} appears more than once in "
-                    f"{_show(subscripts)}"
-                )
-            if v not in known:
-                raise ValueError(
-                    f"einsum: output label {_label_name(v)!r} does not appear in any input "
-                    f"term of {_show(subscripts)}"
-                )
-            seen.add(v)
-            out_list.append(v)
-        if ellipsis_ndim and Ellipsis not in out_term:
+        return Equation(tuple(inputs), output)
+    out_list: list[int] = []
+    known = {v for labels in inputs for v in labels}
+    for v in out_term:
+        if v is Ellipsis:
+            out_list.extend(ellipsis_labels)
+        elif v in out_list:
             raise ValueError(
-                f"einsum: the output of {_show(subscripts)} has no '...' but the ellipsis "
-                f"covers {ellipsis_ndim} dimension(s); add '...' to the output"
+                f"einsum: output label {label_name(v)!r} appears more than once in "
+                f"{_show(subscripts)}"
             )
-        output = tuple(out_list)
-    return Equation(tuple(inputs), output)
+        elif v not in known:
+            raise ValueError(
+                f"einsum: output label {label_name(v)!r} does not appear in any input "
+                f"term of {_show(subscripts)}"
+            )
+        else:
+            out_list.append(v)
+    if ellipsis_ndim and Ellipsis not in out_term:
+        raise ValueError(
+            f"einsum: the output of {_show(subscripts)} has no '...' but the ellipsis "
+            f"covers {ellipsis_ndim} dimension(s); add '...' to the output"
+        )
+    return Equation(tuple(inputs), tuple(out_list))
 
 
-def _parse_plain(subscripts: str, ndims: tuple[int, ...]) -> Equation | None:
-    """Letters, commas and one '->' (the common case) when they describe the operands
-    and a valid output; None otherwise, for :func:`_parse` to say what is wrong.
-    (ASCII letters: their bytes are their code points, the labels.)"""
-    lhs, arrow, rhs = subscripts.partition("->")
-    terms = lhs.split(",")
-    if len(terms) != len(ndims):
-        return None
-    for term, ndim in zip(terms, ndims, strict=True):
-        if len(term) != ndim:
-            return None
-    inputs = tuple(tuple(t.encode()) for t in terms)
-    letters = lhs.replace(",", "").encode()
-    if arrow:
-        out = rhs.encode()
-        if len(set(out)) != len(out) or not set(out).issubset(letters):
-            return None
-        return Equation(inputs, tuple(out))
-    return Equation(inputs, tuple(sorted(c for c in set(letters) if letters.count(c) == 1)))
-
-
-def _label_name(v: int) -> str:
+def label_name(v: int) -> str:
     if v >= _SUBLIST_BASE:
         return str(v - _SUBLIST_BASE)
-    if v >= 0:
-        return chr(v)
-    return "..."
+    return chr(v) if v >= 0 else "..."
 
 
 def _show_term(term: tuple[Any, ...]) -> str:
@@ -265,9 +185,13 @@ def _show_term(term: tuple[Any, ...]) -> str:
 
 
 def _show(subscripts: Any) -> str:
-    if isinstance(subscripts, str):
-        return repr(subscripts)
-    return repr(list(subscripts))
+    return repr(subscripts) if isinstance(subscripts, str) else repr(list(subscripts))
+
+
+def spell(inputs: Sequence[Sequence[int]], output: Sequence[int], names: dict[int, str]) -> str:
+    """An equation in the labels' names, ``"ij,jk->ik"``."""
+    lhs = ",".join("".join(names[x] for x in t) for t in inputs)
+    return f"{lhs}->{''.join(names[x] for x in output)}"
 
 
 def label_names(labels: Sequence[int]) -> dict[int, str]:
@@ -278,12 +202,10 @@ def label_names(labels: Sequence[int]) -> dict[int, str]:
             names[v] = _SUBLIST_LETTERS[v - _SUBLIST_BASE]
         elif v >= 0:
             names[v] = chr(v)
-    if len(names) == len(set(labels)):
-        return names  # no ellipsis labels to name
     taken = set(names.values())
     pool = iter(c for c in _POOL if c not in taken)
     for v in labels:
-        if v not in names:
+        if v not in names:  # ellipsis labels
             names[v] = next(pool)
     return names
 

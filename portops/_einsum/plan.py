@@ -1,13 +1,11 @@
 """Lower a parsed einsum equation to a short program of array-API primitives.
 
-Every operand is first reduced to distinct labels of size > 1 (diagonals of repeated
-labels, size-1 axes dropped, labels nobody else needs summed). Each pairwise step of
-the contraction path then becomes one batched ``matmul`` laid out as
-``(batch..., M, K) @ (batch..., K, N)``, or a broadcast multiply when nothing is
-contracted (or K is tiny). Inside each group the labels follow the operand's memory
+Every operand is first reduced to distinct labels of size > 1 (diagonals, size-1 axes
+dropped, labels nobody else needs summed). Each pairwise step then becomes one batched
+``matmul`` ``(batch..., M, K) @ (batch..., K, N)``, or a broadcast multiply when nothing
+is contracted (or K is tiny). Inside each group the labels follow the operand's memory
 order, so the reshapes that merge them are views, and an operand whose unit-stride axis
-belongs to M (or, on the right, to K) is handed over as a transposed view that BLAS
-reads with its transpose flag instead of a copy.
+is on the wrong side is handed over as a transposed view (BLAS's transpose flag).
 
 The program is a tuple of instructions over numbered slots (operands first, then
 intermediates); :mod:`portops._einsum.execute` runs it with a backend's primitives.
@@ -23,25 +21,19 @@ from typing import Any, NamedTuple
 
 from .._tables import EINSUM
 from .._tracing import memo
-from .parse import Equation
+from .parse import Equation, label_name
 
-__all__ = ["Plan", "SliceSpec", "Step", "build", "sizes_of"]
+__all__ = ["BINARY_OPS", "Plan", "SliceSpec", "Step", "build", "sizes_of"]
 
-# The cost model, in units of one multiply-add of a BLAS GEMM (the EINSUM tuning table):
-# moving one element (a copy made by a transpose that cannot be a view, writing a
-# result, an elementwise multiply-and-sum) costs far more than a GEMM flop. Batched dot
-# products (M*N of at most ``dot_mn``, a batch of at least ``dot_batch``) are a
-# multiply-and-sum: BLAS would make one tiny GEMV call per batch entry, while the
-# broadcast temporary is no larger than the operands.
+# The cost model counts in multiply-adds of a BLAS GEMM; moving an element costs
+# EINSUM["memory_cost"] of them (the EINSUM tuning table).
+BINARY_OPS = frozenset({"matmul", "matmul_bool", "mul", "logical_and"})
 
 
 @dataclass(slots=True, kw_only=True)
 class Step:
-    """One step of a plan, as :func:`portops.einsum_path` reports it.
-
-    Built by keyword; the fields a kind of step has no use for keep their defaults
-    (a diagonal or a transpose has no batch/M/N/K and no FLOPs).
-    """
+    """One step of a plan, as :func:`portops.einsum_path` reports it (fields a kind of
+    step has no use for keep their defaults)."""
 
     kind: str  # batched matmul, multiply, multiply-and-sum, diagonal, sum, transpose
     operands: tuple[int, ...]  # slots (positions) the step reads
@@ -99,62 +91,26 @@ class _Value:
 def sizes_of(eq: Equation, shapes: Sequence[Sequence[int]]) -> dict[int, int]:
     """Size of each label; raise ValueError where operands disagree."""
     sizes: dict[int, int] = {}
-    # The common case first: no label repeated within an operand, sizes that agree.
-    for labels, shape in zip(eq.inputs, shapes, strict=True):
-        if len(set(labels)) != len(labels):
-            break
-        for lab, d in zip(labels, shape, strict=True):
-            old = sizes.get(lab, 1)
-            if old == 1:
-                sizes[lab] = d
-            elif d != old and d != 1:
-                break
-        else:
-            continue
-        break
-    else:
-        return sizes
-    return _checked_sizes(eq, shapes)
-
-
-def _checked_sizes(eq: Equation, shapes: Sequence[Sequence[int]]) -> dict[int, int]:
-    """:func:`sizes_of` with every check, and the error that names the disagreement."""
-    sizes: dict[int, int] = {}
     where: dict[int, int] = {}
     for k, (labels, shape) in enumerate(zip(eq.inputs, shapes, strict=True)):
         local: dict[int, int] = {}
         for lab, d in zip(labels, shape, strict=True):
-            if lab in local and local[lab] != d:
+            if local.setdefault(lab, d) != d:
                 raise ValueError(
-                    f"einsum: label {_name(lab)!r} is repeated in operand {k} with sizes "
+                    f"einsum: label {label_name(lab)!r} is repeated in operand {k} with sizes "
                     f"{local[lab]} and {d}; a repeated label (diagonal) needs equal sizes"
                 )
-            local[lab] = d
-            if d == 1:
-                sizes.setdefault(lab, 1)
-                continue
-            old = sizes.get(lab, 1)
-            if old not in (1, d):
-                raise ValueError(
-                    f"einsum: label {_name(lab)!r} has size {old} in operand {where[lab]} "
-                    f"but {d} in operand {k} (sizes must match or be 1)"
-                )
-            sizes[lab] = d
-            where.setdefault(lab, k)
+            old = sizes.setdefault(lab, d)
+            if d != 1 and old != d:
+                if old != 1:
+                    raise ValueError(
+                        f"einsum: label {label_name(lab)!r} has size {old} in operand "
+                        f"{where[lab]} but {d} in operand {k} (sizes must match or be 1)"
+                    )
+                sizes[lab] = d
+            if d != 1:
+                where.setdefault(lab, k)
     return sizes
-
-
-def _name(lab: int) -> str:
-    from .parse import _label_name
-
-    return _label_name(lab)
-
-
-def _prod(xs: Sequence[int]) -> int:
-    return math.prod(xs) if xs else 1
-
-
-_BINARY_OPS = frozenset({"matmul", "matmul_bool", "mul", "logical_and"})
 
 
 class _Builder:
@@ -164,7 +120,6 @@ class _Builder:
         shapes: tuple[tuple[int, ...], ...],
         orders: tuple[tuple[int, ...], ...],
         boolean: bool,
-        names: dict[int, str],
         merge_reshapes: bool = True,
         sizes: dict[int, int] | None = None,
     ) -> None:
@@ -173,7 +128,6 @@ class _Builder:
         self.shapes = shapes
         self.sizes = sizes_of(eq, shapes) if sizes is None else sizes
         self.boolean = boolean
-        self.names = names
         self.instr: list[tuple[Any, ...]] = []
         self.steps: list[Step] = []
         self.values: list[_Value] = []
@@ -190,7 +144,7 @@ class _Builder:
             slot = ins[1]
             for k in range(len(self.instr) - 1, -1, -1):
                 prev = self.instr[k]
-                if prev[0] in _BINARY_OPS:
+                if prev[0] in BINARY_OPS:
                     if slot in (prev[1], prev[2], prev[3]):
                         break
                 elif prev[1] == slot:
@@ -199,11 +153,6 @@ class _Builder:
                         return
                     break
         self.instr.append(ins)
-
-    @staticmethod
-    def eqstr(*terms: Sequence[int], out: Sequence[int]) -> tuple[tuple[int, ...], ...]:
-        """The step's labels; the report spells them out (only when asked for)."""
-        return (*(tuple(t) for t in terms), tuple(out))
 
     def size(self, labels: Sequence[int]) -> int:
         return math.prod(map(self.sizes.__getitem__, labels))
@@ -230,7 +179,7 @@ class _Builder:
                 self.instr.append(("diag", k, axes))
                 after = [x for i, x in enumerate(labels) if i not in axes] + [lab]
                 self.cost += EINSUM["memory_cost"] * shape[v.labels.index(lab)]
-                step = Step(kind="diagonal", operands=(k,), terms=self.eqstr(labels, out=after))
+                step = Step(kind="diagonal", operands=(k,), terms=(tuple(labels), tuple(after)))
                 self.note(step, final=False)
                 labels = after
         local_size = {x: shape[v.labels.index(x)] for x in labels}
@@ -249,11 +198,10 @@ class _Builder:
             self.cost += EINSUM["memory_cost"] * total
             alone = len(self.eq.inputs) == 1  # then the sum is the einsum's output
             result = 0 if alone else self.size(after)
-            eqs = self.eqstr(labels, out=after)
             step = Step(
                 kind="sum",
                 operands=(k,),
-                terms=eqs,
+                terms=(tuple(labels), tuple(after)),
                 flops=total,
                 result=result,
                 peak_labels=tuple(after),
@@ -302,73 +250,47 @@ class _Builder:
         bp, mp, np_, kp = prod(bsh), prod(msh), prod(nsh), prod(map(size, ks))
         result = bp * mp * np_
         eq = (a.labels, b.labels, tuple(out_labels))
+        copies = 0
         if not ks or (mp * np_ <= EINSUM["dot_mn"] and bp >= EINSUM["dot_batch"]):
             # Broadcast multiply (and sum over a tiny K): (batch, M, N, K).
-            a_order = batch + ms + ks
-            b_order = batch + ns + ks
-            self._permute(i, a_order)
-            self._permute(j, b_order)
+            self._permute(i, batch + ms + ks)
+            self._permute(j, batch + ns + ks)
             kk = (kp,) if ks else ()
             self.emit(("reshape", i, bsh + msh + (1,) * len(ns) + kk))
             self.emit(("reshape", j, bsh + (1,) * len(ms) + nsh + kk))
-            mul = "logical_and" if self.boolean else "mul"
-            self.instr.append((mul, i, j, out))
+            self.instr.append(("logical_and" if self.boolean else "mul", i, j, out))
             temp = result * kp
             if ks:
                 self.instr.append(("any" if self.boolean else "sum", out, (len(out_labels),)))
             self.cost += EINSUM["memory_cost"] * (temp * (2 if ks else 1) + result)
-            self.values.append(_Value(out_labels, out_labels))
             kind = "multiply-and-sum" if ks else "multiply"
-            self.note(
-                Step(
-                    kind=kind,
-                    operands=pos,
-                    terms=eq,
-                    batch=bp,
-                    m=mp,
-                    n=np_,
-                    k=kp,
-                    flops=(2 if ks else 1) * temp,
-                    result=0 if final else result,
-                    temporary=temp if ks else 0,
-                    peak_labels=tuple(batch + ms + ns + ks) if ks else tuple(out_labels),
-                ),
-                final,
-            )
-            return out
-        # Batched matmul: (batch..., M, K) @ (batch..., K, N).
-        copies = 0
-        copy_labels: tuple[int, ...] = ()
-        a_copy = self._operand(i, batch, ms, ks, bsh, left=True)
-        b_copy = self._operand(j, batch, ks, ns, bsh, left=False)
-        for c, v in ((a_copy, a), (b_copy, b)):
-            if c:
-                copies += self.size(v.labels)
-                copy_labels = v.labels if len(v.labels) > len(copy_labels) else copy_labels
-        self.instr.append(("matmul_bool" if self.boolean else "matmul", i, j, out))
-        if len(ms) != 1 or len(ns) != 1:
-            self.emit(("reshape", out, bsh + msh + nsh))
-        flops = 2 * result * kp
-        self.cost += flops + EINSUM["memory_cost"] * (EINSUM["copy_factor"] * copies + result)
+            flops = (2 if ks else 1) * temp
+            temp = temp if ks else 0
+            peak_labels = tuple(batch + ms + ns + ks) if ks else tuple(out_labels)
+        else:
+            # Batched matmul: (batch..., M, K) @ (batch..., K, N).
+            copy_labels: tuple[int, ...] = ()
+            a_copy = self._operand(i, batch, ms, ks, bsh, left=True)
+            b_copy = self._operand(j, batch, ks, ns, bsh, left=False)
+            for c, v in ((a_copy, a), (b_copy, b)):
+                if c:
+                    copies += self.size(v.labels)
+                    copy_labels = v.labels if len(v.labels) > len(copy_labels) else copy_labels
+            self.instr.append(("matmul_bool" if self.boolean else "matmul", i, j, out))
+            if len(ms) != 1 or len(ns) != 1:
+                self.emit(("reshape", out, bsh + msh + nsh))
+            kind = "batched matmul"
+            flops = 2 * result * kp
+            self.cost += flops + EINSUM["memory_cost"] * (EINSUM["copy_factor"] * copies + result)
+            temp = copies
+            peak_labels = tuple(out_labels) if result >= copies else copy_labels
         self.values.append(_Value(out_labels, out_labels))
-        peak_labels = tuple(out_labels) if result >= copies else copy_labels
-        self.note(
-            Step(
-                kind="batched matmul",
-                operands=pos,
-                terms=eq,
-                batch=bp,
-                m=mp,
-                n=np_,
-                k=kp,
-                flops=flops,
-                result=0 if final else result,
-                copies=copies,
-                temporary=copies,
-                peak_labels=peak_labels,
-            ),
-            final,
-        )
+        step = Step(kind=kind, operands=pos, terms=eq, batch=bp, m=mp, n=np_, k=kp, flops=flops)
+        step.result = 0 if final else result
+        step.copies = copies
+        step.temporary = temp
+        step.peak_labels = peak_labels
+        self.note(step, final)
         return out
 
     def _permute(self, k: int, order: Sequence[int]) -> None:
@@ -421,7 +343,7 @@ class _Builder:
         return not (views and (inner is None or inner in cols))
 
     # -- the whole plan ----------------------------------------------------------------
-    def run(self, path: Sequence[tuple[int, ...]]) -> tuple[int, tuple[tuple[int, ...], ...]]:
+    def run(self, path: Sequence[tuple[int, ...]]) -> int:
         eq = self.eq
         n = len(eq.inputs)
         eff = effective_labels(eq, self.shapes)
@@ -435,11 +357,8 @@ class _Builder:
             others = {x for x, c in uses.items() if c > (x in mine)}
             self.prepare(k, others | out_set)
         slots = list(range(n))
-        used_path: list[tuple[int, ...]] = []
         for step_no, contraction in enumerate(path):
-            idx = tuple(sorted(contraction, reverse=True))
-            taken = [slots.pop(p) for p in idx]
-            used_path.append(tuple(contraction))
+            taken = [slots.pop(p) for p in sorted(contraction, reverse=True)]
             last = step_no == len(path) - 1
             while len(taken) > 1:
                 x, y = taken.pop(), taken.pop()
@@ -453,16 +372,11 @@ class _Builder:
         perm = tuple(final_labels.index(x) for x in out_big)
         if perm != tuple(range(len(perm))):
             self.instr.append(("permute", res, perm))
-            eqs = self.eqstr(final_labels, out=out_big)
-            self.steps.append(Step(kind="transpose", operands=(res,), terms=eqs))
+            terms = (final_labels, tuple(out_big))
+            self.steps.append(Step(kind="transpose", operands=(res,), terms=terms))
         if len(out_big) != len(eq.output):
             self.emit(("reshape", res, tuple(self.sizes[x] for x in eq.output)))
-        return res, tuple(used_path)
-
-
-def _naive_flops(eq: Equation, sizes: dict[int, int]) -> int:
-    labels = {x for t in eq.inputs for x in t}
-    return _prod([sizes[x] for x in labels]) * max(1, len(eq.inputs))
+        return res
 
 
 def build(
@@ -471,7 +385,6 @@ def build(
     orders: tuple[tuple[int, ...], ...],
     boolean: bool,
     path: Sequence[tuple[int, ...]],
-    names: dict[int, str],
     merge_reshapes: bool = True,
     sizes: dict[int, int] | None = None,
 ) -> Plan:
@@ -480,21 +393,12 @@ def build(
     `merge_reshapes` lets a reshape of a reshape become one call (Dask cannot always
     do in one reshape what it does in two); `sizes` are the label sizes of `shapes`
     when the caller has them already."""
-    b = _Builder(eq, shapes, orders, boolean, names, merge_reshapes, sizes)
-    res, used = b.run(path)
+    b = _Builder(eq, shapes, orders, boolean, merge_reshapes, sizes)
+    res = b.run(path)
+    naive_flops = math.prod(b.sizes.values()) * max(1, len(eq.inputs))
     return Plan(
-        equation=eq,
-        shapes=shapes,
-        instructions=tuple(b.instr),
-        n_slots=len(b.values),
-        result=res,
-        path=used,
-        steps=tuple(b.steps),
-        flops=b.flops,
-        naive_flops=_naive_flops(eq, b.sizes),
-        peak=b.peak,
-        cost=b.cost,
-        boolean=boolean,
+        *(eq, shapes, tuple(b.instr), len(b.values), res, tuple(map(tuple, path))),
+        *(tuple(b.steps), b.flops, naive_flops, b.peak, b.cost, boolean),
     )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .plan import Plan, Step
+from .parse import spell
+from .plan import Plan
 
 __all__ = ["Chunking", "EinsumReport", "ReportStep", "describe"]
 
@@ -81,36 +82,19 @@ def describe(
     plan: Plan, equation: str, names: dict[int, str], memory_limit: int | None
 ) -> EinsumReport:
     """The report of `plan` (its labels spelled with `names`)."""
-
-    def spell(terms: tuple[tuple[int, ...], ...]) -> str:
-        lhs = ",".join("".join(names[x] for x in t) for t in terms[:-1])
-        return f"{lhs}->{''.join(names[x] for x in terms[-1])}"
-
-    def entry(s: Step) -> ReportStep:
-        return ReportStep(
-            kind=s.kind,
-            equation=spell(s.terms),
-            operands=s.operands,
-            batch=s.batch,
-            m=s.m,
-            n=s.n,
-            k=s.k,
-            flops=s.flops,
-            result=s.result,
-            copies=s.copies,
+    steps = tuple(
+        ReportStep(
+            s.kind,
+            spell(s.terms[:-1], s.terms[-1], names),
+            *(s.operands, s.batch, s.m, s.n, s.k, s.flops, s.result, s.copies),
         )
-
+        for s in plan.steps
+    )
     chunks = tuple(
-        Chunking(names[sl.label], sl.size, sl.chunk, sl.output_axis is None) for sl in plan.slices
+        Chunking(names[c.label], c.size, c.chunk, c.output_axis is None) for c in plan.slices
     )
     return EinsumReport(
-        equation=equation,
-        steps=tuple(entry(s) for s in plan.steps),
-        naive_flops=plan.naive_flops,
-        flops=plan.flops,
-        largest_intermediate=plan.peak,
-        memory_limit=memory_limit,
-        chunks=chunks,
+        equation, steps, plan.naive_flops, plan.flops, plan.peak, memory_limit, chunks
     )
 
 

@@ -18,6 +18,7 @@ loop runs best never builds them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -36,21 +37,13 @@ from .._arrays import (
 from .._einsum.lowering import Lowering
 from .._einsum.options import (
     as_arrays,
-    check_casting,
+    check_keywords,
     check_operand_casts,
-    check_order,
-    requested_dtype,
+    numpy_dtype,
     with_order,
     write_out,
 )
-from .._einsum.parse import (
-    Equation,
-    _parse_cached,
-    is_plain,
-    label_names,
-    parse,
-    split_interleaved,
-)
+from .._einsum.parse import label_names, parse, spell, split_interleaved
 from .._einsum.path import normalize_optimize
 from .._einsum.plan import Plan
 from .._einsum.report import EinsumReport, describe
@@ -72,53 +65,42 @@ class EinsumArgs(NamedTuple):
 
     @property
     def plan(self) -> Plan:
-        """The lowered plan (built on first use: implementations that call a native
-        einsum never need it)."""
+        """The lowered plan (built on first use: native einsum calls never need it)."""
         return self.lowering.plan
-
-    def plan_for(self, chunks: dict[int, int]) -> Plan:
-        """The plan of one chunk under ``memory_limit``."""
-        return self.lowering.plan_for(chunks)
-
-
-class _Entry(NamedTuple):
-    lowering: Lowering
-    dtype: Any
-    subscripts: str
 
     @property
-    def plan(self) -> Plan:
-        return self.lowering.plan
+    def plan_for(self) -> Callable[[dict[int, int]], Plan]:
+        """The plan of one chunk under ``memory_limit``."""
+        return self.lowering.plan_for
+
+    @property
+    def may_alias(self) -> bool:
+        """Whether a result may be a view of the operand (one operand, nothing summed:
+        a transpose or a diagonal), which implementations copy."""
+        ins = self.lowering.equation.inputs
+        return len(ins) == 1 and set(self.lowering.equation.output) == set(ins[0])
+
+    @property
+    def casts(self) -> bool:
+        """Whether an operand's dtype differs from the result's."""
+        return any(x.dtype != self.dtype for x in self.operands)
 
 
 _fast_types: dict[type, tuple[str, Any]] = {}
-_numpy_types: set[type] = set()  # the NumPy ones among them
-_CACHE_MAX = 4096
-_OPERAND_NAMES = tuple(f"operand {k}" for k in range(64))
-
-
-def _operand_names(n: int) -> tuple[str, ...]:
-    return (
-        _OPERAND_NAMES[:n] if n <= len(_OPERAND_NAMES) else tuple(f"operand {k}" for k in range(n))
-    )
-
-
-def _np_dtype(d: Any) -> np.dtype[Any]:
-    if isinstance(d, np.dtype):
-        return d
-    return np.dtype(str(d).rsplit(".", 1)[-1])
 
 
 @memo(256)
 def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
     """numpy's result type of `dtypes`, as a dtype of `xp`."""
-    try:
-        found = np.result_type(*[_np_dtype(d) for d in dtypes])
+    found = [numpy_dtype(d) for d in dtypes]
+    if all(d is not None for d in found):
+        result = np.result_type(*found)
         if isinstance(dtypes[0], np.dtype):
-            return found  # NumPy arrays: a dtype instance compares fastest with theirs
-        return getattr(xp, found.name)
-    except (TypeError, AttributeError):  # a dtype numpy lacks (bfloat16, ...)
-        return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)
+            return result  # NumPy arrays: a dtype instance compares fastest with theirs
+        if hasattr(xp, result.name):
+            return getattr(xp, result.name)
+    # A dtype NumPy or `xp` lacks (bfloat16, ...).
+    return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)
 
 
 def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...]:
@@ -144,19 +126,10 @@ def _split(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
     """(subscripts key, operands) for either calling format."""
     if not operands:
         raise ValueError("einsum: no subscripts and no operands given")
-    subscripts = operands[0]
-    if isinstance(subscripts, str):
-        return subscripts, operands[1:]
+    if isinstance(operands[0], str):
+        return operands[0], operands[1:]
     ops, key = split_interleaved(operands)
     return key, ops
-
-
-def _layout(library: str, a: Any) -> tuple[int, ...] | None:
-    if library == NUMPY:
-        return tuple(a.strides)
-    if library == TORCH:
-        return tuple(a.stride())
-    return None
 
 
 def _shape(a: Any, k: int) -> tuple[int, ...]:
@@ -186,11 +159,9 @@ def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
     for k, a in enumerate(ops):
         if a is None:  # inspect_arrays skips None (its optional arguments)
             raise TypeError(f"einsum: operand {k} must be an array, got None")
-    lib = inspect_arrays(_operand_names(len(ops)), ops)
-    if lib.library in (NUMPY, TORCH) and kind not in _fast_types:
+    lib = inspect_arrays(tuple(f"operand {k}" for k in range(len(ops))), ops)
+    if lib.library in (NUMPY, TORCH):
         _fast_types[kind] = (lib.library, lib.xp)  # one dict store: atomic, no lock needed
-        if lib.library == NUMPY:
-            _numpy_types.add(kind)
     return lib
 
 
@@ -201,14 +172,14 @@ def _lookup(
     dtype: Any = None,
     casting: str = "safe",
     split: tuple[Any, tuple[Any, ...]] | None = None,
-) -> tuple[_dispatch.Call, _Entry]:
-    """The call and plan entry; `split` passes subscripts and operands already split and
-    converted."""
+) -> _dispatch.Call:
+    """The call, its arguments planned; `split` passes subscripts and operands already
+    split and converted."""
     if split is None:
         key_subs, ops = _split(operands)
         if not ops:
             raise ValueError("einsum: at least one operand is required")
-        ops, _ = as_arrays(ops)
+        ops = as_arrays(ops)
     else:
         key_subs, ops = split
     lib = _inspect(ops)
@@ -226,18 +197,20 @@ def _lookup(
     if library == NUMPY:
         layouts: tuple[Any, ...] = tuple([a.strides for a in ops])
     else:
-        layouts = tuple([_layout(library, a) for a in ops])
+        layouts = tuple([a.stride() if library == TORCH else None for a in ops])
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)
     limit = _check_memory_limit(memory_limit)
-    plan_args = (lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit, dtype)
-    try:
-        entry = _cached_plan(*plan_args)
-    except TypeError:  # an unhashable sublist element: plan without caching
-        entry = _plan(*plan_args)
-    args = EinsumArgs(entry.lowering, ops, entry.dtype, lib.xp, entry.subscripts)
-    return _dispatch.Call(library, lib.device, args), entry
+    lowering, result_dtype, equation = _plan(
+        lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit, dtype
+    )
+    args = EinsumArgs(lowering, ops, result_dtype, lib.xp, equation)
+    return _dispatch.Call(library, lib.device, args)
 
 
+# An lru_cache rather than a dict: thread-safe and bounded, and torch.compile traces
+# past it without guarding on its contents (guards over a dict of thousands of plans
+# made each compilation take tens of seconds); memo steps aside while it traces.
+@memo(4096)
 def _plan(
     xp: Any,
     subscripts: Any,
@@ -246,19 +219,20 @@ def _plan(
     layouts: tuple[Any, ...],
     optimize: Any,
     memory_limit: int | None,
-    dtype: np.dtype[Any] | None = None,
-) -> _Entry:
+    dtype: np.dtype[Any] | None,
+) -> tuple[Lowering, Any, str]:
+    """The signature's lowering, its result dtype and its equation in letters."""
     eq = parse(subscripts, tuple(len(s) for s in shapes))
-    labels = [x for t in eq.inputs for x in t]
-    names = label_names(labels)
+    names = label_names([x for t in eq.inputs for x in t])
     orders = tuple([_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True)])
     if dtype is None:
         result_dtype = _result_dtype(xp, dtypes)
+    elif isinstance(dtypes[0], np.dtype):
+        result_dtype = dtype
+    elif hasattr(xp, dtype.name):
+        result_dtype = getattr(xp, dtype.name)
     else:
-        try:
-            result_dtype = dtype if isinstance(dtypes[0], np.dtype) else getattr(xp, dtype.name)
-        except AttributeError:
-            raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}") from None
+        raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}")
     if isinstance(result_dtype, np.dtype):
         boolean = result_dtype.kind == "b"
     else:
@@ -268,30 +242,14 @@ def _plan(
     lowering = Lowering(
         eq, shapes, orders, boolean, optimize, memory_limit, names, merge, int(itemsize)
     )
-    if is_plain(subscripts):  # letters name themselves
-        lhs, _, _ = subscripts.partition("->")
-        equation = f"{lhs}->{''.join(map(chr, eq.output))}"
-    else:
-        equation = _equation_string(eq, names)
-    return _Entry(lowering, result_dtype, equation)
-
-
-# An lru_cache rather than a dict: thread-safe and bounded, and torch.compile traces
-# past it without guarding on its contents (guards over a dict of thousands of plans
-# made each compilation take tens of seconds); memo steps aside while it traces.
-_cached_plan = memo(_CACHE_MAX)(_plan)
+    return lowering, result_dtype, spell(eq.inputs, eq.output, names)
 
 
 def clear_caches() -> None:
     """Empty every einsum plan cache (benchmarks of a first call use it)."""
-    _cached_plan.cache_clear()
-    _parse_cached.cache_clear()
+    _plan.cache_clear()  # type: ignore[attr-defined]
+    parse.cache_clear()  # type: ignore[attr-defined]
     PLANS.clear()
-
-
-def _equation_string(eq: Equation, names: dict[int, str]) -> str:
-    lhs = ",".join("".join(names[x] for x in t) for t in eq.inputs)
-    return f"{lhs}->{''.join(names[x] for x in eq.output)}"
 
 
 def _prepare(
@@ -301,7 +259,7 @@ def _prepare(
     dtype: Any = None,
     casting: str = "safe",
 ) -> _dispatch.Call:
-    return _lookup(operands, optimize, memory_limit, dtype, casting)[0]
+    return _lookup(operands, optimize, memory_limit, dtype, casting)
 
 
 _dispatch.define_operation("einsum", _prepare, lambda a: tuple(a.operands))
@@ -329,7 +287,7 @@ def _planned_call(operands: tuple[Any, ...], optimize: Any) -> Any:
     plan = PLANS.get(key)
     if plan is None:
         # The key shows every operand is an array of one library: no conversion.
-        call, _ = _lookup(operands, optimize, None, split=(operands[0], ops))
+        call = _lookup(operands, optimize, None, split=(operands[0], ops))
         impl = _dispatch.select("einsum", call)
         plan = impl.choose(call.args).strategy.plan(call.args) if impl.strategies else None
         if plan is None:
@@ -440,39 +398,26 @@ def einsum(
         result = _planned_call(operands, optimize)
         if result is not NotImplemented:
             return result
-    casting = check_casting(casting)
-    order = check_order(order)
-    wanted = None if dtype is None else requested_dtype(dtype)
+    casting, order, wanted = check_keywords(casting, order, dtype)
     if out is not None and library_of(out) is None:
         raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
     key_subs, ops = _split(operands)
     if not ops:
         raise ValueError("einsum: at least one operand is required")
-    arrays, _ = as_arrays(ops)
-    if library_of(arrays[0]) == NUMPY and _has_objects(arrays, wanted):
-        return _numpy_objects(operands, out, dtype, order, casting, optimize)
-    call, _ = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
+    arrays = as_arrays(ops)
+    kinds = {getattr(getattr(a, "dtype", None), "kind", None) for a in arrays}
+    if library_of(arrays[0]) == NUMPY and "O" in (*kinds, getattr(wanted, "kind", None)):
+        # Object arrays: numpy.einsum itself (Python objects have no BLAS to lower to).
+        opt = False if optimize == "auto" else optimize
+        kwargs = {"out": out, "dtype": dtype, "order": order, "casting": casting}
+        return np.einsum(*operands, **kwargs, optimize=opt)
+    call = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
     result = _dispatch.select("einsum", call).func(call.args)
     if out is not None:
         # NumPy applies `casting` to out only without optimize; its optimized einsum
         # assigns the result to out whatever the dtypes.
         return write_out(result, out, call.library, casting if optimize is False else "unsafe")
     return with_order(result, order, call.library, call.args.operands)
-
-
-def _has_objects(arrays: tuple[Any, ...], dtype: np.dtype[Any] | None) -> bool:
-    return (dtype is not None and dtype.kind == "O") or any(
-        getattr(getattr(a, "dtype", None), "kind", None) == "O" for a in arrays
-    )
-
-
-def _numpy_objects(
-    operands: tuple[Any, ...], out: Any, dtype: Any, order: str, casting: str, optimize: Any
-) -> Any:
-    """Object arrays: numpy.einsum itself (Python objects have no BLAS to lower to)."""
-    kwargs: dict[str, Any] = {"out": out, "dtype": dtype, "order": order, "casting": casting}
-    kwargs["optimize"] = False if optimize == "auto" else optimize
-    return np.einsum(*operands, **kwargs)
 
 
 def einsum_path(
@@ -507,7 +452,6 @@ def einsum_path(
     TypeError, ValueError, RuntimeError
         As for :func:`einsum`.
     """
-    _, entry = _lookup(operands, optimize, memory_limit)
-    limit = _check_memory_limit(memory_limit)
-    report = describe(entry.plan, entry.subscripts, entry.lowering.names, limit)
-    return ["einsum_path", *entry.plan.path], report
+    a = _lookup(operands, optimize, memory_limit).args
+    report = describe(a.plan, a.subscripts, a.lowering.names, a.lowering.memory_limit)
+    return ["einsum_path", *a.plan.path], report

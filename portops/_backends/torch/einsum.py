@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import array_api_compat.torch as compat_torch
 import numpy as np
 import torch
 
@@ -27,7 +28,7 @@ from ..._strategy import FEATURES, Strategies, Strategy
 from ..._tables import TORCH
 from ...extend import Priority
 from ..numpy.c_loops import c_einsum
-from ..numpy.einsum import _native_applies, copy_if_view, loop_order, loop_wins, tiny
+from ..numpy.einsum import loop_order, loop_wins, native_applies, tiny
 from .views import numpy_view
 
 
@@ -40,13 +41,11 @@ def integer_matmul(a: Any, b: Any) -> Any:
 def _as_batch_of_matrices(x: Any) -> Any:
     """`x` (batch axes, then a matrix) as one ``[batch, rows, cols]`` array for bmm.
 
-    A view where the batch axes merge into one stride; otherwise one copy, laid out so
-    that the axis with unit stride stays innermost (a straight copy, not a transposing
-    one): a transposed view is copied as its transpose and handed over transposed again,
-    which BLAS takes through its transpose flag. torch.matmul would make the same copy
-    (in row-major order) and then call bmm; looping over a batch axis instead runs one
-    parallel region per slice, and each waits for a descheduled thread on a busy machine
-    (``bind,bjnd->bnij``, 64 slices: 0.4-1 s against 30 ms on a loaded 2-core host).
+    A view where the batch axes merge into one stride; otherwise one copy that keeps
+    the unit-stride axis innermost (a transposed view is copied as its transpose and
+    handed over transposed again, for BLAS's transpose flag). torch.matmul would copy
+    in row-major order; looping over a batch axis instead runs one parallel region per
+    slice (``bind,bjnd->bnij``, 64 slices: 0.4-1 s against 30 ms on a loaded 2-core host).
     """
     rows, cols = x.shape[-2], x.shape[-1]
     if x.stride(-2) == 1 and x.stride(-1) != 1 and rows > 1:
@@ -55,24 +54,16 @@ def _as_batch_of_matrices(x: Any) -> Any:
 
 
 class TorchOps(ArrayAPIOps):
-    """Plan primitives as torch calls."""
+    """Plan primitives as torch calls (Tensor methods unbound: one frame less each)."""
+
+    reshape = staticmethod(torch.Tensor.reshape)  # type: ignore[assignment]
+    permute = staticmethod(torch.Tensor.permute)  # type: ignore[assignment]
 
     def astype(self, x: Any, dtype: Any) -> Any:
         return x.to(dtype)
 
-    # Tensor's own methods, called unbound: one Python frame less per instruction.
-    reshape = staticmethod(torch.Tensor.reshape)  # type: ignore[assignment]
-    permute = staticmethod(torch.Tensor.permute)  # type: ignore[assignment]
-
     def swap(self, x: Any) -> Any:
         return x.transpose(-1, -2)
-
-    def diag(self, x: Any, axes: tuple[int, ...]) -> Any:
-        others = [i for i in range(x.ndim) if i not in axes]
-        x = x.permute((*others, *axes))
-        for _ in range(len(axes) - 1):
-            x = torch.diagonal(x, dim1=-2, dim2=-1)  # a differentiable view
-        return x
 
     def sum(self, x: Any, axes: tuple[int, ...]) -> Any:
         return torch.sum(x, dim=axes, dtype=x.dtype)
@@ -86,78 +77,42 @@ class TorchOps(ArrayAPIOps):
     def matmul(self, a: Any, b: Any) -> Any:
         if not a.is_cpu and not (a.dtype.is_floating_point or a.dtype.is_complex):
             return integer_matmul(a, b)
-        if a.ndim == 2 and a.shape[0] == 1 and b.shape[1] == 1:
-            # One inner product: torch.dot reads both vectors once, where matmul's GEMM
-            # path for a 1 x K by K x 1 product is several times slower on CPU.
-            return torch.dot(a[0], b[:, 0]).reshape(1, 1)
-        if a.ndim == 3 and b.ndim == 3 and a.shape[0] == b.shape[0]:
-            return torch.bmm(a, b)  # matmul's broadcasting logic costs several µs per call
-        if a.ndim > 3 and a.shape[:-2] == b.shape[:-2]:
+        if a.ndim >= 3 and a.shape[:-2] == b.shape[:-2]:
             # torch.matmul does this too, but copies without regard to the layout.
             r = torch.bmm(_as_batch_of_matrices(a), _as_batch_of_matrices(b))
             return r.view(*a.shape[:-2], a.shape[-2], b.shape[-1])
         return torch.matmul(a, b)
 
-    def matmul_bool(self, a: Any, b: Any) -> Any:
-        count = torch.float32 if a.shape[-1] < 2**24 else torch.float64
-        return torch.matmul(a.to(count), b.to(count)) != 0
 
-    def take(self, x: Any, axis: int, start: int, stop: int) -> Any:
-        return x.narrow(axis, start, stop - start)
-
-    def concat(self, parts: Any, axis: int) -> Any:
-        return torch.cat(list(parts), dim=axis)
-
-
-_OPS: dict[Any, TorchOps] = {}
-
-
-def _ops(xp: Any) -> TorchOps:
-    ops = _OPS.get(xp)
-    if ops is None:
-        ops = _OPS.setdefault(xp, TorchOps(xp))
-    return ops
-
-
-def _no_casts(a: EinsumArgs) -> bool:
-    return all(x.dtype == a.dtype for x in a.operands)
+_OPS = TorchOps(compat_torch)
 
 
 def _with_casts(a: EinsumArgs, body: Any) -> Any:
-    """`body` (a function of operands in the result dtype) as a plan of the call's
-    operands, cast when they must be."""
-    if _no_casts(a):
-        return body
-    dtype, ops = a.dtype, _ops(a.xp)
-    return lambda *operands: body(*cast(operands, dtype, ops))
-
-
-def _finish(a: EinsumArgs, body: Any) -> Any:
-    """:func:`_with_casts`, and a result that may be a view of an operand copied."""
-    plan = _with_casts(a, body)
-    if copy_if_view(a):
-        return lambda *operands: plan(*operands).clone()
-    return plan
+    """`body` (of operands in the result dtype) as a plan of the call's operands: cast
+    when they must be, a result that may be a view of one copied."""
+    dtype = a.dtype
+    plan = (lambda *ops: body(*cast(ops, dtype, _OPS))) if a.casts else body
+    return (lambda *ops: plan(*ops).clone()) if a.may_alias else plan
 
 
 def _lowering_plan(a: EinsumArgs) -> Any:
     """The lowering with its plan written out as straight-line code (from the second
     call of the signature; the first interprets it)."""
-    plan, plan_for, ops = a.plan, a.plan_for, _ops(a.xp)
+    plan, plan_for = a.plan, a.plan_for
 
     def lowered(*operands: Any) -> Any:
-        return run(plan, operands, ops, plan_for)
+        return run(plan, operands, _OPS, plan_for)
 
     if a.lowering.slices:
-        return _finish(a, lowered)
+        return _with_casts(a, lowered)
     dtype, device = a.dtype, a.operands[0].device.type  # not the operands: kept
-    return _finish(a, runner(lambda: _program_of(plan, dtype, device, ops), lowered))
+    return _with_casts(a, runner(lambda: _program_of(plan, dtype, device), lowered))
 
 
 def _einsum_plan(a: EinsumArgs) -> Any:
     """torch.einsum with its subscripts fixed."""
     subscripts, einsum = a.subscripts, torch.einsum
-    return _finish(a, lambda *operands: einsum(subscripts, *operands))
+    return _with_casts(a, lambda *operands: einsum(subscripts, *operands))
 
 
 SPELLING = Spelling(
@@ -174,18 +129,13 @@ SPELLING = Spelling(
     outer="xp.outer({a}, {b})",
     ops_calls=3,  # TorchOps primitives: permutes, views, then the call
 )
-
 _PROGRAMS = Programs(SPELLING)
 
 
-def _program_of(plan: Plan, dtype: Any, device: str, ops: TorchOps) -> Program:
+def _program_of(plan: Plan, dtype: Any, device: str) -> Program:
     # CUDA's dot/mv/mm refuse integers: those GEMMs stay with TorchOps.matmul.
     native = device == "cpu" or dtype.is_floating_point or dtype.is_complex
-    return _PROGRAMS.get(plan, dtype, ops, (device,), native)
-
-
-def _program(a: EinsumArgs) -> Program:
-    return _program_of(a.plan, a.dtype, a.operands[0].device.type, _ops(a.xp))
+    return _PROGRAMS.get(plan, dtype, _OPS, (device,), native)
 
 
 def _einsum_applies(a: EinsumArgs) -> str | None:
@@ -212,26 +162,31 @@ _NUMPY_DTYPES = frozenset(
 def _numpy_loop_plan(a: EinsumArgs) -> Any:
     """numpy.einsum's loop on zero-copy views, its subscripts and loop order fixed."""
     subscripts = a.subscripts
-    order = loop_order(subscripts, [numpy_view(x) for x in cast(a.operands, a.dtype, _ops(a.xp))])
+    order = loop_order(subscripts, [numpy_view(x) for x in cast(a.operands, a.dtype, _OPS)])
 
     def loop(*operands: Any) -> Any:
         r = c_einsum(subscripts, *[numpy_view(x) for x in operands], order=order)
         return torch.from_numpy(np.array(r))  # a copy: never a view of an operand
 
-    return _with_casts(a, loop)
+    dtype = a.dtype
+    return (lambda *ops: loop(*cast(ops, dtype, _OPS))) if a.casts else loop
+
+
+def _shares_dtypes(a: EinsumArgs) -> bool:
+    return a.dtype in _NUMPY_DTYPES and all(x.dtype in _NUMPY_DTYPES for x in a.operands)
 
 
 def _numpy_loop_applies(a: EinsumArgs) -> str | None:
     if a.operands[0].device.type != "cpu":
         return "not on the CPU"
-    if a.dtype not in _NUMPY_DTYPES or any(x.dtype not in _NUMPY_DTYPES for x in a.operands):
+    if not _shares_dtypes(a):
         return "a dtype NumPy does not share at full precision"
-    return _native_applies(a)
+    return native_applies(a)
 
 
 def _numpy_loop_wins(a: EinsumArgs) -> str | None:
     """None when NumPy's loop on views beats the lowering here, else why not."""
-    if a.dtype not in _NUMPY_DTYPES or any(x.dtype not in _NUMPY_DTYPES for x in a.operands):
+    if not _shares_dtypes(a):
         return "a dtype NumPy does not share at full precision"
     # Not for outer products: torch's broadcast multiply holds its own on large ones
     # (2048^2 float32: 1.7 ms against 2.3 ms in NumPy's loop on the views). For every
@@ -241,7 +196,8 @@ def _numpy_loop_wins(a: EinsumArgs) -> str | None:
         return reason
     if tiny(a):
         calls = TORCH["einsum_loop_calls"] * max(a.lowering.n_operands - 1, 1)
-        if _no_casts(a) and _program(a).calls <= calls:
+        program = _program_of(a.plan, a.dtype, a.operands[0].device.type)
+        if not a.casts and program.calls <= calls:
             return "tiny, and the lowering is as few torch calls as the loop's own overhead"
         return None
     if not any(step.kind == "multiply-and-sum" for step in a.plan.steps):
