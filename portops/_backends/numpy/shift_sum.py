@@ -280,7 +280,7 @@ def _forward_into(
 def _forward_bytes(a: ShiftSumArgs) -> int:
     """Bytes a forward call moves: x read, y written."""
     x = a.array
-    return int(x.size * x.itemsize) + math.prod(a.shape) * np.dtype(a.acc_dtype).itemsize
+    return int(x.size * x.itemsize + math.prod(a.shape) * np.dtype(a.acc_dtype).itemsize)
 
 
 def _blocked_forward_plan(a: ShiftSumArgs) -> Run:
