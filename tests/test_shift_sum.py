@@ -330,9 +330,10 @@ def test_blocked_numpy_kernels_on_large_arrays(
     channels = shape[cax]
     with portops.prefer(shift_sum="generic"):
         want = portops.shift_sum(x, step, **kw)
-    with portops.prefer(shift_sum="numpy_blocked/blocked"):
-        got = portops.shift_sum(x, step, **kw)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for strategy in ("blocked", "strided"):
+        with portops.prefer(shift_sum=f"numpy_blocked/{strategy}"):
+            got = portops.shift_sum(x, step, **kw)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     for _ in range(2):  # the default dispatch: the first call, then the signature's plan
         np.testing.assert_allclose(portops.shift_sum(x, step, **kw), want, rtol=1e-5, atol=1e-5)
     y = rng.standard_normal(want.shape).astype(np.float32)
@@ -439,8 +440,8 @@ CROSSOVER = [
     pytest.param((1, 3, 4, 2), 9, -2, -1, (3, 4, 1), "loop", id="channels-last-past-2w"),
     pytest.param((2, 3, 80, 5), 1, -1, -3, (80, 5), "blocked", id="many-rows-mask"),
     pytest.param((2, 3, 80, 5), 2, -1, -3, None, "blocked", id="many-rows"),
-    pytest.param((2, 80, 5, 3), 1, -2, -1, (80, 5, 1), "blocked", id="many-rows-last-mask"),
-    pytest.param((2, 80, 5, 3), 3, -2, -1, None, "blocked", id="many-rows-channels-last"),
+    pytest.param((2, 80, 5, 3), 1, -2, -1, (80, 5, 1), "strided", id="many-rows-last-mask"),
+    pytest.param((2, 80, 5, 3), 3, -2, -1, None, "strided", id="many-rows-channels-last"),
 ]
 
 
@@ -477,8 +478,8 @@ def _both_sides(shape, step, axis, cax, mask_shape, kind, dtype):
     m = None if mask is None else mask.reshape((1,) * (ndim - mask.ndim) + mask.shape)
     a = ShiftSumArgs.make("forward", x, offsets, axis % ndim, cax % ndim, m, False, np)
     assert kernels.choose_forward(a)[0] == kind
-    blocked = kernels.forward_plan(a, "blocked")(x, m)
-    np.testing.assert_allclose(blocked, want, rtol=1e-5, atol=1e-5)
+    for name in ("blocked", "strided"):
+        np.testing.assert_allclose(kernels.forward_plan(a, name)(x, m), want, rtol=1e-5, atol=1e-5)
     if kind == "sheared":
         sheared = kernels.forward_plan(a, "sheared")(x, m)
         np.testing.assert_array_equal(sheared, kernels.forward_plan(a, "loop")(x, m))

@@ -526,7 +526,7 @@ def choose_forward(a: ShiftSumArgs) -> tuple[str, str]:
             )
         return "loop", "x fits one core's L2, with long padding: a slice-add per channel"
     if strided_rows(a):
-        return "blocked", "x's rows are strided: each channel gathered from cache-sized blocks"
+        return "strided", "x's rows are strided: each channel gathered from cache-sized blocks"
     return "blocked", "contiguous adds into a flat accumulator, block by block"
 
 
@@ -594,8 +594,14 @@ FORWARD = Strategies(
     [
         Strategy(
             "blocked",
-            "contiguous adds into a flat accumulator, block by block over threads "
-            "(strided rows gathered from cache-sized blocks)",
+            "contiguous adds into a flat accumulator, block by block over threads",
+            _blocked_forward_plan,
+            threads=_forward_threads,
+        ),
+        Strategy(
+            "strided",
+            "x with strided rows: each channel gathered from cache-sized blocks (the same "
+            "kernel as blocked, which sizes its blocks by the rows' layout)",
             _blocked_forward_plan,
             threads=_forward_threads,
         ),
