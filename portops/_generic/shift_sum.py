@@ -13,8 +13,9 @@ from .._ops.shift_sum import ShiftSumArgs
 from ..extend import Priority
 
 
-def _index(ndim: int, axis: int, item: slice) -> tuple[slice, ...]:
-    idx = [slice(None)] * ndim
+def along(ndim: int, axis: int, item: Any) -> tuple[Any, ...]:
+    """The index of `item` along `axis` of an `ndim`-dimensional array."""
+    idx: list[Any] = [slice(None)] * ndim
     idx[axis] = item
     return tuple(idx)
 
@@ -23,7 +24,7 @@ def channel(a: Any, axis: int, c: int) -> Any:
     """Channel `c` of `a` along `axis`, keeping the axis (size-1 axes broadcast)."""
     if a.shape[axis] == 1:
         return a
-    return a[_index(a.ndim, axis, slice(c, c + 1))]
+    return a[along(a.ndim, axis, slice(c, c + 1))]
 
 
 def pad_axis(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
@@ -70,7 +71,7 @@ def adjoint(a: ShiftSumArgs) -> Any:
     """Concatenate each channel's window of ``y``, then mask."""
     y, offsets, ax, cax, mask, _, xp = a[:7]
     width = a.shape[ax]
-    x = xp.concat([y[_index(y.ndim, ax, slice(o, o + width))] for o in offsets], axis=cax)
+    x = xp.concat([y[along(y.ndim, ax, slice(o, o + width))] for o in offsets], axis=cax)
     if mask is not None:
         x = xp.astype(x * conj_mask(xp, mask), a.dtype, copy=False)
     return x

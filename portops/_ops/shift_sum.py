@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 from .. import _dispatch
@@ -77,37 +78,41 @@ class ShiftSumArgs(NamedTuple):
         return cls(array, offsets, axis, channel_axis, mask, keepdims, xp, dtype, tuple(shape), acc)
 
 
-def _linear_offsets(step: int, channels: int) -> tuple[int, ...]:
-    offsets = [c * step for c in range(channels)]
-    low = min(offsets)
-    return tuple(o - low for o in offsets)
+def _integer_step(step: Any) -> int | None:
+    """`step` as an int when it is one (not a bool), else None."""
+    if isinstance(step, bool):
+        return None
+    try:
+        return operator.index(step)
+    except TypeError:
+        return None
 
 
 def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -> tuple[int, ...]:
     """Offsets ``o_c`` as a tuple of non-negative ints with ``min == 0``."""
     expected = "an integer or a sequence of integers"
-    if isinstance(step, bool):
-        raise TypeError(f"{argname} must be {expected}, got bool")
-    try:
-        s = operator.index(step)
-    except TypeError:
-        pass
-    else:
+    if isinstance(step, (bool, str, bytes)):
+        raise TypeError(f"{argname} must be {expected}, got {type(step).__name__}")
+    s = _integer_step(step)
+    if s is not None:
         if channels is None:
             raise ValueError("channels is required when step is an integer")
-        return _linear_offsets(s, channels)
-    if isinstance(step, (str, bytes)):
-        raise TypeError(f"{argname} must be {expected}, got {type(step).__name__}")
-    if not isinstance(step, Sequence):
-        try:
-            step = list(step)  # NumPy or other 1-d arrays of integers
-        except TypeError:
-            raise TypeError(f"{argname} must be {expected}, got {type(step).__name__}") from None
-    offsets = check.integers(step, argname)
-    if not offsets:
-        raise ValueError(f"{argname} must contain at least one offset")
-    if channels is not None and len(offsets) != channels:
-        raise ValueError(f"{argname} has {len(offsets)} offsets but there are {channels} channels")
+        offsets = [c * s for c in range(channels)]
+    else:
+        if not isinstance(step, Sequence):
+            try:
+                step = list(step)  # NumPy or other 1-d arrays of integers
+            except TypeError:
+                raise TypeError(
+                    f"{argname} must be {expected}, got {type(step).__name__}"
+                ) from None
+        offsets = check.integers(step, argname)
+        if not offsets:
+            raise ValueError(f"{argname} must contain at least one offset")
+        if channels is not None and len(offsets) != channels:
+            raise ValueError(
+                f"{argname} has {len(offsets)} offsets but there are {channels} channels"
+            )
     low = min(offsets)
     return tuple(o - low for o in offsets)
 
@@ -120,35 +125,20 @@ def _check_array(a: Any, name: str) -> None:
         raise ValueError(f"{name} must have at least 2 dimensions, got {ndim}")
 
 
-_torch_lacking: tuple[frozenset[Any], frozenset[Any]] | None = None
-
-
 def _check_torch_dtype(library: str, device: str, a: Any, name: str, *, forward: bool) -> None:
-    """Reject the torch dtypes whose arithmetic torch lacks, naming the dtype.
-
-    torch has no addition for uint16/32/64 (the forward sums channels), and no copy
-    or division kernels for complex32 on the CPU (the adjoint and pseudo-inverse).
-    """
+    """Reject the torch dtypes whose arithmetic torch lacks: addition of uint16/32/64
+    (the forward sums channels), copies and division of complex32 on the CPU."""
     if library != "torch":
         return
-    global _torch_lacking
-    if _torch_lacking is None:
-        import torch  # already imported: `a` is a tensor
-
-        unsigned = (getattr(torch, n, None) for n in ("uint16", "uint32", "uint64"))
-        _torch_lacking = (
-            frozenset(d for d in unsigned if d is not None),
-            frozenset({torch.complex32}),
-        )
-    unsigned_wide, complex_half = _torch_lacking
-    if forward and a.dtype in unsigned_wide:
+    dtype = str(a.dtype)
+    if forward and dtype in ("torch.uint16", "torch.uint32", "torch.uint64"):
         raise TypeError(
-            f"{name} has dtype {a.dtype}, for which torch has no addition; "
+            f"{name} has dtype {dtype}, for which torch has no addition; "
             "cast it to torch.int32 or torch.int64"
         )
-    if not forward and device == "cpu" and a.dtype in complex_half:
+    if not forward and device == "cpu" and dtype == "torch.complex32":
         raise TypeError(
-            f"{name} has dtype {a.dtype}, which torch's CPU kernels do not support "
+            f"{name} has dtype {dtype}, which torch's CPU kernels do not support "
             "here; cast it to torch.complex64"
         )
 
@@ -158,14 +148,13 @@ def _check_known_shape(library: str, a: Any, name: str) -> None:
     if library in ("numpy", "torch", "cupy"):
         return  # their sizes are always known
     for n in a.shape:
-        if not isinstance(n, int):
-            try:
-                operator.index(n)
-            except TypeError:
-                raise ValueError(
-                    f"{name} has unknown sizes (shape {tuple(a.shape)}); compute them "
-                    f"first, for a Dask array with {name}.compute_chunk_sizes()"
-                ) from None
+        try:
+            operator.index(n)
+        except TypeError:
+            raise ValueError(
+                f"{name} has unknown sizes (shape {tuple(a.shape)}); compute them "
+                f"first, for a Dask array with {name}.compute_chunk_sizes()"
+            ) from None
 
 
 def _normalize_mask(
@@ -258,67 +247,49 @@ def _prepare_transposed(
     _check_torch_dtype(lib.library, lib.device, y, "y", forward=False)
     _check_known_shape(lib.library, y, "y")
     keepdims = check.flag(keepdims, "keepdims")
+    x_ndim = y.ndim if keepdims else y.ndim + 1
+    s = _integer_step(step)
     if channels is not None:
         channels = check.positive_int(channels, "channels")
-        _check_width(y, step, channels, axis, channel_axis, keepdims, lib.library)
+        if s is not None and x_ndim >= 2:
+            # Offsets that follow from two numbers: y and memory checked before building them.
+            ax, cax = check.axis_pair(axis, channel_axis, x_ndim)
+            grow = (channels - 1) * abs(s)
+            _x_shape(y, keepdims, ax, cax, axis, channels, grow, ("channels", channels), lib)
     offsets = _normalize_offsets(step, channels)
-    n_channels = len(offsets)
-    x_ndim = y.ndim if keepdims else y.ndim + 1
     if x_ndim < 2:
         raise ValueError("y must have at least 1 dimension (2 with keepdims=True)")
     ax, cax = check.axis_pair(axis, channel_axis, x_ndim)
-    if keepdims:
-        if y.shape[cax] != 1:
-            raise ValueError(
-                f"with keepdims=True, y must have size 1 along channel_axis={channel_axis}, "
-                f"got {y.shape[cax]}"
-            )
-    else:
-        y = xp.expand_dims(y, axis=cax)
-    y_width, grow = y.shape[ax], max(offsets)
-    if y_width < grow:
+    if keepdims and y.shape[cax] != 1:
         raise ValueError(
-            f"y is too narrow: its axis {axis} has length {y_width}, but {n_channels} "
-            f"channels with offsets up to {grow} need at least {grow}"
+            f"with keepdims=True, y must have size 1 along channel_axis={channel_axis}, "
+            f"got {y.shape[cax]}"
         )
-    x_shape = list(y.shape)
-    x_shape[cax] = n_channels
-    x_shape[ax] = y_width - grow
-    check.check_fits(x_shape, _itemsize(y.dtype), ("step", step), lib.library)
+    n = len(offsets)
+    x_shape = _x_shape(y, keepdims, ax, cax, axis, n, max(offsets), ("step", step), lib)
+    if not keepdims:
+        y = xp.expand_dims(y, axis=cax)
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y", lib.library)
     args = ShiftSumArgs.make("adjoint", y, offsets, ax, cax, m, keepdims, xp)
     return _dispatch.Call(lib.library, lib.device, args)
 
 
-def _check_width(
-    y: Any, step: Any, channels: int, axis: Any, channel_axis: Any, keepdims: bool, library: str
-) -> None:
-    """Before building ``channels`` offsets: does `y` fit them, and the result memory?
-
-    Only for an integer `step`, whose offsets follow from two numbers; a sequence of
-    offsets is already as large as the list that would be built.
-    """
-    if isinstance(step, bool):
-        return  # rejected with its own message by _normalize_offsets
-    try:
-        s = operator.index(step)
-    except TypeError:
-        return
-    x_ndim = y.ndim if keepdims else y.ndim + 1
-    if x_ndim < 2:
-        return  # reported below
-    ax, cax = check.axis_pair(axis, channel_axis, x_ndim)
-    y_shape = list(y.shape)
+def _x_shape(
+    y: Any, keepdims: bool, ax: int, cax: int, axis: Any, n: int, grow: int, culprit: Any, lib: Any
+) -> list[int]:
+    """The result's shape for `n` channels of offsets up to `grow`, once `y` is wide
+    enough and the result fits in memory (else the error names `culprit`)."""
+    shape = list(y.shape)
     if not keepdims:
-        y_shape.insert(cax, 1)
-    grow = (channels - 1) * abs(s)
-    if y_shape[ax] < grow:
+        shape.insert(cax, 1)
+    if shape[ax] < grow:
         raise ValueError(
-            f"y is too narrow: its axis {axis} has length {y_shape[ax]}, but {channels} "
-            f"channels with step {s} need at least {grow}"
+            f"y is too narrow: its axis {axis} has length {shape[ax]}, but {n} "
+            f"channels with offsets up to {grow} need at least {grow}"
         )
-    y_shape[cax], y_shape[ax] = channels, y_shape[ax] - grow
-    check.check_fits(y_shape, _itemsize(y.dtype), ("channels", channels), library)
+    shape[cax], shape[ax] = n, shape[ax] - grow
+    check.check_fits(shape, _itemsize(y.dtype), culprit, lib.library)
+    return shape
 
 
 def _itemsize(dtype: Any) -> int:
@@ -327,17 +298,15 @@ def _itemsize(dtype: Any) -> int:
     return int(size) if isinstance(size, int) else 8
 
 
-def _prepare_pinv(y: Any, step: Any, **kwargs: Any) -> _dispatch.Call:
-    return _prepare_transposed(y, step, floating_only=True, **kwargs)
-
-
 def _arrays(a: ShiftSumArgs) -> tuple[Any, Any]:
     return (a.array, a.mask)
 
 
 _dispatch.define_operation("shift_sum", _prepare_forward, _arrays)
 _dispatch.define_operation("shift_sum_adjoint", _prepare_transposed, _arrays)
-_dispatch.define_operation("shift_sum_pinv", _prepare_pinv, _arrays)
+_dispatch.define_operation(
+    "shift_sum_pinv", partial(_prepare_transposed, floating_only=True), _arrays
+)
 
 # Plans of repeated calls (portops._plans): a plan takes (array, mask), the raw arguments.
 FORWARD_PLANS = PlanCache("shift_sum")

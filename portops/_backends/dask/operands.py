@@ -1,12 +1,15 @@
-"""In-memory operands beside Dask arrays, wrapped as Dask arrays whose chunks match."""
+"""Dask operands: in-memory arrays wrapped beside Dask ones, and blockwise calls."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import array_api_compat as compat
 import dask.array as da
+from dask.array.utils import meta_from_array
+
+from ... import _dispatch
 
 
 def _right_aligned(arrays: Sequence[Any]) -> list[tuple[int, ...]]:
@@ -36,3 +39,51 @@ def wrap(arrays: Sequence[Any], labels: Sequence[Sequence[Any]] | None = None) -
         )
         out.append(da.from_array(a, chunks=chunks))  # type: ignore[no-untyped-call]
     return tuple(out)
+
+
+def _block(arr: Any, mask: Any = None, *, fn: Callable[..., Any], **kw: Any) -> Any:
+    """One block through the public function `fn`, by its library's own choice."""
+    with _dispatch.without_preferences():
+        return fn(arr, mask=mask, **kw)
+
+
+def blockwise(
+    fn: Callable[..., Any],
+    a: Any,
+    whole: tuple[int, ...],
+    adjust: dict[int, int],
+    drop: int | None = None,
+    **kw: Any,
+) -> Any:
+    """``fn(block, mask=mask_block, **kw)`` of each block of ``a.array``, lazily.
+
+    The axes in `whole` become single chunks, and so do the mask's channel and shifted
+    axes (its size-1 axes are one chunk of 1); every other axis keeps its chunks, so the
+    work stays parallel over batch and rows. `adjust` gives the result's length along
+    the axes it changes; `drop` is an axis the result does not have. The result's meta
+    is given, not inferred: Dask would call `fn` on empty blocks, which have no channels
+    to shift, and fall back to NumPy where the chunks are CuPy's.
+    """
+    array = a.array.rechunk({ax: -1 for ax in whole})
+    idx = "abcdefghijklmnopqrstuvwxyz"[: array.ndim]
+    args: list[Any] = [array, idx]
+    if a.mask is not None:
+        chunks = tuple(
+            (m,) if m == 1 or d in (a.channel_axis, a.axis) else array.chunks[d]
+            for d, m in enumerate(a.mask.shape)
+        )
+        args += [a.mask.rechunk(chunks), idx]
+    out_idx = idx if drop is None else idx.replace(idx[drop], "")
+    meta = meta_from_array(array._meta, ndim=len(out_idx), dtype=a.dtype)  # type: ignore[no-untyped-call]
+    return da.blockwise(  # type: ignore[no-untyped-call]
+        _block,
+        out_idx,
+        *args,
+        adjust_chunks={idx[d]: (n,) for d, n in adjust.items()},
+        concatenate=True,
+        dtype=a.dtype,
+        meta=meta,
+        align_arrays=False,
+        fn=fn,
+        **kw,
+    )

@@ -9,66 +9,29 @@ from __future__ import annotations
 
 from typing import Any
 
-import dask.array as da
-
-from ... import _dispatch, extend
+from ... import extend
 from ..._ops.shear import ShearArgs, shear, unshear
 from ...extend import Priority
+from .operands import blockwise
 
 
-def _offsets(a: ShearArgs) -> list[float] | list[int]:
-    """The normalised offsets as one list that each block's call normalises to itself."""
-    if a.fractions is None:
-        return list(a.offsets)
-    return [n + f for n, f in zip(a.offsets, a.fractions, strict=True)]
-
-
-def _blockwise(a: ShearArgs, block_fn: Any) -> Any:
-    array = a.array.rechunk({a.channel_axis: -1, a.axis: -1})
-    mask = a.mask
-    if mask is not None:
-        chunks = tuple(
-            (m,) if m == 1 or d in (a.channel_axis, a.axis) else array.chunks[d]
-            for d, m in enumerate(mask.shape)
-        )
-        mask = mask.rechunk(chunks)
-    idx = "abcdefghijklmnopqrstuvwxyz"[: array.ndim]
-    args: list[Any] = [array, idx]
-    if mask is not None:
-        args += [mask, idx]
-    dtype = a.dtype
-    return da.blockwise(  # type: ignore[no-untyped-call]
-        block_fn,
-        idx,
-        *args,
-        adjust_chunks={idx[a.axis]: (a.shape[a.axis],)},
-        concatenate=True,
-        dtype=dtype,
-        offsets=_offsets(a),
-        axis=a.axis,
-        channel_axis=a.channel_axis,
-        align_arrays=False,
-    )
-
-
-def _shear_block(x: Any, mask: Any = None, **kw: Any) -> Any:
-    with _dispatch.without_preferences():
-        return shear(x, kw.pop("offsets"), mask=mask, **kw)
-
-
-def _unshear_block(y: Any, mask: Any = None, **kw: Any) -> Any:
-    with _dispatch.without_preferences():
-        return unshear(y, kw.pop("offsets"), mask=mask, **kw)
+def _blockwise(a: ShearArgs, fn: Any) -> Any:
+    # The normalised offsets as one list that each block's call normalises to itself.
+    step: list[Any] = list(a.offsets)
+    if a.fractions is not None:
+        step = [n + f for n, f in zip(a.offsets, a.fractions, strict=True)]
+    whole, adjust = (a.channel_axis, a.axis), {a.axis: a.shape[a.axis]}
+    return blockwise(fn, a, whole, adjust, step=step, axis=a.axis, channel_axis=a.channel_axis)
 
 
 def shear_blockwise(a: ShearArgs) -> Any:
     """``shear`` of each block (channels and the shifted axis whole), lazily."""
-    return _blockwise(a, _shear_block)
+    return _blockwise(a, shear)
 
 
 def unshear_blockwise(a: ShearArgs) -> Any:
     """``unshear`` of each block (channels and the shifted axis whole), lazily."""
-    return _blockwise(a, _unshear_block)
+    return _blockwise(a, unshear)
 
 
 _SUMMARY = "blockwise over the other axes; each block runs its library's fast path"

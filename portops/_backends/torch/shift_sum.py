@@ -2,18 +2,15 @@
 
 The forward and the adjoint are one :class:`~.linear_op.LinearPair`: the custom
 operators ``portops::shift_sum`` and ``portops::shift_sum_adjoint`` (what
-``torch.compile`` traces), an ``autograd.Function`` for eager calls that need
-gradients, forward-mode AD or ``torch.func``, and the bare kernel otherwise. The
-pseudo-inverse is composed from the two and keeps every feature as a result (on CUDA
-a plain call runs a fused Triton kernel).
+``torch.compile`` traces), an ``autograd.Function`` for eager calls that need gradients,
+forward-mode AD or ``torch.func``, and the bare kernel otherwise. The pseudo-inverse is
+composed from the two and keeps every feature (on CUDA a plain call runs a fused Triton
+kernel). Strategies:
 
-Strategies (the kernel a call's result is computed by):
-
-- forward ``slice_add``: one in-place slice-add per channel into a small, cache-resident
-  ``y`` (``addcmul_`` fuses the mask); ATen spreads each add over its threads;
-- forward ``numpy`` (CPU): NumPy's strategies on zero-copy views, for a small x (each
-  of torch's adds pays its dispatch) and for a large x with strided rows (each add would
-  gather its channel through all of x from memory);
+- forward ``slice_add``: one in-place slice-add per channel into a cache-resident ``y``
+  (``addcmul_`` fuses the mask), each spread over ATen's threads;
+- forward ``numpy`` (CPU): NumPy's strategies on zero-copy views, for a small x (each of
+  torch's adds pays its dispatch) and for a large x with strided rows;
 - adjoint ``windows``: one strided copy (or multiply) of every window into the result
   (``unfold`` gives all windows as one view when the offsets are evenly spaced);
 - ``triton`` (CUDA): one launch of a row kernel (or a general one), mask fused.
@@ -46,18 +43,14 @@ from ..numpy import shift_sum as numpy_shift_sum
 from .linear_op import LinearPair, result_dtype
 from .views import numpy_view
 
-__all__ = ["PAIR", "empty", "forward_kernel", "adjoint_kernel"]
+__all__ = ["PAIR", "empty", "forward_kernel", "result_dtype", "x_shape", "y_shape"]
 
 Run = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 _HALF = (torch.float16, torch.bfloat16)
 # Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
 _NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
-_NUMPY_MASKS = _NUMPY_ARRAYS | {torch.bool, torch.uint8, torch.int8, torch.int16}
-_NUMPY_MASKS |= {torch.int32, torch.int64}
-
-
-def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in _HALF else dtype
+_NUMPY_MASKS = _NUMPY_ARRAYS | {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32}
+_NUMPY_MASKS |= {torch.int64}
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -96,10 +89,11 @@ def forward_kernel(
 ) -> torch.Tensor:
     """One slice-add (or ``addcmul_``) per channel into a zeroed ``y``."""
     out_dtype = result_dtype(x, mask)
-    acc = _acc_dtype(out_dtype)
+    acc = torch.float32 if out_dtype in _HALF else out_dtype
     width = x.shape[axis]
-    shape = y_shape(list(x.shape), (offsets, axis, channel_axis))
-    y = torch.zeros(shape, dtype=acc, device=x.device)
+    y = torch.zeros(
+        y_shape(list(x.shape), (offsets, axis, channel_axis)), dtype=acc, device=x.device
+    )
     if mask is not None and mask.dtype != acc:
         mask = mask.to(acc)
     one_mask = mask is None or mask.shape[channel_axis] == 1
@@ -115,49 +109,37 @@ def forward_kernel(
     return y if acc == out_dtype else y.to(out_dtype)
 
 
-def _even_step(offsets: list[int]) -> int | None:
-    """The constant spacing of `offsets` (which start at 0 for channel 0), if any."""
-    if len(offsets) == 1:
-        return 1
-    lin = linear_step(tuple(offsets))
-    return None if lin is None or lin[1] != 0 or lin[0] <= 0 else lin[0]
+def _windows(
+    shape_y: list[int], offsets: tuple[int, ...], axis: int, cax: int, dtype: torch.dtype
+) -> Run:
+    """The adjoint of ``y``s shaped `shape_y` (channel axis kept), worked out once: every
+    channel's window (times the conjugated mask) into a new result, as one ``unfold``
+    view copied (or multiplied) in one call when the offsets are evenly spaced."""
+    shape = x_shape(shape_y, (offsets, axis, cax))
+    width, k = shape[axis], axis - (axis > cax)
+    lin = linear_step(offsets)
+    step = 1 if len(offsets) == 1 else None if lin is None or lin[0] <= 0 else lin[0]
 
+    def run(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        out = empty(shape, dtype, y.device)
+        if out.numel() == 0:
+            return out
+        if m is not None and m.is_complex():
+            m = m.conj()
+        if step is not None:
+            # unfold makes the shifted axis the window index and appends each window's
+            # contents: they become the channel axis and the shifted axis of x.
+            view = y.squeeze(cax).unfold(k, width, step).movedim((k, -1), (cax, axis))
+            return out.copy_(view) if m is None else torch.mul(view, m, out=out)
+        for c, o in enumerate(offsets):
+            window, dst = y.narrow(axis, o, width), out.narrow(cax, c, 1)
+            if m is None:
+                dst.copy_(window)
+            else:
+                torch.mul(window, m if m.shape[cax] == 1 else m.narrow(cax, c, 1), out=dst)
+        return out
 
-def adjoint_kernel(
-    y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
-) -> torch.Tensor:
-    """Every channel's window of ``y`` (times the conjugated mask) into a new result."""
-    out_dtype = result_dtype(y, mask)
-    shape = x_shape(list(y.shape), (offsets, axis, channel_axis))
-    out = empty(shape, out_dtype, y.device)
-    if out.numel() == 0:
-        return out
-    if mask is not None and mask.is_complex():
-        mask = mask.conj()
-    width = shape[axis]
-    step = _even_step(offsets)
-    if step is not None:
-        # unfold turns the shifted axis into the window index and appends the window
-        # contents; they become the channel axis and the shifted axis of x.
-        k = axis - (axis > channel_axis)
-        windows = y.squeeze(channel_axis).unfold(k, width, step)
-        windows = windows.movedim((k, -1), (channel_axis, axis))
-        # Windows past the last channel appear when y is wider than needed.
-        windows = windows.narrow(channel_axis, 0, len(offsets))
-        if mask is None:
-            out.copy_(windows)
-        else:
-            torch.mul(windows, mask, out=out)
-        return out
-    for c, o in enumerate(offsets):
-        window = y.narrow(axis, o, width)
-        dst = out.narrow(channel_axis, c, 1)
-        if mask is None:
-            dst.copy_(window)
-        else:
-            m = mask if mask.shape[channel_axis] == 1 else mask.narrow(channel_axis, c, 1)
-            torch.mul(window, m, out=dst)
-    return out
+    return run
 
 
 # ------------------------------------------------------------------- the operator pair
@@ -179,34 +161,24 @@ def shift_sum_adjoint_op(
     return _plain_kernel("adjoint", y, (offsets, axis, channel_axis), mask)(y, mask)
 
 
-def _public_forward(x: torch.Tensor, mask: torch.Tensor | None, geometry: Any) -> torch.Tensor:
-    from ..._ops.shift_sum import shift_sum
+def _public(adjoint: bool) -> Callable[[torch.Tensor, Any, Any], torch.Tensor]:
+    """The public forward or adjoint, channel axis kept, as the pair calls it."""
 
-    offsets, axis, cax = geometry
-    out: torch.Tensor = shift_sum(
-        x, list(offsets), axis=axis, channel_axis=cax, mask=mask, keepdims=True
-    )
-    return out
+    def call(arr: torch.Tensor, mask: torch.Tensor | None, geometry: Any) -> torch.Tensor:
+        from ..._ops import shift_sum as ops
 
+        offsets, axis, cax = geometry
+        fn = ops.shift_sum_adjoint if adjoint else ops.shift_sum
+        out: torch.Tensor = fn(
+            arr, list(offsets), axis=axis, channel_axis=cax, mask=mask, keepdims=True
+        )
+        return out
 
-def _public_adjoint(y: torch.Tensor, mask: torch.Tensor | None, geometry: Any) -> torch.Tensor:
-    from ..._ops.shift_sum import shift_sum_adjoint
-
-    offsets, axis, cax = geometry
-    out: torch.Tensor = shift_sum_adjoint(
-        y, list(offsets), axis=axis, channel_axis=cax, mask=mask, keepdims=True
-    )
-    return out
+    return call
 
 
 PAIR = LinearPair(
-    shift_sum_op,
-    shift_sum_adjoint_op,
-    y_shape,
-    x_shape,
-    _public_forward,
-    _public_adjoint,
-    axes=(1, 2),
+    shift_sum_op, shift_sum_adjoint_op, y_shape, x_shape, _public(False), _public(True), axes=(1, 2)
 )
 PAIR.register()
 
@@ -265,69 +237,23 @@ def _numpy_threads(a: ShiftSumArgs) -> int:
     return numpy_shift_sum.FORWARD.choose(record).strategy.threads(record)
 
 
-def _numpy_plan(a: ShiftSumArgs) -> Run:
-    """NumPy's forward strategies on zero-copy views (channel axis kept)."""
-    record = _numpy_record(a)
-    kernel = numpy_shift_sum.forward_plan(record, numpy_shift_sum.choose_forward(record)[0])
-
-    def via_numpy(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        return torch.from_numpy(kernel(numpy_view(arr), None if m is None else numpy_view(m)))
-
-    return via_numpy
-
-
-def _forward_kernel(name: str, a: ShiftSumArgs) -> Run:
-    """The kernel of forward strategy `name` for `a`'s signature (normalised tensors in,
-    the channel axis kept)."""
-    if name == "numpy":
-        return _numpy_plan(a)
+def _kernel(name: str, a: ShiftSumArgs, adjoint: bool) -> Run:
+    """The kernel of strategy `name` for `a`'s signature (normalised tensors in, the
+    channel axis kept)."""
     if name == "triton":
-        run = _triton_plan("forward", a)
+        run = _triton_plan("adjoint" if adjoint else "forward", a)
         if run is not None:
             return run
+    if adjoint:
+        return _windows(list(a.array.shape), a.offsets, a.axis, a.channel_axis, a.dtype)
+    if name == "numpy":
+        record = _numpy_record(a)
+        kernel = numpy_shift_sum.forward_plan(record, numpy_shift_sum.choose_forward(record)[0])
+        return lambda x, m: torch.from_numpy(
+            kernel(numpy_view(x), None if m is None else numpy_view(m))
+        )
     geometry = (list(a.offsets), a.axis, a.channel_axis)
     return lambda x, m: forward_kernel(x, *geometry, m)
-
-
-def _adjoint_kernel(name: str, a: ShiftSumArgs) -> Run:
-    """The kernel of adjoint strategy `name` for `a`'s signature."""
-    if name == "triton":
-        run = _triton_plan("adjoint", a)
-        if run is not None:
-            return run
-    windows = _windows_plan(a)
-    if windows is not None:
-        return windows
-    geometry = (list(a.offsets), a.axis, a.channel_axis)
-    return lambda y, m: adjoint_kernel(y, *geometry, m)
-
-
-def _windows_plan(a: ShiftSumArgs) -> Run | None:
-    """:func:`adjoint_kernel` for evenly spaced offsets, everything that depends on the
-    signature worked out once (a small call is mostly that work otherwise): one
-    ``unfold`` view of every window, then one copy (or multiply) into a new result."""
-    step = _even_step(list(a.offsets))
-    mask = a.mask
-    if step is None or (mask is not None and mask.is_complex()):
-        return None
-    cax, axis = a.channel_axis, a.axis
-    shape, dtype = list(a.shape), a.dtype
-    width, channels = shape[axis], len(a.offsets)
-    k = axis - (axis > cax)
-    narrow = a.array.shape[axis] - width >= channels * step  # windows past the last one
-    if 0 in shape:
-        return lambda y, m: adjoint_kernel(y, list(a.offsets), axis, cax, m)
-
-    def windows(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        view = y.squeeze(cax).unfold(k, width, step).movedim((k, -1), (cax, axis))
-        if narrow:
-            view = view.narrow(cax, 0, channels)
-        out = empty(shape, dtype, y.device)
-        if m is None:
-            return out.copy_(view)
-        return torch.mul(view, m, out=out)
-
-    return windows
 
 
 # The custom operators' own plans (torch.compile runs them without portops' front end).
@@ -342,10 +268,9 @@ def _plain_kernel(direction: str, arr: torch.Tensor, geometry: Any, mask: Any) -
     if run is None:
         xp = namespace_of(arr)
         a = ShiftSumArgs.make(direction, arr, tuple(offsets), axis, cax, mask, True, xp)
-        if direction == "forward":
-            run = _forward_kernel(choose_forward(a, plain=True)[0], a)
-        else:
-            run = _adjoint_kernel(choose_adjoint(a, plain=True)[0], a)
+        adjoint = direction == "adjoint"
+        choose = choose_adjoint if adjoint else choose_forward
+        run = _kernel(choose(a, plain=True)[0], a, adjoint)
         if key is not None:
             _OP_PLANS.put(key, run)
     return run
@@ -357,9 +282,8 @@ def _plain_kernel(direction: str, arr: torch.Tensor, geometry: Any, mask: Any) -
 def _normalizer(a: ShiftSumArgs) -> Callable[..., tuple[torch.Tensor, Any]]:
     """A call's (array, mask), raw or normalised, -> the normalised pair `a` was made
     from: a ``y`` without its channel axis gets it, the mask is cast and reshaped."""
-    ndim, cax = len(a.shape), a.channel_axis
-    mask = a.mask
-    shape = None if mask is None else tuple(mask.shape)
+    ndim, cax, mask = len(a.shape), a.channel_axis, a.mask
+    shape: Any = None if mask is None else tuple(mask.shape)
     dtype = None if mask is None else mask.dtype
 
     def normalize(arr: torch.Tensor, m: torch.Tensor | None) -> tuple[Any, Any]:
@@ -375,25 +299,23 @@ def _normalizer(a: ShiftSumArgs) -> Callable[..., tuple[torch.Tensor, Any]]:
     return normalize
 
 
-def _linear_plan(a: ShiftSumArgs, adjoint: bool, kernel: Run) -> Run:
-    """A plan of the forward or adjoint: `kernel` directly, through the Function when
+def _linear_plan(a: ShiftSumArgs, name: str, adjoint: bool) -> Run:
+    """A plan of the forward or adjoint: the kernel directly, through the Function when
     the call needs autograd, forward-mode AD or torch.func, or the custom operator
     under torch.compile."""
     normalize = _normalizer(a)
     geometry = (list(a.offsets), a.axis, a.channel_axis)
     cax, squeeze = a.channel_axis, not adjoint and not a.keepdims
     needs = _needs(a)
-    core: Run
+    kernel = _kernel(name, a, adjoint)
+    core: Run = kernel
     if "compile" in needs:
         core = lambda arr, m: PAIR.call_op(adjoint, arr, m, geometry)  # noqa: E731
     elif needs:
         core = lambda arr, m: PAIR.apply(adjoint, arr, m, geometry, kernel)  # noqa: E731
-    else:
-        core = kernel
 
     def run(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        arr, m = normalize(arr, m)
-        out = core(arr, m)
+        out = core(*normalize(arr, m))
         return out.squeeze(cax) if squeeze else out
 
     return run
@@ -466,16 +388,15 @@ def _composed_pinv(a: ShiftSumArgs) -> Run:
     normalize = _normalizer(a)
     template = a._replace(array=None, mask=None)  # the plan keeps no array alive
 
-    def forward(b: ShiftSumArgs) -> torch.Tensor:
-        return _public_forward(b.array, b.mask, (list(b.offsets), b.axis, b.channel_axis))
-
-    def adjoint(b: ShiftSumArgs) -> torch.Tensor:
-        out = _public_adjoint(b.array, b.mask, (list(b.offsets), b.axis, b.channel_axis))
-        return out
+    def through(public: Callable[..., torch.Tensor]) -> Callable[[ShiftSumArgs], torch.Tensor]:
+        return lambda b: public(b.array, b.mask, (b.offsets, b.axis, b.channel_axis))
 
     def run(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
         y, m = normalize(y, m)
-        x: torch.Tensor = generic.pinv(template._replace(array=y, mask=m), forward, adjoint)
+        b = template._replace(array=y, mask=m)
+        x: torch.Tensor = generic.pinv(
+            b, through(PAIR.public_forward), through(PAIR.public_adjoint)
+        )
         return x
 
     return run
@@ -486,29 +407,33 @@ def _triton_pinv(a: ShiftSumArgs) -> Run:
     return _composed_pinv(a) if run is None else run
 
 
-_ALL = FEATURES
+def _strategy(name: str, summary: str, adjoint: bool, **kw: Any) -> Strategy:
+    return Strategy(name, summary, lambda a: _linear_plan(a, name, adjoint), **kw)
+
+
+_GRAD = frozenset({"grad"})
 FORWARD = Strategies(
     [
-        Strategy(
+        _strategy(
             "slice_add",
             "one in-place slice-add per channel into a cache-resident y (ATen threads)",
-            lambda a: _linear_plan(a, False, _forward_kernel("slice_add", a)),
-            _ALL,
-            _threads,
+            False,
+            features=FEATURES,
+            threads=_threads,
         ),
-        Strategy(
+        _strategy(
             "numpy",
             "NumPy's strategies on zero-copy views (small x, or strided rows past the cache)",
-            lambda a: _linear_plan(a, False, _forward_kernel("numpy", a)),
-            frozenset({"grad"}),
-            _numpy_threads,
-            _numpy_applies,
+            False,
+            features=_GRAD,
+            threads=_numpy_threads,
+            applies=_numpy_applies,
         ),
-        Strategy(
+        _strategy(
             "triton",
             "CUDA: one Triton launch (row or general kernel), mask fused",
-            lambda a: _linear_plan(a, False, _forward_kernel("triton", a)),
-            frozenset({"grad"}),
+            False,
+            features=_GRAD,
             applies=_triton_applies,
         ),
     ],
@@ -517,18 +442,18 @@ FORWARD = Strategies(
 )
 ADJOINT = Strategies(
     [
-        Strategy(
+        _strategy(
             "windows",
             "one strided copy (or multiply) of every window into the result",
-            lambda a: _linear_plan(a, True, _adjoint_kernel("windows", a)),
-            _ALL,
-            _threads,
+            True,
+            features=FEATURES,
+            threads=_threads,
         ),
-        Strategy(
+        _strategy(
             "triton",
             "CUDA: one Triton launch writing every channel's window, mask fused",
-            lambda a: _linear_plan(a, True, _adjoint_kernel("triton", a)),
-            frozenset({"grad"}),
+            True,
+            features=_GRAD,
             applies=_triton_applies,
         ),
     ],
@@ -541,7 +466,7 @@ PINV = Strategies(
             "composed",
             "Phi by the forward, then the adjoint of y / Phi (every feature)",
             _composed_pinv,
-            _ALL,
+            FEATURES,
             _threads,
         ),
         Strategy(
@@ -562,16 +487,16 @@ def scatter_add(a: ShiftSumArgs) -> torch.Tensor:
     z = x if mask is None else x * mask
     out_dtype = z.dtype
     k = ax - (ax > cax)  # the shifted axis once channels are removed
-    z = z.to(_acc_dtype(out_dtype)).movedim(cax, k)  # (..., C, W, ...)
+    z = z.to(torch.float32 if out_dtype in _HALF else out_dtype).movedim(cax, k)
     width = z.shape[k + 1]
     merged = z.reshape(*z.shape[:k], len(offsets) * width, *z.shape[k + 2 :])
     cols = torch.arange(width, device=x.device)
     shift = torch.tensor(offsets, device=x.device)
     index = (shift[:, None] + cols[None, :]).reshape(-1)
     index = index.view([-1] + [1] * (merged.ndim - k - 1)).expand(merged.shape)
-    y_shape = list(merged.shape)
-    y_shape[k] = width + max(offsets)
-    y = torch.zeros(y_shape, dtype=merged.dtype, device=x.device)
+    shape = list(merged.shape)
+    shape[k] = width + max(offsets)
+    y = torch.zeros(shape, dtype=merged.dtype, device=x.device)
     y.scatter_add_(k, index, merged)
     y = y.unsqueeze(cax) if a.keepdims else y
     return y.to(out_dtype)
