@@ -105,21 +105,21 @@ def shear(ops: Ops, empty: Empty, a: ShearArgs) -> Any:
     unit = strides[-1]  # one element: `out` is C-contiguous, gap_views counts elements
     for v in gaps or ():
         ops.zero(ops.view(out, View(v.shape, tuple(s * unit for s in v.strides), v.offset * unit)))
+
+    def windows(g: ChannelGroup, shift: int, length: int) -> Any:
+        return ops.view(out, group_view(strides, shape, ax, cax, g, shift, length))
+
     for g in _groups(strides, a):
         z, m, f = select(x, cax, g), select(mask, cax, g), g.fraction
-
-        def windows(shift: int, length: int, g: ChannelGroup = g) -> Any:
-            return ops.view(out, group_view(strides, shape, ax, cax, g, shift, length))
-
         if f == 0:
-            write(ops, windows(0, width), z, m)
+            write(ops, windows(g, 0, width), z, m)
         elif width > 0:  # output n + w interpolates inputs w and w - 1
             z = ops.astype(z, a.dtype) if m is None else z * m
-            ops.copy(windows(0, 1), _take(z, ax, 0, 1) * (1 - f))
-            ops.copy(windows(width, 1), _take(z, ax, width - 1, width) * f)
+            ops.copy(windows(g, 0, 1), _take(z, ax, 0, 1) * (1 - f))
+            ops.copy(windows(g, width, 1), _take(z, ax, width - 1, width) * f)
             if width > 1:
                 later, earlier = _take(z, ax, 1, width), _take(z, ax, 0, width - 1)
-                ops.lerp(later, earlier, f, windows(1, width - 1))
+                ops.lerp(later, earlier, f, windows(g, 1, width - 1))
     return out
 
 
