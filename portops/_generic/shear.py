@@ -8,20 +8,13 @@ from typing import Any
 from .. import extend
 from .._ops.shear import ShearArgs, growth
 from ..extend import Priority
-from .shift_sum import pad_axis
+from .shift_sum import conj_mask, pad_axis
 
 
 def _take(a: Any, axis: int, start: int, stop: int) -> Any:
     idx = [slice(None)] * a.ndim
     idx[axis] = slice(start, stop)
     return a[tuple(idx)]
-
-
-def conj_mask(xp: Any, mask: Any) -> Any:
-    """The mask as it enters the adjoint: conjugated when complex."""
-    if xp.isdtype(mask.dtype, "complex floating"):
-        return xp.conj(mask)
-    return mask
 
 
 def shear(a: ShearArgs) -> Any:

@@ -14,6 +14,7 @@ interpolation). Validation happens here, once; implementations receive a
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Sequence
@@ -128,58 +129,50 @@ def dispersion_offsets(
     return tuple(whole), tuple(fractions)
 
 
-def _prepare_shear(
-    x: Any, step: Any, *, axis: int = -1, channel_axis: int = -3, mask: Any = None
+def _prepare(
+    kind: str,
+    arr: Any,
+    step: Any,
+    *,
+    axis: int = -1,
+    channel_axis: int = -3,
+    mask: Any = None,
 ) -> _dispatch.Call:
-    lib = inspect_arrays(("x", "mask"), (x, mask))
-    _check_array(x, "x")
+    """Validate a ``"shear"`` (`arr` is x) or ``"unshear"`` (`arr` is y) call."""
+    name = "x" if kind == "shear" else "y"
+    lib = inspect_arrays((name, "mask"), (arr, mask))
+    _check_array(arr, name)
     xp = lib.xp
-    check.check_dtype(xp, x, "x")
-    ax, cax = check.axis_pair(axis, channel_axis, x.ndim)
-    shape = tuple(x.shape)
-    offsets, fractions = dispersion_offsets(step, shape[cax])
+    check.check_dtype(xp, arr, name)
+    ax, cax = check.axis_pair(axis, channel_axis, arr.ndim)
+    offsets, fractions = dispersion_offsets(step, arr.shape[cax])
     if fractions is not None:
-        _check_fractional_dtype(xp, x, "x")
-    wide = list(shape)
-    wide[ax] += growth(offsets, fractions)
-    check.check_fits(wide, getattr(x.dtype, "itemsize", 8), ("step", step), lib.library)
-    m = _normalize_mask(xp, mask, shape, x.dtype)
-    args = ShearArgs.make("shear", x, offsets, fractions, ax, cax, m, xp)
-    return _dispatch.Call(lib.library, lib.device, args)
-
-
-def _check_fractional_dtype(xp: Any, a: Any, name: str) -> None:
-    try:
-        check.check_dtype(xp, a, name, floating_only=True)
-    except TypeError:
-        raise TypeError(
-            f"{name} must have a floating-point dtype for a fractional step "
-            f"(linear interpolation), got {a.dtype}"
-        ) from None
-
-
-def _prepare_unshear(
-    y: Any, step: Any, *, axis: int = -1, channel_axis: int = -3, mask: Any = None
-) -> _dispatch.Call:
-    lib = inspect_arrays(("y", "mask"), (y, mask))
-    _check_array(y, "y")
-    xp = lib.xp
-    check.check_dtype(xp, y, "y")
-    ax, cax = check.axis_pair(axis, channel_axis, y.ndim)
-    offsets, fractions = dispersion_offsets(step, y.shape[cax])
-    if fractions is not None:
-        _check_fractional_dtype(xp, y, "y")
+        try:
+            check.check_dtype(xp, arr, name, floating_only=True)
+        except TypeError:
+            raise TypeError(
+                f"{name} must have a floating-point dtype for a fractional step "
+                f"(linear interpolation), got {arr.dtype}"
+            ) from None
     grow = growth(offsets, fractions)
-    if y.shape[ax] < grow:
+    x_shape = list(arr.shape)
+    if kind == "shear":
+        wide = [*x_shape[:ax], x_shape[ax] + grow, *x_shape[ax + 1 :]]
+        check.check_fits(wide, getattr(arr.dtype, "itemsize", 8), ("step", step), lib.library)
+    elif arr.shape[ax] < grow:
         raise ValueError(
-            f"y is too narrow: its axis {axis} has length {y.shape[ax]}, but "
+            f"y is too narrow: its axis {axis} has length {arr.shape[ax]}, but "
             f"{len(offsets)} channels with offsets up to {grow} need at least {grow}"
         )
-    x_shape = list(y.shape)
-    x_shape[ax] -= grow
-    m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype)
-    args = ShearArgs.make("unshear", y, offsets, fractions, ax, cax, m, xp)
+    else:
+        x_shape[ax] -= grow
+    m = _normalize_mask(xp, mask, tuple(x_shape), arr.dtype)
+    args = ShearArgs.make(kind, arr, offsets, fractions, ax, cax, m, xp)
     return _dispatch.Call(lib.library, lib.device, args)
+
+
+_prepare_shear = functools.partial(_prepare, "shear")
+_prepare_unshear = functools.partial(_prepare, "unshear")
 
 
 def _arrays(a: ShearArgs) -> tuple[Any, Any]:

@@ -1,16 +1,12 @@
-"""Strided views that turn shear / unshear into one zero-fill and one copy.
+"""Strided views that turn shear / unshear into a few zero-fills and one copy.
 
-With evenly spaced offsets ``o_c = base + c * step``, channel ``c``'s window of the
-sheared cube starts ``step`` elements of the shifted axis further than channel
-``c - 1``'s. So all windows together are one strided view of the sheared cube: its
-shape is ``x``'s and its channel stride is the cube's channel stride plus ``step``
-times its axis stride. Shear copies ``x`` into that view; unshear copies the view out.
+Channels whose offsets step evenly (``o_c = first + i * step``) form one
+:class:`ChannelGroup`: channel ``c``'s window of the sheared cube starts ``step``
+elements of the shifted axis further than the previous one's, so all the group's
+windows are one strided view of the cube (:func:`group_view`). Shear copies ``x``
+into that view, unshear copies it out.
 
-The zeros shear must write around the windows are strided views too, when the cube is
-C-contiguous and the axis just before the shifted one holds rows (not channels): the
-``grow`` elements after a row's window and before the next row's window are
-contiguous in memory, at the same place relative to each row of a channel; so are the
-elements between one channel's last window and the next channel's first.
+The zeros shear must write around the windows are strided views too (:func:`gap_views`).
 
 Pure Python on shapes and element strides: no array library is imported.
 """
@@ -22,7 +18,7 @@ from typing import Any, NamedTuple
 
 from .._kernels.geometry import contiguous_strides, linear_step
 
-__all__ = ["View", "gap_views", "window_strides", "windows_view"]
+__all__ = ["ChannelGroup", "View", "channel_groups", "gap_views", "group_view", "select"]
 
 
 class View(NamedTuple):
@@ -31,38 +27,6 @@ class View(NamedTuple):
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
-
-
-def window_strides(
-    strides: tuple[int, ...], axis: int, channel_axis: int, step: int
-) -> tuple[int, ...]:
-    """Strides of the view of every channel's window: the channel stride moves on too."""
-    out = list(strides)
-    out[channel_axis] += step * strides[axis]
-    return tuple(out)
-
-
-def windows_view(
-    wide_shape: tuple[int, ...],
-    x_shape: tuple[int, ...],
-    axis: int,
-    channel_axis: int,
-    offsets: tuple[int, ...],
-) -> View | None:
-    """The `x`-shaped view of every window of a C-contiguous sheared cube.
-
-    None when the offsets are not evenly spaced or a stride would be negative (some
-    libraries allow no negative strides; the callers then loop over channels).
-    """
-    lin = linear_step(offsets)
-    if lin is None:
-        return None
-    step, base = lin
-    strides = contiguous_strides(wide_shape)
-    view_strides = window_strides(strides, axis, channel_axis, step)
-    if min(view_strides) < 0:
-        return None
-    return View(tuple(x_shape), view_strides, base * strides[axis])
 
 
 def gap_views(
@@ -74,10 +38,10 @@ def gap_views(
 ) -> list[View] | None:
     """Views covering every element of a C-contiguous sheared cube outside the windows.
 
-    None when the layout does not allow it (offsets not evenly spaced, or the channel
-    axis next to or after the shifted axis): then zero the whole cube. Where the
-    channel axis comes right before the rows (``(B, C, H, W)``), the views cover the
-    gaps exactly; otherwise the first and last row of every channel are covered whole,
+    None (zero the whole cube) unless the offsets step evenly and the channel axis comes
+    before the rows (the axis before the shifted one). From the end of row ``h``'s
+    window to the start of row ``h + 1``'s, ``grow`` positions are contiguous, at the
+    same place in each row; the first and last row of every channel are covered whole,
     windows included, so zero them before copying the windows in.
     """
     lin = linear_step(offsets)
@@ -86,70 +50,18 @@ def gap_views(
         return None
     step, base = lin
     grow = wide_shape[axis] - width
-    strides = contiguous_strides(wide_shape)
     if grow == 0 or math.prod(wide_shape) == 0:
         return []
-    rows = wide_shape[row]
-    inner = strides[axis]  # elements per position along the shifted axis
-    views = []
+    strides = contiguous_strides(wide_shape)
+    rows, inner = wide_shape[row], strides[axis]
+    edge = tuple(1 if d == row else n for d, n in enumerate(wide_shape))
+    views = [View(edge, strides, 0)]
     if rows > 1:
-        # From the end of row h's window to the start of row h + 1's: grow positions.
         middle = [*strides[:row], strides[row], 1]
         middle[channel_axis] += step * inner
         shape = (*wide_shape[:row], rows - 1, grow * inner)
         views.append(View(shape, tuple(middle), (base + width) * inner))
-    if channel_axis == row - 1:
-        views += _slab_boundaries(wide_shape, row, strides, step, base, width)
-    else:
-        edge_shape = tuple(1 if d == row else n for d, n in enumerate(wide_shape))
-        views.append(View(edge_shape, strides, 0))
-        if rows > 1:
-            views.append(View(edge_shape, strides, (rows - 1) * strides[row]))
-    return [v for v in views if math.prod(v.shape) > 0]
-
-
-def _slab_boundaries(
-    wide_shape: tuple[int, ...],
-    row: int,
-    strides: tuple[int, ...],
-    step: int,
-    base: int,
-    width: int,
-) -> list[View]:
-    """The gaps between the last window of one (batch, channel) slab and the first of
-    the next, for channels right before the rows.
-
-    Between channel ``c`` and ``c + 1`` they are ``grow + step`` positions long; between
-    one batch's last channel and the next batch's first, ``grow - (C - 1) * step``
-    (none for a positive step); plus the head of the first slab and the tail of the
-    last.
-    """
-    cax = row - 1
-    channels, grow = wide_shape[cax], wide_shape[row + 1] - width
-    inner = strides[row + 1]
-    slab, batch_stride = strides[cax], strides[cax] * channels
-    batches = math.prod(wide_shape[:cax])
-    last_row = (wide_shape[row] - 1) * strides[row]
-    last = base + (channels - 1) * step  # offset of the last channel
-    views = [View((base * inner,), (1,), 0)]  # head of the first slab
-    # tail of channel c's last row, then the head of channel c + 1's first row
-    views.append(
-        View(
-            (batches, channels - 1, (grow + step) * inner),
-            (batch_stride, slab + step * inner, 1),
-            last_row + (base + width) * inner,
-        )
-    )
-    across = (grow - last + base) * inner
-    views.append(
-        View(
-            (batches - 1, across),
-            (batch_stride, 1),
-            (channels - 1) * slab + last_row + (last + width) * inner,
-        )
-    )
-    tail = (grow - last) * inner
-    views.append(View((tail,), (1,), batches * batch_stride - tail))
+        views.append(View(edge, strides, (rows - 1) * strides[row]))
     return views
 
 
@@ -165,11 +77,13 @@ class ChannelGroup(NamedTuple):
     fraction: float
 
 
-def channel_groups(offsets: tuple[int, ...], fractions: tuple[float, ...]) -> list[ChannelGroup]:
+def channel_groups(
+    offsets: tuple[int, ...], fractions: tuple[float, ...] | None
+) -> list[ChannelGroup]:
     """Channels grouped so that each group is one strided view (a fractional step
     ``p / q`` gives ``q`` groups); channels that fit no progression stand alone."""
     by_fraction: dict[float, list[int]] = {}
-    for c, f in enumerate(fractions):
+    for c, f in enumerate(fractions or (0.0,) * len(offsets)):
         by_fraction.setdefault(f, []).append(c)
     groups = []
     for f, cs in by_fraction.items():
@@ -204,9 +118,11 @@ def group_view(
     return View(tuple(view_shape), tuple(view_strides), offset)
 
 
-def write_masked(lib: Any, dst: Any, src: Any, mask: Any) -> None:
-    """``dst[...] = src`` (times `mask` unless it is None), written in place."""
-    if mask is None:
-        lib.copyto(dst, src)
-    else:
-        lib.multiply(src, mask, out=dst)
+def select(a: Any, channel_axis: int, group: ChannelGroup) -> Any:
+    """`group`'s channels of `a` (all of a broadcast channel axis); None stays None."""
+    if a is None or a.shape[channel_axis] == 1:
+        return a
+    idx: list[Any] = [slice(None)] * a.ndim
+    stop = group.start + group.every * (group.size - 1) + 1
+    idx[channel_axis] = slice(group.start, stop, group.every)
+    return a[tuple(idx)]

@@ -1,38 +1,70 @@
-"""shear / unshear for CuPy (any NumPy-like library): strided views, one copy.
+"""shear / unshear by strided views, for torch and CuPy (NumPy in tests).
 
-Shear zeroes the gaps around the windows (a few strided fills, see
-:mod:`portops._shear.layout`) and copies ``x`` (times the mask) into the strided view
-of all windows in one call; unshear copies that view of ``y`` out in one call. Offsets
-that are not evenly spaced take one copy per channel, fractional ones one
-interpolation per channel. Written against the NumPy API that CuPy shares, with the
-library module passed in; no library is imported here.
+Shear zeroes the gaps around the windows (:func:`~.layout.gap_views`; the whole cube
+for fractional or unevenly spaced offsets), then writes ``x`` (times the mask) into the
+strided view of each channel group's windows with one copy (one group for evenly spaced
+integer offsets); unshear copies those views of ``y`` out. A fractional group takes one
+linear interpolation. The library comes in as an :class:`Ops`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from .._kernels.geometry import linear_step
 from .._ops.shear import ShearArgs
-from .layout import View, gap_views, window_strides, windows_view, write_masked
+from .layout import ChannelGroup, View, channel_groups, gap_views, group_view, select
 
 Empty = Callable[[list[int], Any], Any]
 
 
-def _as_strided(lib: Any, a: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
-    """`as_strided` with byte strides; read-only where the library supports that."""
+class Ops(NamedTuple):
+    """A library's array operations as the kernels use them; strides and offsets are in
+    the library's units (bytes for NumPy, elements for torch)."""
+
+    lib: Any  # the module: multiply(a, b, out=...), add(a, b, out=...)
+    view: Callable[[Any, View], Any]  # the view of `a` (offset from its first element)
+    strides: Callable[[Any], tuple[int, ...]]
+    zero: Callable[[Any], Any]
+    copy: Callable[[Any, Any], Any]  # copy(dst, src)
+    lerp: Callable[[Any, Any, float, Any], Any]  # lerp(start, end, weight, out)
+    astype: Callable[[Any, Any], Any]
+    conj: Callable[[Any], Any]  # conjugated if complex
+
+
+def numpy_like(lib: Any) -> Ops:
+    """The :class:`Ops` of NumPy or a library sharing its API (CuPy)."""
     tricks = lib.lib.stride_tricks
-    if lib.__name__ == "numpy":
-        return tricks.as_strided(a, shape, strides, writeable=a.flags.writeable)
-    return tricks.as_strided(a, shape, strides)
+
+    def view(a: Any, v: View) -> Any:
+        # A 1-d view walks to the offset byte by byte (either way), then the view proper.
+        n = abs(v.offset)
+        start = tricks.as_strided(a, (n + 1,), (1 if v.offset >= 0 else -1,))[n:]
+        return tricks.as_strided(start, v.shape, v.strides)
+
+    def lerp(start: Any, end: Any, weight: float, out: Any) -> None:
+        lib.multiply(start, 1 - weight, out=out)
+        lib.add(out, end * weight, out=out)
+
+    return Ops(
+        lib,
+        view,
+        lambda a: a.strides,
+        lambda a: a.fill(0),
+        lib.copyto,
+        lerp,
+        lambda a, dtype: a.astype(dtype),
+        lambda a: lib.conj(a) if lib.iscomplexobj(a) else a,
+    )
 
 
-def _view(lib: Any, out: Any, v: View) -> Any:
-    """View `v` (element units) of the C-contiguous `out`."""
-    item = out.itemsize
-    flat = out.reshape(-1)[v.offset :]
-    return _as_strided(lib, flat, v.shape, tuple(s * item for s in v.strides))
+def write(ops: Ops, dst: Any, src: Any, mask: Any) -> None:
+    """``dst[...] = src`` (times `mask` unless it is None), written in place."""
+    if mask is None:
+        ops.copy(dst, src)
+    else:
+        ops.lib.multiply(src, mask, out=dst)
 
 
 def _take(a: Any, axis: int, start: int, stop: int) -> Any:
@@ -41,77 +73,78 @@ def _take(a: Any, axis: int, start: int, stop: int) -> Any:
     return a[tuple(idx)]
 
 
-def _channel(a: Any, axis: int, c: int) -> Any:
-    """Channel `c` of `a`, axis kept; a broadcast (size-1) axis as it is."""
-    return a if a.shape[axis] == 1 else _take(a, axis, c, c + 1)
+def _groups(strides: tuple[int, ...], a: ShearArgs) -> list[ChannelGroup]:
+    """Channel groups whose views need no negative stride (torch allows none): a group
+    that would is split into its channels."""
+    ax, cax = a.axis, a.channel_axis
+    groups = []
+    for g in channel_groups(a.offsets, a.fractions):
+        if g.every * strides[cax] + g.step * strides[ax] >= 0:
+            groups.append(g)
+        else:
+            channels = range(g.start, g.start + g.every * g.size, g.every)
+            groups += [
+                g._replace(start=c, every=1, size=1, first=a.offsets[c], step=0) for c in channels
+            ]
+    return groups
 
 
-def shear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
-    """Zero the gaps, then one strided copy of ``x`` (times the mask) into the windows."""
+def shear(ops: Ops, empty: Empty, a: ShearArgs) -> Any:
+    """The gaps zeroed, then ``x`` (times the mask) written into each group's windows."""
     x, offsets, fractions, ax, cax, mask = a[:6]
-    width = x.shape[ax]
-    wide = a.shape
-    out = empty(list(wide), a.dtype)
-    if out.size == 0:
+    width, shape = x.shape[ax], tuple(x.shape)
+    out = empty(list(a.shape), a.dtype)
+    if math.prod(a.shape) == 0:
         return out
-    if fractions is not None:
-        out.fill(0)
-        for c, n in enumerate(offsets):
-            xc = _channel(x, cax, c)
-            mc = None if mask is None else _channel(mask, cax, c)
-            oc = _take(out, cax, c, c + 1)
-            f = fractions[c]
-            write_masked(lib, _take(oc, ax, n, n + width), xc if f == 0 else xc * (1 - f), mc)
-            if f != 0:
-                zc = xc * f if mc is None else xc * (mc * f)
-                window = _take(oc, ax, n + 1, n + 1 + width)
-                lib.add(window, zc, out=window)
-        return out
-    gaps = gap_views(tuple(wide), ax, cax, offsets, width)
-    view = windows_view(tuple(wide), tuple(x.shape), ax, cax, offsets)
+    if mask is not None and mask.dtype != a.dtype:
+        mask = ops.astype(mask, a.dtype)
+    gaps = None if fractions else gap_views(a.shape, ax, cax, offsets, width)
     if gaps is None:
-        out.fill(0)
-    else:
-        for v in gaps:
-            _view(lib, out, v).fill(0)
-    if view is not None:
-        write_masked(lib, _view(lib, out, view), x, mask)
-        return out
-    for c, n in enumerate(offsets):
-        dst = _take(_take(out, cax, c, c + 1), ax, n, n + width)
-        write_masked(
-            lib, dst, _channel(x, cax, c), None if mask is None else _channel(mask, cax, c)
-        )
+        ops.zero(out)
+    strides = ops.strides(out)
+    unit = strides[-1]  # one element: `out` is C-contiguous, gap_views counts elements
+    for v in gaps or ():
+        ops.zero(ops.view(out, View(v.shape, tuple(s * unit for s in v.strides), v.offset * unit)))
+
+    def windows(g: ChannelGroup, shift: int, length: int) -> Any:
+        return ops.view(out, group_view(strides, shape, ax, cax, g, shift, length))
+
+    for g in _groups(strides, a):
+        z, m, f = select(x, cax, g), select(mask, cax, g), g.fraction
+        if f == 0:
+            write(ops, windows(g, 0, width), z, m)
+        elif width > 0:  # output n + w interpolates inputs w and w - 1
+            z = ops.astype(z, a.dtype) if m is None else z * m
+            ops.copy(windows(g, 0, 1), _take(z, ax, 0, 1) * (1 - f))
+            ops.copy(windows(g, width, 1), _take(z, ax, width - 1, width) * f)
+            if width > 1:
+                later, earlier = _take(z, ax, 1, width), _take(z, ax, 0, width - 1)
+                ops.lerp(later, earlier, f, windows(g, 1, width - 1))
     return out
 
 
-def unshear(lib: Any, empty: Empty, a: ShearArgs) -> Any:
-    """One strided copy (times the conjugated mask) of every window of ``y``."""
-    y, offsets, fractions, ax, cax, mask = a[:6]
+def unshear(ops: Ops, empty: Empty, a: ShearArgs) -> Any:
+    """Each group's windows of ``y`` copied out (interpolated), times the conjugated mask."""
+    y, _, _, ax, cax, mask = a[:6]
     width = a.shape[ax]
-    shape = list(a.shape)
-    out = empty(shape, a.dtype)
-    if out.size == 0:
+    out = empty(list(a.shape), a.dtype)
+    if math.prod(a.shape) == 0:
         return out
-    if mask is not None and lib.iscomplexobj(mask):
-        mask = lib.conj(mask)
-    lin = linear_step(offsets) if fractions is None else None
-    if lin is not None:
-        step, base = lin
-        start = _take(y, ax, base, y.shape[ax])
-        strides = window_strides(tuple(start.strides), ax, cax, step)
-        write_masked(lib, out, _as_strided(lib, start, tuple(shape), strides), mask)
-        return out
-    for c, n in enumerate(offsets):
-        yc = _take(y, cax, c, c + 1)
-        dst = _take(out, cax, c, c + 1)
-        mc = None if mask is None else _channel(mask, cax, c)
-        f = 0.0 if fractions is None else fractions[c]
-        if f == 0:
-            write_masked(lib, dst, _take(yc, ax, n, n + width), mc)
+    if mask is not None:
+        mask = ops.conj(mask)
+        if mask.dtype != a.dtype:
+            mask = ops.astype(mask, a.dtype)
+    strides = ops.strides(y)
+    for g in _groups(strides, a):
+        dst, m = select(out, cax, g), select(mask, cax, g)
+        now = ops.view(y, group_view(strides, a.shape, ax, cax, g, 0, width))
+        if g.fraction == 0:
+            write(ops, dst, now, m)
             continue
-        lib.multiply(_take(yc, ax, n, n + width), 1 - f, out=dst)
-        lib.add(dst, _take(yc, ax, n + 1, n + 1 + width) * f, out=dst)
-        if mc is not None:
-            lib.multiply(dst, mc, out=dst)
+        after = ops.view(y, group_view(strides, a.shape, ax, cax, g, 1, width))
+        if now.dtype != a.dtype:
+            now, after = ops.astype(now, a.dtype), ops.astype(after, a.dtype)
+        ops.lerp(now, after, g.fraction, dst)
+        if m is not None:
+            ops.lib.multiply(dst, m, out=dst)
     return out

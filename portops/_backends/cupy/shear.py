@@ -11,6 +11,8 @@ from ..._ops.shear import ShearArgs
 from ..._shear import strided
 from ...extend import Priority
 
+_OPS = strided.numpy_like(cupy)
+
 
 def _empty(shape: list[int], dtype: Any) -> Any:
     return cupy.empty(shape, dtype=dtype)
@@ -18,12 +20,12 @@ def _empty(shape: list[int], dtype: Any) -> Any:
 
 def shear(a: ShearArgs) -> Any:
     """Gaps zeroed through strided views, then ``x`` copied into the windows' view."""
-    return strided.shear(cupy, _empty, a)
+    return strided.shear(_OPS, _empty, a)
 
 
 def unshear(a: ShearArgs) -> Any:
     """One copy of the strided view of every window of ``y`` (mask fused)."""
-    return strided.unshear(cupy, _empty, a)
+    return strided.unshear(_OPS, _empty, a)
 
 
 _SUMMARY = "cupy strided views and copies (as_strided), mask fused"

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from ... import _buffers as buffers
 from ... import _threads, extend
 from ..._ops.shear import ShearArgs
 from ..._shear import blocked
@@ -26,21 +25,16 @@ from .shift_sum import run_units
 __all__ = ["runner", "threads"]
 
 
-def _moved(a: ShearArgs) -> int:
-    """Bytes a call moves: its input read, its result written (of any library)."""
-    item = int(a.dtype.itemsize)
-    return (math.prod(a.array.shape) + math.prod(a.shape)) * item
-
-
 def threads(a: ShearArgs) -> int:
-    """Threads a call uses: one per ``thread_grain`` bytes moved."""
-    return _threads.workers(_moved(a), NUMPY["thread_grain"])
+    """Threads a call uses: one per ``thread_grain`` bytes moved (its input read, its
+    result written)."""
+    moved = (math.prod(a.array.shape) + math.prod(a.shape)) * int(a.dtype.itemsize)
+    return _threads.workers(moved, NUMPY["thread_grain"])
 
 
-def runner(nbytes: int) -> blocked.Run:
-    """Spread blocks over portops' threads, one per ``thread_grain`` of `nbytes` moved."""
-    workers = _threads.workers(nbytes, NUMPY["thread_grain"])
-    return functools.partial(run_units, workers=workers)
+def runner(a: ShearArgs) -> blocked.Run:
+    """Spread blocks over :func:`threads` of portops' threads."""
+    return functools.partial(run_units, workers=threads(a))
 
 
 def _plan(kernel: Any, a: ShearArgs) -> Any:
@@ -52,48 +46,38 @@ def _plan(kernel: Any, a: ShearArgs) -> Any:
         if m is not None:  # cast from bool and reshaped, as validation did
             m = m.astype(dtype, copy=False).reshape(shape)
         b = template._replace(array=np.asarray(arr), mask=m)
-        out: np.ndarray = kernel(np, buffers.empty, b, runner(_moved(b)))
+        out: np.ndarray = kernel(b, runner(b))
         return out
 
     return run
 
 
-_SHEAR = Strategies(
-    [
-        Strategy(
-            "blocked",
-            "cache-sized blocks: zeroed, windows copied in (mask fused), over threads",
-            lambda a: _plan(blocked.shear, a),
-            threads=threads,
-        )
-    ],
-    choose=lambda a: ("blocked", "each block of the cube written while in the cache"),
-)
-_UNSHEAR = Strategies(
-    [
-        Strategy(
-            "blocked",
-            "cache-sized blocks, each one strided copy per channel group, over threads",
-            lambda a: _plan(blocked.unshear, a),
-            threads=threads,
-        )
-    ],
-    choose=lambda a: ("blocked", "each block of x copied from its windows' strided view"),
-)
+def _choice(why: str, a: ShearArgs) -> tuple[str, str]:
+    return "blocked", why
 
-extend.register(
-    "shear",
-    "numpy_blocked",
-    libraries=["numpy"],
-    priority=Priority.SPECIALIZED,
-    summary="cache-sized blocks: zeroed, windows copied in (mask fused), over threads",
-    strategies=_SHEAR,
-)
-extend.register(
-    "unshear",
-    "numpy_blocked",
-    libraries=["numpy"],
-    priority=Priority.SPECIALIZED,
-    summary="cache-sized blocks, each one strided copy per channel group, over threads",
-    strategies=_UNSHEAR,
-)
+
+for _op, _kernel, _summary, _why in (
+    (
+        "shear",
+        blocked.shear,
+        "cache-sized blocks: zeroed, windows copied in (mask fused), over threads",
+        "each block of the cube written while in the cache",
+    ),
+    (
+        "unshear",
+        blocked.unshear,
+        "cache-sized blocks, each one strided copy per channel group, over threads",
+        "each block of x copied from its windows' strided view",
+    ),
+):
+    extend.register(
+        _op,
+        "numpy_blocked",
+        libraries=["numpy"],
+        priority=Priority.SPECIALIZED,
+        summary=_summary,
+        strategies=Strategies(
+            [Strategy("blocked", _summary, functools.partial(_plan, _kernel), threads=threads)],
+            choose=functools.partial(_choice, _why),
+        ),
+    )
