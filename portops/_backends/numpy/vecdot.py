@@ -31,27 +31,21 @@ def _unit(x: np.ndarray, axis: int) -> bool:
     return x.shape[axis] <= 1 or x.strides[axis] == x.itemsize
 
 
-def _aligned(x1: np.ndarray, x2: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+def _aligned(x1: np.ndarray, x2: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
     """Both inputs with the same number of dims and the contracted axis last."""
     ndim = max(x1.ndim, x2.ndim)
-    x1 = np.moveaxis(x1.reshape((1,) * (ndim - x1.ndim) + x1.shape), axis, -1)
-    x2 = np.moveaxis(x2.reshape((1,) * (ndim - x2.ndim) + x2.shape), axis, -1)
-    return x1, x2
+    return tuple(
+        np.moveaxis(x.reshape((1,) * (ndim - x.ndim) + x.shape), axis, -1) for x in (x1, x2)
+    )
 
 
 def _outer_dims(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[list[int], ...] | None:
     """Batch dims of aligned shapes as (both, x1 only, x2 only); None unless each input
     has a dimension of length > 1 that the other broadcasts (then one GEMM does it)."""
-    both: list[int] = []
-    only1: list[int] = []
-    only2: list[int] = []
-    for i, (a, b) in enumerate(zip(s1[:-1], s2[:-1], strict=True)):
-        if a > 1 and b > 1:
-            both.append(i)
-        elif a > 1:
-            only1.append(i)
-        elif b > 1:
-            only2.append(i)
+    pairs = list(enumerate(zip(s1[:-1], s2[:-1], strict=True)))
+    both = [i for i, (a, b) in pairs if a > 1 and b > 1]
+    only1 = [i for i, (a, b) in pairs if a > 1 >= b]
+    only2 = [i for i, (a, b) in pairs if b > 1 >= a]
     return (both, only1, only2) if only1 and only2 else None
 
 
@@ -89,10 +83,7 @@ def choose(x1: np.ndarray, x2: np.ndarray, axis: int) -> tuple[str, str]:
     if n * x1.itemsize <= NUMPY["column_bytes"] and x1.ndim == 2 and x1.shape == x2.shape:
         fits = x1.nbytes + x2.nbytes < _machine.current().cache // 2
         if axis == -1 and (n <= 2 or fits):
-            return "columns", (
-                f"rows of at most {NUMPY['column_bytes']} bytes: one pass per column "
-                "(two at most once the inputs leave half the cache)"
-            )
+            return "columns", f"rows of {NUMPY['column_bytes']} bytes or less: by column"
     return "einsum", f"short vectors (< {NUMPY['vecdot_short']}): einsum's loop, no restarts"
 
 

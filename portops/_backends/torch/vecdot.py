@@ -1,13 +1,9 @@
-"""vecdot on torch CPU tensors.
+"""vecdot on torch CPU tensors (CUDA ones: ``vecdot_cuda.py``).
 
 ``torch.linalg.vecdot`` (like ``(a*b).sum(-1)``) writes the whole product and reads it
 back: three times the bytes of one fused pass. Calls that need nothing but the result
-read less: ``numpy`` runs NumPy's strategies on zero-copy views, ``row_dots`` one BLAS
-dot per long contiguous vector on torch's threads, ``columns`` one streaming pass per
-column of short strided vectors, ``mv`` torch's GEMV for one vector against many.
-Calls that need gradients, forward-mode AD, ``torch.func`` or ``torch.compile`` take
-``native`` (or ``mv``): torch's differentiable calls, at every size. CUDA tensors:
-``vecdot_cuda.py``.
+read less (see the strategies' summaries); calls that need gradients, forward-mode AD,
+``torch.func`` or ``torch.compile`` take ``native`` or ``mv``: torch's own calls.
 """
 
 from __future__ import annotations
@@ -30,14 +26,11 @@ __all__ = ["STRATEGIES", "choose", "mul_sum"]
 
 Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-_NUMPY_DTYPES = frozenset(
-    {torch.float32, torch.float64, torch.complex64, torch.complex128}
-    | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
-)
 _REAL = frozenset({torch.float32, torch.float64})
-_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 # torch.linalg.vecdot keeps these dtypes; others are summed in the accumulation dtype.
-_LINALG = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
+_LINALG = _REAL | {torch.complex64, torch.complex128}
+_NUMPY_DTYPES = _LINALG | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
+_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 
 # The backward of embedding_bag's per-sample weights, out[i] = dot(grad[bag[i]],
@@ -192,48 +185,43 @@ def _columns_applies(a: VecdotArgs) -> str | None:
     return _real(a)
 
 
-def _torch_threads(a: VecdotArgs) -> int:
-    return int(torch.get_num_threads())
+def _threaded(
+    name: str, summary: str, plan: Callable[[VecdotArgs], Run], applies: Any, features: Any
+) -> Strategy:
+    """A strategy that runs on torch's threads."""
+    return Strategy(name, summary, plan, features, lambda a: torch.get_num_threads(), applies)
 
 
 STRATEGIES = Strategies(
     [
-        Strategy(
+        _threaded(
             "native",
             "torch.linalg.vecdot (half precision and unsigned: product and sum in a wider "
             "dtype): every autograd feature",
             _plan_native,
+            None,
             FEATURES,
-            _torch_threads,
         ),
-        Strategy(
-            "mv",
-            "one vector against many: torch's GEMV",
-            _plan_mv,
-            FEATURES,
-            _torch_threads,
-            _mv_applies,
-        ),
+        _threaded("mv", "one vector against many: torch's GEMV", _plan_mv, _mv_applies, FEATURES),
         Strategy(
             "numpy",
             "NumPy's fused loops (or BLAS) on zero-copy views: each input read once",
             _plan_numpy,
             applies=_numpy_applies,
         ),
-        Strategy(
+        _threaded(
             "row_dots",
             "one BLAS dot per long contiguous vector, on torch's threads",
             _plan_row_dots,
-            threads=_torch_threads,
-            applies=_row_dots_applies,
+            _row_dots_applies,
+            frozenset(),
         ),
-        Strategy(
+        _threaded(
             "columns",
             "short vectors along a strided axis: one streaming pass per column",
             _plan_columns,
-            FEATURES,
-            _torch_threads,
             _columns_applies,
+            FEATURES,
         ),
     ],
     choose=lambda a: choose(a),
