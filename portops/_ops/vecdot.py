@@ -35,8 +35,8 @@ class VecdotArgs(NamedTuple):
 
     @classmethod
     def make(cls, x1: Any, x2: Any, axis: int, keepdims: bool, xp: Any) -> VecdotArgs:
-        """The record of a call whose axis is checked, with its result's dtype, shape
-        (a ValueError where the shapes do not broadcast) and accumulation dtype."""
+        """The record of a call with a checked axis (a ValueError where x1 and x2 do not
+        broadcast)."""
         dtype = x1.dtype if x1.dtype == x2.dtype else xp.result_type(x1.dtype, x2.dtype)
         shape = list(_broadcast(tuple(x1.shape), tuple(x2.shape)))
         if keepdims:

@@ -2,7 +2,7 @@
 (``columns``: in Fortran order, one pass per column of short rows) or BLAS (``matvec``:
 one vector against many; ``gemm``: outer-product broadcasting). :func:`choose` picks by
 how many vectors there are, how long and how strided; the torch CPU specialisation runs
-the same choice on zero-copy views (:func:`choose_and_plan`).
+the same choice on zero-copy views (:func:`plan`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from typing import Any
 import numpy as np
 
 from ... import _machine, extend
-from ..._ops.vecdot import VecdotArgs
 from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
 from .c_loops import c_einsum
 
-__all__ = ["choose", "choose_and_plan"]
+__all__ = ["choose", "plan"]
 
 _EQUATION = "...i,...i->..."
 Run = Callable[[np.ndarray, np.ndarray], Any]
@@ -165,13 +164,11 @@ def _plan_gemm(x1: np.ndarray, x2: np.ndarray, axis: int, shape: tuple[int, ...]
     return run
 
 
-def choose_and_plan(
-    x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool, name: str | None = None
-) -> tuple[str, str, Run]:
-    """(strategy, rule, plan) for NumPy operands of this signature; `name` forces a
-    strategy. The plan returns an ndarray of the call's result shape, and is one NumPy
-    call where that needs nothing around it (a tiny call is mostly its Python)."""
-    strategy, reason = choose(x1, x2, axis) if name is None else (name, "forced")
+def plan(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool, name: str = "") -> Run:
+    """The plan of strategy `name` (default: the one :func:`choose` picks) for operands
+    of this signature. It returns an ndarray of the call's result shape, and is one
+    NumPy call where that needs nothing around it (a tiny call is mostly its Python)."""
+    strategy = name or choose(x1, x2, axis)[0]
     out = list(np.broadcast_shapes(x1.shape, x2.shape))
     if keepdims:
         out[axis] = 1
@@ -181,24 +178,24 @@ def choose_and_plan(
     plain = axis == -1 and not keepdims and len(shape) > 0  # NumPy's result as it is
     if strategy == "vecdot":
         if plain:
-            return strategy, reason, np.vecdot
-        plan: Run = lambda x1, x2: _shaped(np.vecdot(x1, x2, axis=axis), shape)  # type: ignore[call-overload]  # noqa: E731
-    elif strategy in ("einsum", "columns"):
-        plan = _plan_einsum(x1, x2, axis, shape, "F" if strategy == "columns" else "K", plain)
-    elif strategy == "matvec":
-        plan = _plan_matvec(x1, x2, axis, shape)
-    elif strategy == "gemm":
-        plan = _plan_gemm(x1, x2, axis, shape)
-    else:
-        raise ValueError(f"no NumPy vecdot strategy {strategy!r}")
-    return strategy, reason, plan
+            return np.vecdot
+        return lambda x1, x2: _shaped(np.vecdot(x1, x2, axis=axis), shape)  # type: ignore[call-overload]
+    if strategy in ("einsum", "columns"):
+        return _plan_einsum(x1, x2, axis, shape, "F" if strategy == "columns" else "K", plain)
+    if strategy == "matvec":
+        return _plan_matvec(x1, x2, axis, shape)
+    if strategy == "gemm":
+        return _plan_gemm(x1, x2, axis, shape)
+    raise ValueError(f"no NumPy vecdot strategy {strategy!r}")
 
 
 def _strategy(name: str, summary: str) -> Strategy:
-    def plan(a: VecdotArgs) -> Run:
-        return choose_and_plan(a.x1, a.x2, a.axis, a.keepdims, name)[2]
-
-    return Strategy(name, summary, plan, applies=lambda a: applies(name, a.x1, a.x2, a.axis))
+    return Strategy(
+        name,
+        summary,
+        lambda a: plan(a.x1, a.x2, a.axis, a.keepdims, name),
+        applies=lambda a: applies(name, a.x1, a.x2, a.axis),
+    )
 
 
 STRATEGIES = Strategies(

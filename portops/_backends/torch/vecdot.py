@@ -91,7 +91,7 @@ def _plan_numpy(a: VecdotArgs) -> Run:
     cast1, cast2 = a.x1.dtype is not dtype, a.x2.dtype is not dtype
     v1 = numpy_view(a.x1.to(dtype) if cast1 else a.x1)
     v2 = numpy_view(a.x2.to(dtype) if cast2 else a.x2)
-    run = numpy_vecdot.choose_and_plan(v1, v2, a.axis, a.keepdims)[2]
+    run = numpy_vecdot.plan(v1, v2, a.axis, a.keepdims)
 
     def via_numpy(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         if cast1:
@@ -139,16 +139,11 @@ def _real(a: VecdotArgs) -> str | None:
     return None
 
 
-def _one_vector(x1: torch.Tensor, x2: torch.Tensor) -> bool:
-    """One input a 1-d vector along the last axis, the other a matrix or stack of them."""
-    if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
-        return False
-    many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
-    return one.shape[0] >= 2 and many.shape[-1] == one.shape[0]
-
-
 def _mv_applies(a: VecdotArgs) -> str | None:
-    if a.axis != -1 or a.keepdims or not _one_vector(a.x1, a.x2):
+    """One input a 1-d vector along the last axis, the other a matrix or stack of them."""
+    x1, x2 = a.x1, a.x2
+    many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
+    if a.axis != -1 or a.keepdims or one.ndim != 1 or many.ndim == 1 or one.shape[0] < 2:
         return "not a 1-d vector against a matrix along the last axis"
     return _real(a)
 
@@ -159,22 +154,16 @@ def _numpy_applies(a: VecdotArgs) -> str | None:
     return None
 
 
-def _merges(t: torch.Tensor) -> bool:
-    """Whether `t`'s leading dimensions merge into rows (a view)."""
-    try:
-        t.view(-1, t.shape[-1])
-    except RuntimeError:
-        return False
-    return True
-
-
 def _row_dots_applies(a: VecdotArgs) -> str | None:
     if _ROW_DOTS is None:
         return "this torch has no per-sample-weights backward of embedding_bag"
     x1, x2 = a.x1, a.x2
     if a.axis != -1 or x1.shape != x2.shape or x1.stride(-1) != 1 or x2.stride(-1) != 1:
         return "needs equal shapes contiguous along the last axis"
-    if not (_merges(x1) and _merges(x2)):
+    try:
+        for x in (x1, x2):
+            x.view(-1, x.shape[-1])
+    except RuntimeError:
         return "the leading dimensions do not merge into rows"
     return _real(a)
 
@@ -232,8 +221,7 @@ STRATEGIES = Strategies(
 def choose(a: VecdotArgs) -> tuple[str, str]:
     """(strategy, rule) for a call on CPU tensors."""
     x1, x2, axis = a.x1, a.x2, a.axis
-    real = _real(a) is None
-    if real and axis == -1 and not a.keepdims and _one_vector(x1, x2):
+    if _mv_applies(a) is None:
         return "mv", "one vector against many: torch's GEMV"
     if STRATEGIES.needs(a):
         return "native", "the call needs autograd, torch.func or compile: torch's own calls"
@@ -251,19 +239,14 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
     # cache's speed), in at least two of the operator's tasks, on two threads or more.
     long_rows = n * item >= TORCH["row_dots_bytes"] and size >= 2 * _GRAIN * n
     if long_rows and nbytes >= m.l2 and threads >= 2 and _row_dots_applies(a) is None:
-        return "row_dots", (
-            f"contiguous vectors of {TORCH['row_dots_bytes']}+ bytes past one core's "
-            "L2: one BLAS dot each, on torch's threads"
-        )
-    if real and x1.shape == x2.shape and n <= NUMPY["vecdot_short"]:
+        return "row_dots", "long contiguous vectors past one core's L2: a BLAS dot each"
+    if _real(a) is None and x1.shape == x2.shape and n <= NUMPY["vecdot_short"]:
         c1, c2 = x1.select(axis, 0), x2.select(axis, 0)
         if c1.numel() * item >= m.l2 and c1.is_contiguous() and c2.is_contiguous():
             return "columns", "short vectors along a strided axis, columns past L2: by column"
     cores_l2 = m.l2 * m.cores
     if threads >= TORCH["native_threads"] and nbytes >= cores_l2:
-        return "native", (
-            f"{threads} torch threads move its 3x traffic faster than NumPy's single pass"
-        )
+        return "native", f"{threads} threads move torch's 3x traffic faster than NumPy's one"
     kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
     if kernel == "einsum" and size // max(n, 1) < NUMPY["vecdot_few"]:
         return "native", "few strided vectors: einsum's loop across them would be short"
