@@ -181,6 +181,13 @@ def test_mixed_dtypes_promote(backend: Backend, impl: str) -> None:
     assert_matches(backend, got, reference(a, b), dtype=np.float64)
 
 
+@pytest.mark.parametrize("other", [np.float64, np.complex64], ids=str)
+def test_half_with_a_wider_dtype(backend: Backend, impl: str, other) -> None:
+    a, b = random((40, 3), np.float16, 1), random((40, 3), other, 2)
+    got = run(backend, impl, make(backend, a), make(backend, b))
+    assert_matches(backend, got, reference(a, b), dtype=np.result_type(a, b))
+
+
 def test_complex_conjugates_first_argument(backend: Backend, impl: str) -> None:
     a = np.array([[1j, 2.0, 0.0], [1.0, 1.0, 1j]])
     b = np.array([[1j, 1.0, 5.0], [1j, 1j, 1j]])

@@ -31,7 +31,7 @@ GRAD_CASES = [
 ]
 
 
-@pytest.fixture(params=["auto", "native", "bmm", "columns", "mv"])
+@pytest.fixture(params=["auto", "native", "columns", "mv"])
 def grad_path(request):
     """Every torch CPU strategy that keeps gradients, forced (those that do not apply to
     a case skip it), and the dispatcher's choice."""

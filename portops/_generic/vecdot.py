@@ -12,15 +12,14 @@ from ..extend import Priority
 
 def vecdot(a: VecdotArgs) -> Any:
     """``sum(conj(x1) * x2)`` in float32 or wider, cast to ``result_type(x1, x2)``."""
-    x1, x2, axis, keepdims, xp = a[:5]
-    dtype, acc = a.dtype, a.acc_dtype
-    x1 = xp.astype(x1, acc, copy=False)
-    x2 = xp.astype(x2, acc, copy=False)
+    xp, acc = a.xp, a.acc_dtype
+    x1 = xp.astype(a.x1, acc, copy=False)
+    x2 = xp.astype(a.x2, acc, copy=False)
     if xp.isdtype(acc, "complex floating"):
         x1 = xp.conj(x1)
     # dtype= keeps small integers from being promoted to the default integer dtype.
-    total = xp.sum(x1 * x2, axis=axis, keepdims=keepdims, dtype=acc)
-    return xp.astype(total, dtype, copy=False)
+    total = xp.sum(x1 * x2, axis=a.axis, keepdims=a.keepdims, dtype=acc)
+    return xp.astype(total, a.dtype, copy=False)
 
 
 extend.register(

@@ -1,28 +1,13 @@
-"""The batched inner product: one dot product per vector along an axis.
-
-Validation happens here, once; implementations receive a :class:`VecdotArgs` whose
-axis is negative (counted from the end of the broadcast shape), whose contracted
-lengths agree and whose other dimensions broadcast.
-"""
+"""The batched inner product: one dot product per vector along an axis. Validation
+happens here, once; implementations receive a checked :class:`VecdotArgs`."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from .. import _dispatch
 from .. import _validate as check
-from .._arrays import (
-    DASK,
-    NUMPY,
-    TORCH,
-    as_dask_operands,
-    check_not_refused,
-    inspect_arrays,
-    library_of,
-    namespace_of,
-)
+from .._arrays import DASK, as_dask_operands, inspect_arrays
 from .._dtypes import accumulation_dtype
 from .._plans import PlanCache
 from .._plans import key as _key
@@ -50,8 +35,8 @@ class VecdotArgs(NamedTuple):
 
     @classmethod
     def make(cls, x1: Any, x2: Any, axis: int, keepdims: bool, xp: Any) -> VecdotArgs:
-        """The record of a call whose arguments are already checked, with its result's
-        dtype, shape and accumulation dtype computed."""
+        """The record of a call with a checked axis (a ValueError where x1 and x2 do not
+        broadcast)."""
         dtype = x1.dtype if x1.dtype == x2.dtype else xp.result_type(x1.dtype, x2.dtype)
         shape = list(_broadcast(tuple(x1.shape), tuple(x2.shape)))
         if keepdims:
@@ -60,6 +45,24 @@ class VecdotArgs(NamedTuple):
             del shape[axis]
         acc = accumulation_dtype(xp, dtype)
         return cls(x1, x2, axis, keepdims, xp, dtype, tuple(shape), acc)
+
+
+def _known(n: Any) -> bool:
+    return isinstance(n, int)  # dask arrays of unknown size have nan (or None) lengths
+
+
+def _broadcast(s1: tuple[Any, ...], s2: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The broadcast of two shapes; Dask's unknown sizes (NaN or None) yield to a known
+    size other than 1."""
+    if s1 == s2:
+        return s1
+    n = max(len(s1), len(s2))
+    out = []
+    for a, b in zip((1,) * (n - len(s1)) + s1, (1,) * (n - len(s2)) + s2, strict=True):
+        if a != b and a != 1 and b != 1 and _known(a) and _known(b):
+            raise ValueError(f"x1 of shape {s1} and x2 of shape {s2} do not broadcast")
+        out.append(b if a == 1 or (not _known(a) and _known(b) and b != 1) else a)
+    return tuple(out)
 
 
 def _normalize_axis(axis: Any, n1: int, n2: int) -> int:
@@ -79,47 +82,12 @@ def _normalize_axis(axis: Any, n1: int, n2: int) -> int:
     return ax
 
 
-def _known(n: Any) -> bool:
-    return isinstance(n, int)  # dask arrays of unknown size have nan (or None) lengths
-
-
-def _check_shapes(s1: tuple[Any, ...], s2: tuple[Any, ...], axis: int, axis_arg: Any) -> None:
-    k1, k2 = s1[axis], s2[axis]
-    if k1 != k2 and _known(k1) and _known(k2):
-        raise ValueError(
-            f"x1 and x2 must have the same length along axis {axis_arg}, got {k1} and {k2} "
-            f"(shapes {s1} and {s2})"
-        )
-    for i in range(-1, -min(len(s1), len(s2)) - 1, -1):
-        a, b = s1[i], s2[i]
-        if a != b and a != 1 and b != 1 and _known(a) and _known(b):
-            raise ValueError(f"x1 of shape {s1} and x2 of shape {s2} do not broadcast")
-
-
-def _inspect(x1: Any, x2: Any) -> tuple[str, str, Any]:
-    """(library, device kind, namespace), with a shortcut for NumPy and torch CPU pairs."""
-    library = library_of(x1)
-    if type(x2) is type(x1):
-        if library == NUMPY:
-            if type(x1) is not np.ndarray:
-                check_not_refused(x1, "x1")
-                check_not_refused(x2, "x2")
-            return library, "cpu", namespace_of(x1)
-        if library == TORCH:
-            if x1.is_cpu and x2.is_cpu:  # cheaper than comparing torch.device objects
-                return library, "cpu", namespace_of(x1)
-            device = x1.device
-            if device == x2.device:
-                return library, device.type, namespace_of(x1)
-    lib = inspect_arrays(("x1", "x2"), (x1, x2))
-    return lib.library, lib.device, lib.xp
-
-
 def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> _dispatch.Call:
     if x1 is None or x2 is None:
         raise TypeError(f"{'x1' if x1 is None else 'x2'} must be an array, got None")
-    library, device, xp = _inspect(x1, x2)
-    if library == DASK:  # NumPy/CuPy operands beside Dask ones are wrapped, as Dask does
+    lib = inspect_arrays(("x1", "x2"), (x1, x2))
+    xp = lib.xp
+    if lib.library == DASK:  # NumPy/CuPy operands beside Dask ones are wrapped, as Dask does
         x1, x2 = as_dask_operands((x1, x2))
     s1, s2 = tuple(x1.shape), tuple(x2.shape)
     n1, n2 = len(s1), len(s2)
@@ -138,31 +106,21 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
             "this library's type promotion; cast one of them"
         ) from None
     ax = -1 if type(axis) is int and axis == -1 else _normalize_axis(axis, n1, n2)
-    if s1 != s2:
-        _check_shapes(s1, s2, ax, axis)
+    k1, k2 = s1[ax], s2[ax]
+    if k1 != k2 and _known(k1) and _known(k2):
+        raise ValueError(
+            f"x1 and x2 must have the same length along axis {axis}, got {k1} and {k2} "
+            f"(shapes {s1} and {s2})"
+        )
     args = VecdotArgs.make(x1, x2, ax, check.flag(keepdims, "keepdims"), xp)
     if s1 != s2:  # broadcasting can make a result far larger than the inputs
         size = getattr(args.dtype, "itemsize", 8)
-        check.check_fits(args.shape, size, "x1 and x2 broadcast together", library)
-    return _dispatch.Call(library, device, args)
-
-
-def _broadcast(s1: tuple[Any, ...], s2: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The broadcast of two shapes that :func:`_check_shapes` accepted. Dask sizes may
-    be unknown (NaN or None): a known size other than 1 wins over them."""
-    if s1 == s2:
-        return s1
-    n = max(len(s1), len(s2))
-    out = []
-    for a, b in zip((1,) * (n - len(s1)) + s1, (1,) * (n - len(s2)) + s2, strict=True):
-        take_b = a == 1 or (not _known(a) and _known(b) and b != 1)
-        out.append(b if take_b else a)
-    return tuple(out)
+        check.check_fits(args.shape, size, "x1 and x2 broadcast together", lib.library)
+    return _dispatch.Call(lib.library, lib.device, args)
 
 
 _dispatch.define_operation("vecdot", _prepare, lambda a: (a.x1, a.x2))
 
-# Plans of repeated calls (portops._plans): a plan takes the raw (x1, x2).
 PLANS = PlanCache("vecdot")
 _lookup = PLANS._plans.get
 _preferences = _dispatch.current_preferences

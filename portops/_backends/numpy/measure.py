@@ -1,13 +1,12 @@
-"""Measurements of the NumPy tuning parameters on this machine, for :func:`portops.tune`.
-
-Each takes a second or two: best-of timings of small, cache-resident workloads, so
-that another process's load moves them little.
-"""
+"""Measurements of the NumPy tuning parameters on this machine, for :func:`portops.tune`:
+best-of timings of small, cache-resident workloads (a second or two each), which
+another process's load moves little."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -36,9 +35,7 @@ def vecdot_short() -> int:
     for n in (4, 8, 16, 32, 64, 128):
         a = rng.standard_normal((1 << 16) // n * 2, dtype=np.float32).reshape(-1, n)
         b = rng.standard_normal(a.shape, dtype=np.float32)
-        t_vecdot = _best(lambda a=a, b=b: np.vecdot(a, b))
-        t_einsum = _best(lambda a=a, b=b: c_einsum("...i,...i->...", a, b))
-        if t_vecdot <= t_einsum:
+        if _best(partial(np.vecdot, a, b)) <= _best(partial(c_einsum, "...i,...i->...", a, b)):
             return n
     return 128
 
@@ -50,6 +47,11 @@ def einsum_loop_flops() -> int:
     a = np.ones((256, 256), dtype=np.float32)
     per_product = _best(lambda: c_einsum("ij,ij->i", a, a)) / a.size
     return max(100, int(round(call / per_product, -1)))
+
+
+def _copy(src: np.ndarray, dst: np.ndarray, todo: Any) -> None:
+    for s in todo:
+        np.copyto(dst[s], src[s])
 
 
 def thread_grain() -> int:
@@ -66,13 +68,9 @@ def thread_grain() -> int:
         dst = np.empty_like(src)
         chunk = max(1, n // 16)
         units = [slice(i, i + chunk) for i in range(0, n, chunk)]
-
-        def work(todo: Any, src: np.ndarray = src, dst: np.ndarray = dst) -> None:
-            for s in todo:
-                np.copyto(dst[s], src[s])
-
-        one = _best(lambda units=units, work=work: run_units(units, work, 1), number=3)
-        two = _best(lambda units=units, work=work: run_units(units, work, 2), number=3)
+        work = partial(_copy, src, dst)
+        one = _best(partial(run_units, units, work, 1), number=3)
+        two = _best(partial(run_units, units, work, 2), number=3)
         if two * 1.1 <= one:
             return (mb << 20) // 2
     return 32 << 20

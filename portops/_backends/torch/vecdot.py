@@ -1,26 +1,16 @@
-"""vecdot on torch CPU tensors.
+"""vecdot on torch CPU tensors (CUDA ones: ``vecdot_cuda.py``).
 
 ``torch.linalg.vecdot`` (like ``(a*b).sum(-1)``) writes the whole product and reads it
-back: three times the bytes of one fused pass. torch has no fused loop of its own, so
-for calls that need nothing but the result, the strategies below read less:
-
-- ``numpy``: NumPy's strategies (np.vecdot, einsum's loop, BLAS) on zero-copy views;
-- ``row_dots``: one BLAS dot per vector on torch's threads, for long contiguous vectors
-  (``row_dots.py``; a private operator, used only where the installed torch has it);
-- ``bmm``: one batched matrix product for short contiguous vectors past the caches;
-- ``columns``: short vectors along a strided axis, one streaming pass per column;
-- ``mv``: one vector against many, torch's GEMV.
-
-A call that needs gradients, forward-mode AD, a ``torch.func`` transform or
-``torch.compile`` takes ``native`` (or ``mv``): torch's own differentiable calls, at
-every size, so every feature works the same whatever the shape.
-
-CUDA tensors: ``vecdot_cuda.py``.
+back: three times the bytes of one fused pass. Calls that need nothing but the result
+read less (see the strategies' summaries); calls that need gradients, forward-mode AD,
+``torch.func`` or ``torch.compile`` take ``native`` or ``mv``: torch's own calls.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -30,25 +20,28 @@ from ..._strategy import FEATURES, Strategies, Strategy
 from ..._tables import NUMPY, TORCH
 from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
-from . import row_dots
 from .views import numpy_view
+
+__all__ = ["STRATEGIES", "choose", "mul_sum"]
 
 Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-_NUMPY_DTYPES = frozenset(
-    {torch.float32, torch.float64, torch.complex64, torch.complex128}
-    | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
-)
 _REAL = frozenset({torch.float32, torch.float64})
-_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 # torch.linalg.vecdot keeps these dtypes; others are summed in the accumulation dtype.
-_LINALG = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
+_LINALG = _REAL | {torch.complex64, torch.complex128}
+_NUMPY_DTYPES = _LINALG | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
+_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 
-
-def result_dtype(x1: torch.Tensor, x2: torch.Tensor) -> torch.dtype:
-    d1, d2 = x1.dtype, x2.dtype
-    return d1 if d1 is d2 else torch.promote_types(d1, d2)
+# The backward of embedding_bag's per-sample weights, out[i] = dot(grad[bag[i]],
+# weight[index[i]]), with the identity as indices: one BLAS dot per row, the rows split
+# over torch's threads, each input read once. A private operator without a derivative:
+# offered only where the installed torch has it, and to calls that need no gradient.
+try:
+    _ROW_DOTS: Any = torch.ops.aten._embedding_bag_per_sample_weights_backward.default
+except (AttributeError, RuntimeError):
+    _ROW_DOTS = None
+_GRAIN = 64  # the operator's rows per task (ATen's grain): fewer than two run on one thread
 
 
 def mul_sum(
@@ -77,7 +70,7 @@ def _plan_native(a: VecdotArgs) -> Run:
             return torch.linalg.vecdot  # type: ignore[no-any-return]
 
         def linalg(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-            r = torch.linalg.vecdot(x1, x2, dim=axis)
+            r: torch.Tensor = torch.linalg.vecdot(x1, x2, dim=axis)
             return r.unsqueeze(axis) if keepdims else r
 
         return linalg
@@ -85,7 +78,7 @@ def _plan_native(a: VecdotArgs) -> Run:
 
 
 def _plan_mv(a: VecdotArgs) -> Run:
-    """A single vector (1-d) against a matrix or a stack of them (real dtypes)."""
+    """A single vector (1-d) against a matrix or a stack of them."""
     first_is_many = a.x2.ndim == 1
     if max(a.x1.ndim, a.x2.ndim) == 2:
         return torch.mv if first_is_many else lambda x1, x2: torch.mv(x2, x1)
@@ -94,12 +87,11 @@ def _plan_mv(a: VecdotArgs) -> Run:
 
 def _plan_numpy(a: VecdotArgs) -> Run:
     """NumPy's choice of strategy on zero-copy views; the result wraps NumPy's array."""
-    x1, x2, axis, keepdims = a.x1, a.x2, a.axis, a.keepdims
     dtype = a.dtype
-    cast1, cast2 = x1.dtype is not dtype, x2.dtype is not dtype
-    v1 = numpy_view(x1.to(dtype) if cast1 else x1)
-    v2 = numpy_view(x2.to(dtype) if cast2 else x2)
-    _, _, run = numpy_vecdot.choose_and_plan(v1, v2, axis, keepdims)
+    cast1, cast2 = a.x1.dtype is not dtype, a.x2.dtype is not dtype
+    v1 = numpy_view(a.x1.to(dtype) if cast1 else a.x1)
+    v2 = numpy_view(a.x2.to(dtype) if cast2 else a.x2)
+    run = numpy_vecdot.plan(v1, v2, a.axis, a.keepdims)
 
     def via_numpy(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         if cast1:
@@ -111,58 +103,19 @@ def _plan_numpy(a: VecdotArgs) -> Run:
     return via_numpy
 
 
-def _plan_bmm(a: VecdotArgs) -> Run:
-    """Vectors along the last axis as one batched product of (1, n) and (n, 1)."""
-    keepdims = a.keepdims
+def _plan_row_dots(a: VecdotArgs) -> Run:
+    """One BLAS dot per row; the identity index (4 bytes a row) is built once."""
+    shape = a.x1.shape
+    n, rows = shape[-1], math.prod(shape[:-1])
+    index = torch.arange(rows, dtype=torch.int32 if rows < 2**31 else torch.int64)
+    out_shape = (*shape[:-1], 1) if a.keepdims else shape[:-1]
+    op = _ROW_DOTS
 
-    def bmm(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        r = torch.matmul(x1.unsqueeze(-2), x2.unsqueeze(-1))[..., 0]
-        return r if keepdims else r[..., 0]
+    def row_dots(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        r: torch.Tensor = op(x1.view(rows, n), x2.view(rows, n), index, index, index, 0)
+        return r.view(out_shape)  # 0: embedding_bag's mode "sum"
 
-    return bmm
-
-
-def _same_dtype(a: VecdotArgs, dtypes: frozenset[torch.dtype]) -> str | None:
-    if a.x1.dtype is not a.x2.dtype or a.x1.dtype not in dtypes:
-        return f"needs one dtype of {', '.join(sorted(str(d) for d in dtypes))}"
-    return None
-
-
-def _mv_applies(a: VecdotArgs) -> str | None:
-    if a.axis != -1 or a.keepdims or not _one_vector(a.x1, a.x2):
-        return "not a 1-d vector against a matrix along the last axis"
-    return _same_dtype(a, _REAL)
-
-
-def _numpy_applies(a: VecdotArgs) -> str | None:
-    if a.x1.device.type != "cpu":
-        return "not on the CPU"
-    if a.dtype not in _NUMPY_DTYPES or {a.x1.dtype, a.x2.dtype} - _NUMPY_DTYPES:
-        return "a dtype NumPy does not share"
-    return None
-
-
-def _row_dots_applies(a: VecdotArgs) -> str | None:
-    if not row_dots.AVAILABLE:
-        return "this torch has no per-sample-weights backward of embedding_bag"
-    x1, x2 = a.x1, a.x2
-    if a.axis != -1 or x1.shape != x2.shape or x1.stride(-1) != 1 or x2.stride(-1) != 1:
-        return "needs equal shapes contiguous along the last axis"
-    if row_dots._rows(x1) is None or row_dots._rows(x2) is None:
-        return "the leading dimensions do not merge into rows"
-    return _same_dtype(a, _REAL)
-
-
-def _bmm_applies(a: VecdotArgs) -> str | None:
-    if a.axis != -1:
-        return "vectors along the last axis only"
-    return _same_dtype(a, _REAL)
-
-
-def _columns_applies(a: VecdotArgs) -> str | None:
-    if a.x1.shape != a.x2.shape or a.x1.shape[a.axis] == 0:
-        return "needs equal shapes and vectors of at least one element"
-    return _same_dtype(a, _REAL)
+    return row_dots
 
 
 def _plan_columns(a: VecdotArgs) -> Run:
@@ -180,61 +133,84 @@ def _plan_columns(a: VecdotArgs) -> Run:
     return columns
 
 
-def _torch_threads(a: VecdotArgs) -> int:
-    return int(torch.get_num_threads())
+def _real(a: VecdotArgs) -> str | None:
+    if a.x1.dtype is not a.x2.dtype or a.x1.dtype not in _REAL:
+        return "needs one dtype of torch.float32, torch.float64"
+    return None
 
 
-def _numpy_threads(a: VecdotArgs) -> int:
-    return 1
+def _mv_applies(a: VecdotArgs) -> str | None:
+    """One input a 1-d vector along the last axis, the other a matrix or stack of them."""
+    x1, x2 = a.x1, a.x2
+    many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
+    if a.axis != -1 or a.keepdims or one.ndim != 1 or many.ndim == 1 or one.shape[0] < 2:
+        return "not a 1-d vector against a matrix along the last axis"
+    return _real(a)
+
+
+def _numpy_applies(a: VecdotArgs) -> str | None:
+    if {a.dtype, a.x1.dtype, a.x2.dtype} - _NUMPY_DTYPES:
+        return "a dtype NumPy does not share"
+    return None
+
+
+def _row_dots_applies(a: VecdotArgs) -> str | None:
+    if _ROW_DOTS is None:
+        return "this torch has no per-sample-weights backward of embedding_bag"
+    x1, x2 = a.x1, a.x2
+    if a.axis != -1 or x1.shape != x2.shape or x1.stride(-1) != 1 or x2.stride(-1) != 1:
+        return "needs equal shapes contiguous along the last axis"
+    try:
+        for x in (x1, x2):
+            x.view(-1, x.shape[-1])
+    except RuntimeError:
+        return "the leading dimensions do not merge into rows"
+    return _real(a)
+
+
+def _columns_applies(a: VecdotArgs) -> str | None:
+    if a.x1.shape != a.x2.shape or a.x1.shape[a.axis] == 0:
+        return "needs equal shapes and vectors of at least one element"
+    return _real(a)
+
+
+def _threaded(
+    name: str, summary: str, plan: Callable[[VecdotArgs], Run], applies: Any, features: Any
+) -> Strategy:
+    """A strategy that runs on torch's threads."""
+    return Strategy(name, summary, plan, features, lambda a: torch.get_num_threads(), applies)
 
 
 STRATEGIES = Strategies(
     [
-        Strategy(
+        _threaded(
             "native",
             "torch.linalg.vecdot (half precision and unsigned: product and sum in a wider "
             "dtype): every autograd feature",
             _plan_native,
+            None,
             FEATURES,
-            _torch_threads,
         ),
-        Strategy(
-            "mv",
-            "one vector against many: torch's GEMV",
-            _plan_mv,
-            FEATURES,
-            _torch_threads,
-            _mv_applies,
-        ),
+        _threaded("mv", "one vector against many: torch's GEMV", _plan_mv, _mv_applies, FEATURES),
         Strategy(
             "numpy",
             "NumPy's fused loops (or BLAS) on zero-copy views: each input read once",
             _plan_numpy,
-            threads=_numpy_threads,
             applies=_numpy_applies,
         ),
-        Strategy(
+        _threaded(
             "row_dots",
             "one BLAS dot per long contiguous vector, on torch's threads",
-            lambda a: row_dots.plan(a.x1, a.keepdims),
-            threads=_torch_threads,
-            applies=_row_dots_applies,
+            _plan_row_dots,
+            _row_dots_applies,
+            frozenset(),
         ),
-        Strategy(
-            "bmm",
-            "short contiguous vectors past the caches: one batched matrix product",
-            _plan_bmm,
-            FEATURES,
-            _torch_threads,
-            _bmm_applies,
-        ),
-        Strategy(
+        _threaded(
             "columns",
             "short vectors along a strided axis: one streaming pass per column",
             _plan_columns,
-            FEATURES,
-            _torch_threads,
             _columns_applies,
+            FEATURES,
         ),
     ],
     choose=lambda a: choose(a),
@@ -242,26 +218,15 @@ STRATEGIES = Strategies(
 )
 
 
-def _one_vector(x1: torch.Tensor, x2: torch.Tensor) -> bool:
-    """One input a 1-d vector along the last axis, the other a matrix or stack of them."""
-    if x1.ndim == x2.ndim or min(x1.ndim, x2.ndim) != 1:
-        return False
-    many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
-    return one.shape[0] >= 2 and many.shape[-1] == one.shape[0]
-
-
 def choose(a: VecdotArgs) -> tuple[str, str]:
     """(strategy, rule) for a call on CPU tensors."""
     x1, x2, axis = a.x1, a.x2, a.axis
-    real = x1.dtype is x2.dtype and x1.dtype in _REAL
-    if real and axis == -1 and not a.keepdims and _one_vector(x1, x2):
+    if _mv_applies(a) is None:
         return "mv", "one vector against many: torch's GEMV"
     if STRATEGIES.needs(a):
         return "native", "the call needs autograd, torch.func or compile: torch's own calls"
-    if a.dtype not in _NUMPY_DTYPES or x1.dtype not in _NUMPY_DTYPES:
-        return "native", f"{a.dtype} has no NumPy view: torch's product and sum"
-    if x2.dtype not in _NUMPY_DTYPES:
-        return "native", f"{x2.dtype} has no NumPy view: torch's product and sum"
+    if _numpy_applies(a) is not None:
+        return "native", "a dtype without a NumPy view: torch's product and sum"
     size = max(x1.numel(), x2.numel())
     if size < TORCH["views_min"]:
         return "native", f"below {TORCH['views_min']} elements the views cost more than they save"
@@ -270,28 +235,20 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
     item = x1.element_size()
     nbytes = (x1.numel() + x2.numel()) * item
     threads = torch.get_num_threads()
-    if x1.shape == x2.shape and axis == -1:
-        if row_dots.applies(x1, x2, threads, m.l2):
-            return "row_dots", (
-                f"contiguous vectors of {TORCH['row_dots_bytes']}+ bytes past one core's "
-                "L2: one BLAS dot each, on torch's threads"
-            )
-        contiguous = x1.stride(-1) == 1 and x2.stride(-1) == 1
-        if contiguous and n < NUMPY["vecdot_short"] and nbytes >= m.cache // 2:
-            if n * item < m.line or nbytes >= m.cache:
-                return "bmm", "short contiguous vectors past the caches: one batched GEMM"
-    if x1.shape == x2.shape and n <= NUMPY["vecdot_short"] and x1.dtype in _REAL:
+    # Long vectors past one core's L2 (below, NumPy's one thread reads them at the
+    # cache's speed), in at least two of the operator's tasks, on two threads or more.
+    long_rows = n * item >= TORCH["row_dots_bytes"] and size >= 2 * _GRAIN * n
+    if long_rows and nbytes >= m.l2 and threads >= 2 and _row_dots_applies(a) is None:
+        return "row_dots", "long contiguous vectors past one core's L2: a BLAS dot each"
+    if _real(a) is None and x1.shape == x2.shape and n <= NUMPY["vecdot_short"]:
         c1, c2 = x1.select(axis, 0), x2.select(axis, 0)
         if c1.numel() * item >= m.l2 and c1.is_contiguous() and c2.is_contiguous():
             return "columns", "short vectors along a strided axis, columns past L2: by column"
     cores_l2 = m.l2 * m.cores
     if threads >= TORCH["native_threads"] and nbytes >= cores_l2:
-        return "native", (
-            f"{threads} torch threads move its 3x traffic faster than NumPy's single pass"
-        )
+        return "native", f"{threads} threads move torch's 3x traffic faster than NumPy's one"
     kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
-    vectors = size // max(n, 1)
-    if kernel == "einsum" and vectors < NUMPY["vecdot_few"]:
+    if kernel == "einsum" and size // max(n, 1) < NUMPY["vecdot_few"]:
         return "native", "few strided vectors: einsum's loop across them would be short"
     if kernel == "einsum" and nbytes < cores_l2 and threads > 1:
         return "native", "short vectors in the cores' L2: torch's threads read them fastest"
@@ -307,5 +264,3 @@ extend.register(
     summary="NumPy's fused loops on views, BLAS row dots or torch's own calls; autograd",
     strategies=STRATEGIES,
 )
-
-__all__ = ["STRATEGIES", "choose", "mul_sum", "result_dtype"]
