@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -157,6 +158,72 @@ def write_benchmark_results() -> None:
     docs_page.write(GENERATED)
 
 
+# The operations in the order of the Implementations page.
+OPERATIONS = (
+    "shift_sum",
+    "shift_sum_adjoint",
+    "shift_sum_pinv",
+    "shear",
+    "unshear",
+    "einsum",
+    "vecdot",
+)
+
+
+def _plain(text: str) -> str:
+    """`text` with the characters reST would read as markup escaped."""
+    for char in "\\*`|":
+        text = text.replace(char, "\\" + char)
+    return re.sub(r"_(?=\W|$)", r"\\_", text)  # ``scatter_add_`` is not a reference
+
+
+def _strategy_summaries(op: str) -> dict[str, dict[str, str]]:
+    """Implementation name -> {strategy name: summary}, read from the registry (empty
+    where the registry's layout is not the one expected: the table then lists names)."""
+    from portops import _dispatch
+
+    found: dict[str, dict[str, str]] = {}
+    for impl in getattr(_dispatch, "_registry", {}).get(op, []):
+        strategies = getattr(impl, "strategies", None)
+        if strategies is not None:
+            found[impl.name] = {s.name: s.summary for s in strategies}
+    return found
+
+
+def write_implementations_table() -> None:
+    """``generated/implementations.inc``: every implementation registered on the machine
+    that builds the pages, per operation, with its strategies (``portops.implementations``)."""
+    backends = portops.extend.backends()
+    present = ", ".join(b.name for b in backends if b.installed())
+    absent = ", ".join(b.name for b in backends if not b.installed())
+    missing = f" ({absent} not installed: its implementations are not listed)" if absent else ""
+    parts = [
+        f"Generated from the registry when these pages were built, with {present} "
+        f"installed{missing}. ``print(portops.implementations(op))`` gives the same on "
+        "your machine.\n"
+    ]
+    header = ["implementation", "arrays", "priority", "what it does"]
+    for op in OPERATIONS:
+        table = portops.implementations(op)  # loads the installed backends first
+        summaries = _strategy_summaries(op)
+        lines = [".. list-table::", "   :header-rows: 1", "   :widths: 18 16 8 58", ""]
+        lines += [f"   * - {header[0]}", *(f"     - {h}" for h in header[1:])]
+        for row in table:
+            libs = "any library" if row.libraries is None else ", ".join(row.libraries)
+            devices = "" if row.devices is None else f" ({', '.join(row.devices)})"
+            lines += [f"   * - ``{row.name}``", f"     - {libs}{devices}", f"     - {row.priority}"]
+            lines.append(f"     - {_plain(row.summary)}")
+            if len(row.strategies) > 1:
+                lines.append("")
+                known = summaries.get(row.name, {})
+                for name in row.strategies:
+                    text = f": {_plain(known[name])}" if name in known else ""
+                    lines.append(f"       - ``{name}``{text}")
+        parts.append(f"``{op}``\n{'~' * (len(op) + 4)}\n\n" + "\n".join(lines) + "\n")
+    (GENERATED / "implementations.inc").write_text("\n".join(parts))
+
+
 GENERATED.mkdir(exist_ok=True)
 write_api_page()
+write_implementations_table()
 write_benchmark_results()
