@@ -1,17 +1,16 @@
 """CuPy shift_sum family: the CUDA gather kernels of ``portops/_kernels/shift_sum.cu``.
 
 Each thread owns output elements and loops over the channels that reach them: no
-atomics, no zero-fill, one launch per operator (two for a masked pseudo-inverse).
-Inputs are read through their strides, every layout reduced to the kernels' six
-dimensions by :mod:`portops._kernels.geometry`. Kernels are compiled by NVRTC once per
-(instance, device) and cached; launches go to CuPy's current stream.
+atomics, one launch per operator (two for a masked pseudo-inverse), inputs read through
+their strides (see :mod:`portops._kernels.geometry`). NVRTC compiles each instance once
+per device; launches go to CuPy's current stream.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from typing import Any
 
 import cupy
@@ -271,8 +270,7 @@ def _tight_block(columns: int) -> int:
 def _launcher(
     kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, *constants: int
 ) -> Any:
-    """The compiled instance of `kernel` (`constants`: its channel count, 0 for one read at
-    run time; the row kernels cover at most ``unroll_channels`` channels)."""
+    """The compiled instance of `kernel` (`constants`: see :func:`kernel_name`)."""
     return _function(kernel_name(kernel, dtypes, large, constants), device_id)
 
 
@@ -286,26 +284,6 @@ def _on_device(device_id: int, run: Run) -> Run:
             return run(a, mask)
 
     return run_there
-
-
-def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[[Any, Any], tuple[Any, Any]]:
-    """Raw (array, mask) of a call -> the normalised pair `a` was made from."""
-    mask = a.mask
-    m_shape = None if mask is None else tuple(mask.shape)
-    m_dtype = None if mask is None else mask.dtype
-    cax = a.channel_axis
-
-    def normalize(arr: Any, m: Any) -> tuple[Any, Any]:
-        if expand:
-            arr = cupy.expand_dims(arr, cax)
-        if m is not None:
-            if m.dtype != m_dtype:
-                m = m.astype(m_dtype)
-            if m.shape != m_shape:
-                m = m.reshape(m_shape)
-        return arr, m
-
-    return normalize
 
 
 def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
@@ -423,38 +401,37 @@ def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
         return _on_device(a.array.device.id, core)
     general = {"forward": forward_general, "adjoint": adjoint_general, "pinv": pinv_general}
     run = _on_device(a.array.device.id, _general(general[kind], a))
-    normalize = _normalizer(a, expand=raw and kind != "forward" and not a.keepdims)
+    # Raw (array, mask) of a call -> the normalised pair `a` was made from.
+    m_shape = None if a.mask is None else tuple(a.mask.shape)
+    m_dtype = None if a.mask is None else a.mask.dtype
+    expand = raw and kind != "forward" and not a.keepdims
     squeeze = kind == "forward" and not a.keepdims
     cax = a.channel_axis
 
     def normalised(arr: Any, mask: Any) -> Any:
-        arr, mask = normalize(arr, mask)
+        if expand:
+            arr = cupy.expand_dims(arr, cax)
+        if mask is not None:
+            if mask.dtype != m_dtype:
+                mask = mask.astype(m_dtype)
+            if mask.shape != m_shape:
+                mask = mask.reshape(m_shape)
         out = run(arr, mask)
         return cupy.squeeze(out, axis=cax) if squeeze else out
 
     return normalised
 
 
-def _planner(kind: str) -> Callable[[ShiftSumArgs], Run]:
-    return lambda a: _plan(kind, a, raw=True)
+def _call(kind: str, a: ShiftSumArgs) -> Any:
+    return _plan(kind, a, raw=False)(a.array, a.mask)
 
 
-def forward(a: ShiftSumArgs) -> Any:
-    """CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned"""
-    return _plan("forward", a, raw=False)(a.array, a.mask)
-
-
-def adjoint(a: ShiftSumArgs) -> Any:
-    """CUDA row kernel (RawModule): one launch, mask fused; planned"""
-    return _plan("adjoint", a, raw=False)(a.array, a.mask)
-
-
-def pinv(a: ShiftSumArgs) -> Any:
-    """CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned"""
-    return _plan("pinv", a, raw=False)(a.array, a.mask)
-
-
-for kind, impl in (("forward", forward), ("adjoint", adjoint), ("pinv", pinv)):
+for kind, summary in (
+    ("forward", "CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned"),
+    ("adjoint", "CUDA row kernel (RawModule): one launch, mask fused; planned"),
+    ("pinv", "CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned"),
+):
     op = "shift_sum" if kind == "forward" else f"shift_sum_{kind}"
+    planner = partial(_plan, kind, raw=True)
     extend.register(op, "cupy_gather", libraries=["cupy"], priority=Priority.SPECIALIZED,
-                    planner=_planner(kind))(impl)  # fmt: skip
+                    planner=planner, summary=summary)(partial(_call, kind))  # fmt: skip
