@@ -56,10 +56,10 @@ def plan_rows(
     dtype: torch.dtype,
     device: torch.device,
     sms: int,
-    out_shape: tuple[int, ...] | None = None,
+    shape: tuple[int, ...],
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
-    """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides: a
-    function of the two base tensors (the strides' origin), or None for another dtype."""
+    """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides, shaped
+    `shape`: a function of the two base tensors (the strides' origin), or None."""
     acc = _ACC.get(dtype)
     if acc is None or rows == 0 or length == 0:
         return None
@@ -84,7 +84,6 @@ def plan_rows(
              num_warps=warps),
         device.index,
     )  # fmt: skip
-    shape = (rows,) if out_shape is None else out_shape
 
     def run(a: Any, b: Any) -> torch.Tensor:
         if splits == 1:
