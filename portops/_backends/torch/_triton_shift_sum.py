@@ -112,14 +112,10 @@ def _forward_kernel(
         tl.store(y_ptr + idx, acc_re.to(ty), mask=valid)
 
 
-# Row kernels: columns j index the shifted axis merged with the contiguous axes after it
-# (W * I of them in x, W' * I in y); channel c is shifted by o_c * I columns. Rows index
-# the outer dims (O0, O1, O2), each with its own strides per array.
-
-
 @triton.jit
 def _row_program(s1, s2, LARGE: tl.constexpr, BLOCK: tl.constexpr):
-    """(k0, k1, k2) of this program's row and its block of columns."""
+    """(k0, k1, k2) of this program's row (outer dims) and its block of columns `j`: the
+    shifted axis merged with the contiguous ones after it (channel c moves o_c * I)."""
     row = tl.program_id(0)
     j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     if LARGE:
@@ -228,10 +224,8 @@ def _misaligned(tensors: tuple[torch.Tensor, ...]) -> bool:
 
 # torch's private fast readers where present, the public ones elsewhere.
 _current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
-_raw_stream = getattr(
-    torch._C,
-    "_cuda_getCurrentRawStream",
-    lambda device: torch.cuda.current_stream(device).cuda_stream,
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda device: torch.cuda.current_stream(device).cuda_stream
 )
 
 
@@ -272,11 +266,10 @@ class Launcher:
                 compiled.packed_metadata, None, None, None, *tensors, *self.tail,
             )  # fmt: skip
             return
+        launch = self.kernel[self.grid]
         # CPU tensors (device -1) run under Triton's interpreter (tests).
         with contextlib.nullcontext() if self.device < 0 else torch.cuda.device(self.device):
-            result = self.kernel[self.grid](
-                *tensors, *self.tail[: self.n_scalars], **self.constexprs
-            )
+            result = launch(*tensors, *self.tail[: self.n_scalars], **self.constexprs)
         ready = all(hasattr(result, a) for a in ("run", "function", "packed_metadata"))
         if compiled is None and ready and not _misaligned(tensors) and _hooks_idle():
             self.compiled = result
@@ -362,8 +355,7 @@ def _rows(
     mask, dtypes = c.mask, (c.a.dtype, c.dtype)
     if not _ROW_DTYPES.issuperset(dtypes if mask is None else (*dtypes, mask.dtype)):
         return None
-    ms = _mask_layout(mask)[0]
-    g = geometry(tuple(big_shape), big, small, ms, c.axis, c.cax, out_width)
+    g = geometry(tuple(big_shape), big, small, _mask_layout(mask)[0], c.axis, c.cax, out_width)
     return None if g is None else row_view(g, mask is not None)
 
 
