@@ -42,8 +42,7 @@ _ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base
 
 @cache
 def _struct(large: bool, rows: bool = False) -> np.dtype:
-    """NumPy twin of ``Geometry<I>`` (or ``Rows<I>``) in shift_sum.cu: every field of type
-    I, so there is no padding."""
+    """NumPy twin of ``Geometry<I>`` or ``Rows<I>`` in shift_sum.cu (all fields I: no padding)."""
     it = np.int64 if large else np.int32
     if rows:
         fields: list[tuple[Any, ...]] = [("s1", it), ("s2", it)]
@@ -97,15 +96,13 @@ def _launch(
 
 def _strides(a: Any) -> tuple[int, ...] | None:
     """Element strides of `a`, or None when they are not whole elements."""
-    size = a.itemsize
-    if any(s % size for s in a.strides):
+    if any(s % a.itemsize for s in a.strides):
         return None
-    return tuple(s // size for s in a.strides)
+    return tuple(s // a.itemsize for s in a.strides)
 
 
 def _known_strides(a: Any) -> tuple[int, ...]:
-    """Element strides of an array whose strides are whole elements (see :func:`_plain`)."""
-    strides = _strides(a)
+    strides = _strides(a)  # whole elements: see _plain and _whole
     assert strides is not None
     return strides
 
@@ -113,12 +110,6 @@ def _known_strides(a: Any) -> tuple[int, ...]:
 def _whole(a: Any, mask: Any) -> bool:
     """True when the strides of `a` and `mask` (None or an array) are whole elements."""
     return _strides(a) is not None and (mask is None or _strides(mask) is not None)
-
-
-def _mask_strides(mask: Any) -> tuple[int, ...]:
-    """Strides of the mask broadcast against x: 0 along its size-1 dims."""
-    strides = _known_strides(mask)
-    return tuple(0 if n == 1 else s for n, s in zip(mask.shape, strides, strict=True))
 
 
 def _geometry(
@@ -129,8 +120,12 @@ def _geometry(
     mask: Any,
     out_width: int,
 ) -> Geometry | None:
-    """:func:`geometry` of `a`'s axes for these strides (`mask`: None or an array)."""
-    ms = None if mask is None else _mask_strides(mask)
+    """:func:`geometry` of `a`'s axes for these strides (`mask`: None or an array, its
+    strides 0 along its size-1 dims)."""
+    ms = None
+    if mask is not None:
+        dims = zip(mask.shape, _known_strides(mask), strict=True)
+        ms = tuple(0 if n == 1 else s for n, s in dims)
     return geometry(tuple(big_shape), big, small, ms, a.axis, a.channel_axis, out_width)
 
 
@@ -220,11 +215,8 @@ def pinv_general(a: ShiftSumArgs) -> Any:
         if out.size == 0:
             return out
         if mask is None:
-            # Phi is the number of channels reaching each position: counted in the
-            # adjoint's own loop, so the pseudo-inverse is a single launch.
-            if not _adjoint_into(out, y, None, a, acc, True):
-                return generic.pinv(a)
-            return out
+            # Phi counts the channels reaching each position: the adjoint's loop does it.
+            return out if _adjoint_into(out, y, None, a, acc, True) else generic.pinv(a)
         z = cupy.empty(y.shape, dtype=acc)
         g = _geometry(a, out.shape, contiguous_strides(out.shape), _known_strides(y), mask,
                       y.shape[a.axis])  # fmt: skip
@@ -239,10 +231,8 @@ def pinv_general(a: ShiftSumArgs) -> Any:
     return out
 
 
-# ----------------------------------------------------------------------------- plans
 # A plan keeps a signature's compiled function, grid and argument record: a repeated
-# call allocates its result and launches. Row kernels for the common layouts (see
-# portops._kernels.geometry.row_view), the general kernels for the rest.
+# call allocates its result and launches (row kernels where they apply, else general).
 
 _MAX_GRID_Y = 65535
 
@@ -257,8 +247,7 @@ def _rows_record(r: RowView, offsets: tuple[int, ...], scale: tuple[int, ...]) -
 
 
 def _tight_block(columns: int) -> int:
-    """The largest row block (see :func:`row_block`) that idles at most an eighth of its
-    threads; the narrowest otherwise."""
+    """The largest row block idling at most an eighth of its threads, else the narrowest."""
     block = row_block(1 << 30)
     while block > row_block(0):
         if -(-columns // block) * block - columns <= columns // 8:

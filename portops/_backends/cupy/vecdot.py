@@ -50,9 +50,8 @@ def _kernel(kind: str) -> Any:
 
 def _cupy(a: VecdotArgs) -> Any:
     """Fused multiply-and-sum ReductionKernel (float32 accumulation for float16)."""
-    x1, x2, dtype = a.x1, a.x2, a.dtype
-    x1 = x1.astype(dtype, copy=False)
-    x2 = x2.astype(dtype, copy=False)
+    dtype = a.dtype
+    x1, x2 = (x.astype(dtype, copy=False) for x in (a.x1, a.x2))
     kind = "half" if dtype == cupy.float16 else "complex" if dtype.kind == "c" else "real"
     ndim = max(x1.ndim, x2.ndim)
     return _kernel(kind)(x1, x2, axis=ndim + a.axis, keepdims=a.keepdims)
@@ -69,9 +68,8 @@ def _sms(device_id: int) -> int:
 
 
 def _rows_view(x1: Any, x2: Any, axis: int) -> tuple[list[int], int, int] | None:
-    """Element strides of both inputs as (rows, length) views of one broadcast layout
-    starting where the inputs do, rows and length; None when the batch dims do not
-    merge or a stride is not whole elements."""
+    """Element strides of both inputs as (rows, length) views of one broadcast layout,
+    rows and length; None when the batch dims do not merge or strides are not whole."""
     shape = cupy.broadcast_shapes(x1.shape, x2.shape)
     ax = len(shape) + axis
     length = shape[ax]
@@ -97,11 +95,6 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     if view is None:
         return None
     strides, rows, length = view
-    shape = list(cupy.broadcast_shapes(x1.shape, x2.shape))
-    if a.keepdims:
-        shape[a.axis] = 1
-    else:
-        del shape[a.axis]
     if rows == 0 or length == 0:
         return None
     reach = max(
@@ -124,7 +117,7 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
         threads = 1024 if rows < 2 * _sms(device_id) else CUDA["threads_per_block"]
         grid, block = (rows,), (min(threads, 32 * math.ceil(length / 32)),)
     scalars = tuple(index(v) for v in (rows, length, *strides))
-    out_shape = tuple(shape)
+    out_shape = tuple(a.shape)
 
     def run(x1: Any, x2: Any) -> Any:
         out = cupy.empty(out_shape, dtype=dtype)
