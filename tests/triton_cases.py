@@ -243,3 +243,18 @@ def test_vecdot_unsigned_native():
         want = np.sum(a * a, axis=-1, dtype=dtype)
         assert got.dtype == getattr(torch, dtype)
         np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((3, 6, 5), -1), ((6, 4), -2)])
+def test_vecdot_rows_plan_keepdims(kernels, monkeypatch, shape, axis):
+    from portops._backends.torch import vecdot_cuda
+    from portops._ops.vecdot import VecdotArgs
+
+    monkeypatch.setattr(vecdot_cuda, "_sms", lambda device: 132)
+    x1 = torch.from_numpy(_rand(shape, "float32", 0))
+    x2 = torch.from_numpy(_rand(shape, "float32", 1))
+    run = vecdot_cuda._triton_plan(VecdotArgs.make(x1, x2, axis, True, namespace_of(x1)))
+    want = np.sum(x1.double().numpy() * x2.double().numpy(), axis=axis, keepdims=True)
+    got = run(x1, x2)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got.double().numpy(), want, **tolerance("float32"))

@@ -1,12 +1,10 @@
 """Reduce any shift_sum layout to the fixed iteration space of the GPU kernels.
 
-The kernels (``shift_sum.cu`` and the torch CUDA path's Triton kernels) iterate over six
-dimensions ``O0, O1, O2, W, I0, I1`` (three *outer* dims before the shifted axis, the
-shifted axis, two *inner* dims after it) shared by the array with channels (*big*: ``x``
-or the adjoint's result) and the one without (*small*: ``y``), plus the channel dim of
-the big array and of the mask. Strides are in elements (0 where a mask broadcasts), so
-strided inputs need no copy. Adjacent dims merge where every array allows it; a layout
-that still needs more dims is reported (None) and the caller falls back. Pure Python.
+``shift_sum.cu`` and the Triton kernels iterate over ``O0, O1, O2, W, I0, I1`` (three
+*outer* dims, the shifted axis, two *inner* dims) of the array with channels (*big*: x or
+the adjoint's result) and the one without (*small*: y), plus the channel dims. Strides are
+in elements (0 where a mask broadcasts); adjacent dims merge where every array allows it,
+and a layout that still needs more is reported (None) for the caller to fall back.
 """
 
 from __future__ import annotations
@@ -82,9 +80,8 @@ def geometry(
 ) -> Geometry | None:
     """The kernels' view of one problem, or None when it needs more dims than they have.
 
-    Strides are in elements, in the ``x`` layout: the small array's channel stride is
-    ignored, the mask's (broadcast to `big_shape`) are 0 where it has size 1. `axis` and
-    `channel_axis` are non-negative; `out_width` is the small array's size along `axis`.
+    Strides are in elements in the x layout (the small array's channel stride ignored, the
+    mask's 0 where it broadcasts); axes non-negative; `out_width`: the small array's width.
     """
     ndim = len(big_shape)
     mstrides = mask_strides if mask_strides is not None else (0,) * ndim
@@ -122,13 +119,10 @@ def geometry(
 
 def linear_step(offsets: tuple[int, ...]) -> tuple[int, int] | None:
     """``(step, base)`` with ``o_c == c * step + base`` for every channel, or None."""
-    if len(offsets) == 1:
-        return 0, offsets[0]
-    step = offsets[1] - offsets[0]
     base = offsets[0]
-    if all(o == c * step + base for c, o in enumerate(offsets)):
-        return step, base
-    return None
+    step = offsets[1] - base if len(offsets) > 1 else 0
+    linear = all(o == c * step + base for c, o in enumerate(offsets))
+    return (step, base) if linear else None
 
 
 class RowView(NamedTuple):
@@ -180,9 +174,8 @@ def row_view(g: Geometry, has_mask: bool) -> RowView | None:
 
 
 def inverse_phi_rows(r: RowView, has_mask: bool) -> tuple[RowView, tuple[int, int, int]]:
-    """The rows of the pseudo-inverse's ``1 / Phi`` and their strides: the small array's
-    columns over the mask's outer extent (one row where the mask broadcasts, and without
-    a mask), the mask's strides 0 where it broadcasts."""
+    """The rows of the pseudo-inverse's ``1 / Phi`` (the small array's columns over the
+    mask's outer extent, the mask's strides 0 where it broadcasts) and their strides."""
     sizes = (r.rows // (r.s1 * r.s2) if r.s1 * r.s2 else 0, r.s1, r.s2)
     o0, o1, o2 = (n if has_mask and st != 0 else 1 for n, st in zip(sizes, r.mask, strict=True))
     dense = (o1 * o2 * r.out_width, o2 * r.out_width, r.out_width)
@@ -195,9 +188,8 @@ WARP = 32  # lanes of a warp (NVIDIA hardware)
 
 
 def row_block(columns: int) -> int:
-    """Columns per row program: the power of two covering `columns`, from one per lane
-    of ``row_warps`` warps up to ``row_block_max`` (a program per whole row beat tighter
-    blocks on an H100: more loads in flight, no partial last wave)."""
+    """Columns per row program: the power of two covering `columns`, between one per lane
+    and ``row_block_max`` (whole rows beat tighter blocks on an H100: more loads in flight)."""
     block: int = WARP * CUDA["row_warps"]
     while block < columns and block < CUDA["row_block_max"]:
         block *= 2

@@ -13,27 +13,17 @@ __all__ = ["CTYPES", "kernel_name", "kernel_source", "real_of"]
 
 # NumPy dtype name -> C type in shift_sum.cu.
 CTYPES: dict[str, str] = {
-    "float16": "__half",
-    "float32": "float",
-    "float64": "double",
-    "complex64": "portops::c64",
-    "complex128": "portops::c128",
-    "int8": "signed char",
-    "int16": "short",
-    "int32": "int",
-    "int64": "long long",
-    "uint8": "unsigned char",
-    "uint16": "unsigned short",
-    "uint32": "unsigned int",
+    "float16": "__half", "float32": "float", "float64": "double",
+    "complex64": "portops::c64", "complex128": "portops::c128",
+    "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
+    "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
     "uint64": "unsigned long long",
-}
-
-_REAL = {"complex64": "float32", "complex128": "float64", "float16": "float32"}
+}  # fmt: skip
 
 
 def real_of(dtype: str) -> str:
     """Real accumulation type for ``|v|^2`` of `dtype` (float32 for half precision)."""
-    return _REAL.get(dtype, dtype)
+    return {"complex64": "float32", "complex128": "float64", "float16": "float32"}.get(dtype, dtype)
 
 
 @cache

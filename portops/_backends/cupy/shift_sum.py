@@ -1,17 +1,16 @@
 """CuPy shift_sum family: the CUDA gather kernels of ``portops/_kernels/shift_sum.cu``.
 
 Each thread owns output elements and loops over the channels that reach them: no
-atomics, no zero-fill, one launch per operator (two for a masked pseudo-inverse).
-Inputs are read through their strides, every layout reduced to the kernels' six
-dimensions by :mod:`portops._kernels.geometry`. Kernels are compiled by NVRTC once per
-(instance, device) and cached; launches go to CuPy's current stream.
+atomics, one launch per operator (two for a masked pseudo-inverse), inputs read through
+their strides (see :mod:`portops._kernels.geometry`). NVRTC compiles each instance once
+per device; launches go to CuPy's current stream.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from typing import Any
 
 import cupy
@@ -43,8 +42,7 @@ _ROW_SCALARS = ("big_c", "mask_c", "mask_j", "width", "out_width", "step", "base
 
 @cache
 def _struct(large: bool, rows: bool = False) -> np.dtype:
-    """NumPy twin of ``Geometry<I>`` (or ``Rows<I>``) in shift_sum.cu: every field of type
-    I, so there is no padding."""
+    """NumPy twin of ``Geometry<I>`` or ``Rows<I>`` in shift_sum.cu (all fields I: no padding)."""
     it = np.int64 if large else np.int32
     if rows:
         fields: list[tuple[Any, ...]] = [("s1", it), ("s2", it)]
@@ -98,15 +96,13 @@ def _launch(
 
 def _strides(a: Any) -> tuple[int, ...] | None:
     """Element strides of `a`, or None when they are not whole elements."""
-    size = a.itemsize
-    if any(s % size for s in a.strides):
+    if any(s % a.itemsize for s in a.strides):
         return None
-    return tuple(s // size for s in a.strides)
+    return tuple(s // a.itemsize for s in a.strides)
 
 
 def _known_strides(a: Any) -> tuple[int, ...]:
-    """Element strides of an array whose strides are whole elements (see :func:`_plain`)."""
-    strides = _strides(a)
+    strides = _strides(a)  # whole elements: see _plain and _whole
     assert strides is not None
     return strides
 
@@ -114,12 +110,6 @@ def _known_strides(a: Any) -> tuple[int, ...]:
 def _whole(a: Any, mask: Any) -> bool:
     """True when the strides of `a` and `mask` (None or an array) are whole elements."""
     return _strides(a) is not None and (mask is None or _strides(mask) is not None)
-
-
-def _mask_strides(mask: Any) -> tuple[int, ...]:
-    """Strides of the mask broadcast against x: 0 along its size-1 dims."""
-    strides = _known_strides(mask)
-    return tuple(0 if n == 1 else s for n, s in zip(mask.shape, strides, strict=True))
 
 
 def _geometry(
@@ -130,8 +120,12 @@ def _geometry(
     mask: Any,
     out_width: int,
 ) -> Geometry | None:
-    """:func:`geometry` of `a`'s axes for these strides (`mask`: None or an array)."""
-    ms = None if mask is None else _mask_strides(mask)
+    """:func:`geometry` of `a`'s axes for these strides (`mask`: None or an array, its
+    strides 0 along its size-1 dims)."""
+    ms = None
+    if mask is not None:
+        dims = zip(mask.shape, _known_strides(mask), strict=True)
+        ms = tuple(0 if n == 1 else s for n, s in dims)
     return geometry(tuple(big_shape), big, small, ms, a.axis, a.channel_axis, out_width)
 
 
@@ -221,11 +215,8 @@ def pinv_general(a: ShiftSumArgs) -> Any:
         if out.size == 0:
             return out
         if mask is None:
-            # Phi is the number of channels reaching each position: counted in the
-            # adjoint's own loop, so the pseudo-inverse is a single launch.
-            if not _adjoint_into(out, y, None, a, acc, True):
-                return generic.pinv(a)
-            return out
+            # Phi counts the channels reaching each position: the adjoint's loop does it.
+            return out if _adjoint_into(out, y, None, a, acc, True) else generic.pinv(a)
         z = cupy.empty(y.shape, dtype=acc)
         g = _geometry(a, out.shape, contiguous_strides(out.shape), _known_strides(y), mask,
                       y.shape[a.axis])  # fmt: skip
@@ -240,10 +231,8 @@ def pinv_general(a: ShiftSumArgs) -> Any:
     return out
 
 
-# ----------------------------------------------------------------------------- plans
 # A plan keeps a signature's compiled function, grid and argument record: a repeated
-# call allocates its result and launches. Row kernels for the common layouts (see
-# portops._kernels.geometry.row_view), the general kernels for the rest.
+# call allocates its result and launches (row kernels where they apply, else general).
 
 _MAX_GRID_Y = 65535
 
@@ -258,8 +247,7 @@ def _rows_record(r: RowView, offsets: tuple[int, ...], scale: tuple[int, ...]) -
 
 
 def _tight_block(columns: int) -> int:
-    """The largest row block (see :func:`row_block`) that idles at most an eighth of its
-    threads; the narrowest otherwise."""
+    """The largest row block idling at most an eighth of its threads, else the narrowest."""
     block = row_block(1 << 30)
     while block > row_block(0):
         if -(-columns // block) * block - columns <= columns // 8:
@@ -271,8 +259,7 @@ def _tight_block(columns: int) -> int:
 def _launcher(
     kernel: str, dtypes: tuple[str, ...], large: bool, device_id: int, *constants: int
 ) -> Any:
-    """The compiled instance of `kernel` (`constants`: its channel count, 0 for one read at
-    run time; the row kernels cover at most ``unroll_channels`` channels)."""
+    """The compiled instance of `kernel` (`constants`: see :func:`kernel_name`)."""
     return _function(kernel_name(kernel, dtypes, large, constants), device_id)
 
 
@@ -286,26 +273,6 @@ def _on_device(device_id: int, run: Run) -> Run:
             return run(a, mask)
 
     return run_there
-
-
-def _normalizer(a: ShiftSumArgs, expand: bool) -> Callable[[Any, Any], tuple[Any, Any]]:
-    """Raw (array, mask) of a call -> the normalised pair `a` was made from."""
-    mask = a.mask
-    m_shape = None if mask is None else tuple(mask.shape)
-    m_dtype = None if mask is None else mask.dtype
-    cax = a.channel_axis
-
-    def normalize(arr: Any, m: Any) -> tuple[Any, Any]:
-        if expand:
-            arr = cupy.expand_dims(arr, cax)
-        if m is not None:
-            if m.dtype != m_dtype:
-                m = m.astype(m_dtype)
-            if m.shape != m_shape:
-                m = m.reshape(m_shape)
-        return arr, m
-
-    return normalize
 
 
 def _row_forward(a: ShiftSumArgs, out_shape: list[int]) -> Run | None:
@@ -423,38 +390,37 @@ def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
         return _on_device(a.array.device.id, core)
     general = {"forward": forward_general, "adjoint": adjoint_general, "pinv": pinv_general}
     run = _on_device(a.array.device.id, _general(general[kind], a))
-    normalize = _normalizer(a, expand=raw and kind != "forward" and not a.keepdims)
+    # Raw (array, mask) of a call -> the normalised pair `a` was made from.
+    m_shape = None if a.mask is None else tuple(a.mask.shape)
+    m_dtype = None if a.mask is None else a.mask.dtype
+    expand = raw and kind != "forward" and not a.keepdims
     squeeze = kind == "forward" and not a.keepdims
     cax = a.channel_axis
 
     def normalised(arr: Any, mask: Any) -> Any:
-        arr, mask = normalize(arr, mask)
+        if expand:
+            arr = cupy.expand_dims(arr, cax)
+        if mask is not None:
+            if mask.dtype != m_dtype:
+                mask = mask.astype(m_dtype)
+            if mask.shape != m_shape:
+                mask = mask.reshape(m_shape)
         out = run(arr, mask)
         return cupy.squeeze(out, axis=cax) if squeeze else out
 
     return normalised
 
 
-def _planner(kind: str) -> Callable[[ShiftSumArgs], Run]:
-    return lambda a: _plan(kind, a, raw=True)
+def _call(kind: str, a: ShiftSumArgs) -> Any:
+    return _plan(kind, a, raw=False)(a.array, a.mask)
 
 
-def forward(a: ShiftSumArgs) -> Any:
-    """CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned"""
-    return _plan("forward", a, raw=False)(a.array, a.mask)
-
-
-def adjoint(a: ShiftSumArgs) -> Any:
-    """CUDA row kernel (RawModule): one launch, mask fused; planned"""
-    return _plan("adjoint", a, raw=False)(a.array, a.mask)
-
-
-def pinv(a: ShiftSumArgs) -> Any:
-    """CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned"""
-    return _plan("pinv", a, raw=False)(a.array, a.mask)
-
-
-for kind, impl in (("forward", forward), ("adjoint", adjoint), ("pinv", pinv)):
+for kind, summary in (
+    ("forward", "CUDA gather kernel (RawModule): one launch, no atomics, mask fused; planned"),
+    ("adjoint", "CUDA row kernel (RawModule): one launch, mask fused; planned"),
+    ("pinv", "CUDA kernels: 1 / Phi over the mask's extent, then the scaled adjoint; planned"),
+):
     op = "shift_sum" if kind == "forward" else f"shift_sum_{kind}"
+    planner = partial(_plan, kind, raw=True)
     extend.register(op, "cupy_gather", libraries=["cupy"], priority=Priority.SPECIALIZED,
-                    planner=_planner(kind))(impl)  # fmt: skip
+                    planner=planner, summary=summary)(partial(_call, kind))  # fmt: skip

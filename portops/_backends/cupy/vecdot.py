@@ -1,11 +1,9 @@
 """vecdot on CuPy: one fused reduction kernel, no product temporary.
 
-Real and integer inputs whose batch dims (after broadcasting) merge into rows go to the
-raw kernels of ``portops/_kernels/vecdot.cu`` (a thread per short row, a block per long
-one), planned per call signature: a repeated call costs a fraction of a
-``ReductionKernel`` call's host time. Other cases (complex inputs, layouts that do not
-merge) use ``cupy.ReductionKernel``. Half precision is summed in float32; complex
-inputs conjugate the first argument.
+Real and integer inputs whose batch dims merge into rows go to the planned raw kernels
+of ``portops/_kernels/vecdot.cu`` (a thread per short row, a block per long one; far
+less host time than a ``ReductionKernel``), the rest to ``cupy.ReductionKernel``. Half
+precision is summed in float32; complex inputs conjugate the first argument.
 """
 
 from __future__ import annotations
@@ -20,11 +18,12 @@ import cupy
 import numpy as np
 
 from ... import extend
-from ..._kernels.loader import CTYPES
+from ..._kernels.geometry import INT32_LIMIT
+from ..._kernels.loader import CTYPES, kernel_name, real_of
 from ..._ops.vecdot import VecdotArgs
 from ..._tables import CUDA
 from ...extend import Priority
-from .shift_sum import _function
+from .shift_sum import _function, _on_device
 
 # kind -> (map expression, post-map expression, reduce type or None for T)
 _SPECS = {
@@ -51,15 +50,9 @@ def _kernel(kind: str) -> Any:
 
 def _cupy(a: VecdotArgs) -> Any:
     """Fused multiply-and-sum ReductionKernel (float32 accumulation for float16)."""
-    x1, x2, dtype = a.x1, a.x2, a.dtype
-    x1 = x1.astype(dtype, copy=False)
-    x2 = x2.astype(dtype, copy=False)
-    if dtype == cupy.float16:
-        kind = "half"
-    elif dtype.kind == "c":
-        kind = "complex"
-    else:
-        kind = "real"
+    dtype = a.dtype
+    x1, x2 = (x.astype(dtype, copy=False) for x in (a.x1, a.x2))
+    kind = "half" if dtype == cupy.float16 else "complex" if dtype.kind == "c" else "real"
     ndim = max(x1.ndim, x2.ndim)
     return _kernel(kind)(x1, x2, axis=ndim + a.axis, keepdims=a.keepdims)
 
@@ -75,9 +68,8 @@ def _sms(device_id: int) -> int:
 
 
 def _rows_view(x1: Any, x2: Any, axis: int) -> tuple[list[int], int, int] | None:
-    """Element strides of both inputs as (rows, length) views of one broadcast layout
-    starting where the inputs do, rows and length; None when the batch dims do not
-    merge or a stride is not whole elements."""
+    """Element strides of both inputs as (rows, length) views of one broadcast layout,
+    rows and length; None when the batch dims do not merge or strides are not whole."""
     shape = cupy.broadcast_shapes(x1.shape, x2.shape)
     ax = len(shape) + axis
     length = shape[ax]
@@ -103,23 +95,19 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     if view is None:
         return None
     strides, rows, length = view
-    shape = list(cupy.broadcast_shapes(x1.shape, x2.shape))
-    if a.keepdims:
-        shape[a.axis] = 1
-    else:
-        del shape[a.axis]
     if rows == 0 or length == 0:
         return None
     reach = max(
         rows * (abs(strides[0]) + abs(strides[2])), length * (abs(strides[1]) + abs(strides[3]))
     )
-    large = max(reach, rows, length) >= 2**31 - 2**24
+    large = max(reach, rows, length) >= INT32_LIMIT
     index = np.int64 if large else np.int32
-    acc = "float" if dtype.name == "float16" else CTYPES[dtype.name]
     kind = "vecdot_thread_rows" if length < CUDA["vecdot_short_rows"] else "vecdot_block_rows"
-    name = f"portops::{kind}<{CTYPES[dtype.name]}, {acc}, {'long long' if large else 'int'}>"
     device_id = x1.device.id
-    fn = _function(name, device_id, "vecdot.cu")
+    # Half precision accumulates in float (real_of), every other type in itself.
+    fn = _function(
+        kernel_name(kind, (dtype.name, real_of(dtype.name)), large), device_id, "vecdot.cu"
+    )
     if kind == "vecdot_thread_rows":
         block_size = CUDA["threads_per_block"]
         grid, block = (math.ceil(rows / block_size),), (block_size,)
@@ -129,18 +117,14 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
         threads = 1024 if rows < 2 * _sms(device_id) else CUDA["threads_per_block"]
         grid, block = (rows,), (min(threads, 32 * math.ceil(length / 32)),)
     scalars = tuple(index(v) for v in (rows, length, *strides))
-    out_shape = tuple(shape)
+    out_shape = tuple(a.shape)
 
     def run(x1: Any, x2: Any) -> Any:
         out = cupy.empty(out_shape, dtype=dtype)
-        if cupy.cuda.runtime.getDevice() == device_id:
-            fn(grid, block, (x1, x2, out, *scalars))
-        else:
-            with cupy.cuda.Device(device_id):
-                fn(grid, block, (x1, x2, out, *scalars))
+        fn(grid, block, (x1, x2, out, *scalars))
         return out
 
-    return run
+    return _on_device(device_id, run)
 
 
 def _raw_or_reduction(a: VecdotArgs) -> Any:

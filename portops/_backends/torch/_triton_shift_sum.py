@@ -1,22 +1,15 @@
 """Triton kernels of the shift_sum family for torch CUDA tensors.
 
-The gather formulation of ``_kernels/shift_sum.cu``: one program element per output
-element, a loop over the channels that reach it, the mask fused, no atomics, half
-precision accumulated in float32. Layouts are reduced to the six dimensions of
-:mod:`portops._kernels.geometry`; complex tensors are read as pairs of reals.
-
-*Row* kernels cover the common layouts (channel axis before the shifted one, the
-shifted axis and those after it contiguous: ``(B, C, H, W)`` shifted along W or H): a
-program owns a block of one row's columns, so loads and stores are contiguous runs. A
-*general* forward kernel takes any strides and complex dtypes, with index arithmetic per
-element; other adjoints are torch's windows copy (as much memory traffic, one launch).
-
-Imported only when a CUDA tensor reaches the torch backend, or by the tests, which run
-the kernels on CPU tensors under ``TRITON_INTERPRET=1``.
+The gather formulation of ``_kernels/shift_sum.cu`` (no atomics, mask fused, half
+precision accumulated in float32) over the dimensions of :mod:`portops._kernels.geometry`.
+*Row* kernels cover the common layouts (``(B, C, H, W)`` shifted along W or H) with
+contiguous runs per program; a *general* forward kernel takes any strides and complex
+dtypes; other adjoints are left to torch. The tests run them under ``TRITON_INTERPRET=1``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -119,14 +112,10 @@ def _forward_kernel(
         tl.store(y_ptr + idx, acc_re.to(ty), mask=valid)
 
 
-# Row kernels: columns j index the shifted axis merged with the contiguous axes after it
-# (W * I of them in x, W' * I in y); channel c is shifted by o_c * I columns. Rows index
-# the outer dims (O0, O1, O2), each with its own strides per array.
-
-
 @triton.jit
 def _row_program(s1, s2, LARGE: tl.constexpr, BLOCK: tl.constexpr):
-    """(k0, k1, k2) of this program's row and its block of columns."""
+    """(k0, k1, k2) of this program's row (outer dims) and its block of columns `j`: the
+    shifted axis merged with the contiguous ones after it (channel c moves o_c * I)."""
     row = tl.program_id(0)
     j = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     if LARGE:
@@ -206,8 +195,6 @@ def _adjoint_rows(
         tl.store(xb + c * xc, v.to(ty), mask=valid)
 
 
-# ----------------------------------------------------------------------------- launching
-
 _MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 # Accumulation type per dtype (of the real parts for complex ones).
 _ACC = {
@@ -230,31 +217,23 @@ def _hooks_idle() -> bool:
     return all(h is None or not getattr(h, "calls", True) for h in hooks)
 
 
-def _misaligned(tensors: tuple[torch.Tensor, ...]) -> int:
-    """Nonzero when a tensor's data is not 16-byte aligned (Triton specialises on it)."""
-    bits = 0
-    for t in tensors:
-        bits |= t.data_ptr()
-    return bits & 15
+def _misaligned(tensors: tuple[torch.Tensor, ...]) -> bool:
+    """True when a tensor's data is not 16-byte aligned (Triton specialises on it)."""
+    return any(t.data_ptr() & 15 for t in tensors)
 
 
 # torch's private fast readers where present, the public ones elsewhere.
 _current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
-_raw_stream = getattr(
-    torch._C,
-    "_cuda_getCurrentRawStream",
-    lambda device: torch.cuda.current_stream(device).cuda_stream,
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda device: torch.cuda.current_stream(device).cuda_stream
 )
 
 
 class Launcher:
-    """One kernel with its grid, scalar arguments and constexprs fixed; call it with the
-    tensor arguments to launch.
+    """A kernel with its grid, scalars and constexprs fixed, called with the tensors.
 
-    The first launch goes through Triton's JIT (which compiles); later ones call the
-    compiled kernel's launcher directly, skipping the JIT's per-call work, when every
-    tensor is 16-byte aligned like the first (the one specialisation that varies
-    between calls of one signature) and no launch hook is installed.
+    After the first (JIT) launch, calls go straight to the compiled launcher while every
+    tensor stays 16-byte aligned (the one varying specialisation) and no hook is set.
     """
 
     __slots__ = ("compiled", "constexprs", "device", "grid", "kernel", "n_scalars", "tail")
@@ -280,21 +259,17 @@ class Launcher:
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         compiled = self.compiled
-        if compiled is not None and not _misaligned(tensors):
-            if _current_device() == self.device:
-                g = self.grid
-                stream = _raw_stream(self.device)
-                compiled.run(
-                    g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata,
-                    None, None, None, *tensors, *self.tail,
-                )  # fmt: skip
-                return
-        n = self.n_scalars
-        if self.device < 0:  # CPU tensors: Triton's interpreter (tests)
-            result = self.kernel[self.grid](*tensors, *self.tail[:n], **self.constexprs)
-        else:
-            with torch.cuda.device(self.device):
-                result = self.kernel[self.grid](*tensors, *self.tail[:n], **self.constexprs)
+        if compiled is not None and not _misaligned(tensors) and _current_device() == self.device:
+            g = self.grid
+            compiled.run(
+                g[0], g[1], g[2], _raw_stream(self.device), compiled.function,
+                compiled.packed_metadata, None, None, None, *tensors, *self.tail,
+            )  # fmt: skip
+            return
+        launch = self.kernel[self.grid]
+        # CPU tensors (device -1) run under Triton's interpreter (tests).
+        with contextlib.nullcontext() if self.device < 0 else torch.cuda.device(self.device):
+            result = launch(*tensors, *self.tail[: self.n_scalars], **self.constexprs)
         ready = all(hasattr(result, a) for a in ("run", "function", "packed_metadata"))
         if compiled is None and ready and not _misaligned(tensors) and _hooks_idle():
             self.compiled = result
@@ -355,10 +330,7 @@ def _row_launcher(
     return Launcher(kernel, (rows, blocks, 1), scalars, options, device.index)
 
 
-# ----------------------------------------------------------------------------- plans
-# Each plan is a function of the call's tensors with everything else fixed; a row plan
-# is None where the row kernels do not cover the layout.
-
+# A plan is a function of the call's tensors, everything else fixed.
 Run = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 
 
@@ -383,8 +355,7 @@ def _rows(
     mask, dtypes = c.mask, (c.a.dtype, c.dtype)
     if not _ROW_DTYPES.issuperset(dtypes if mask is None else (*dtypes, mask.dtype)):
         return None
-    ms = _mask_layout(mask)[0]
-    g = geometry(tuple(big_shape), big, small, ms, c.axis, c.cax, out_width)
+    g = geometry(tuple(big_shape), big, small, _mask_layout(mask)[0], c.axis, c.cax, out_width)
     return None if g is None else row_view(g, mask is not None)
 
 
@@ -416,8 +387,7 @@ def _row_forward(c: _Call) -> Run | None:
 
 def _row_adjoint(c: _Call, pinv: bool = False) -> Run | None:
     """The adjoint; `pinv`: ``conj(mask) * window_c(y / Phi)``, 1 / Phi by the forward
-    kernel first. Without a mask 1 / Phi depends on the signature alone and is computed
-    once; with one it has the mask's outer shape (a 2-D mask: one image, not the batch)."""
+    kernel first (once per plan without a mask, else over the mask's outer shape)."""
     y, mask, dtype, alloc = c.a, c.mask, c.dtype, c.alloc
     if pinv and not dtype.is_floating_point:
         return None
@@ -503,16 +473,9 @@ def _general_forward(c: _Call) -> Run:
     return run
 
 
-def _no_general(c: _Call) -> Run:
-    """Adjoints outside the row kernels' layouts are left to torch (its windows copy,
-    or the composed pseudo-inverse), which reads and writes about as much memory."""
-    raise NotImplementedError("the row kernels do not cover this layout or dtype")
-
-
 def _planner(kind: str) -> Callable[..., Run]:
     forward = kind == "forward"
     row = _row_forward if forward else functools.partial(_row_adjoint, pinv=kind == "pinv")
-    general = _general_forward if forward else _no_general
 
     def plan(
         a: torch.Tensor,
@@ -525,8 +488,8 @@ def _planner(kind: str) -> Callable[..., Run]:
         general_kernel: bool = False,
     ) -> Run:
         """The plan for tensors laid out like `a` and `mask`: the row kernels' where they
-        cover the layout (and not `general_kernel`), else the general forward kernel's;
-        NotImplementedError where neither applies."""
+        cover it (unless `general_kernel`), else the general forward kernel's. Other
+        adjoints raise NotImplementedError: torch's windows copy moves as much memory."""
         shape = (y_shape if forward else x_shape)(list(a.shape), (list(offsets), axis, cax))
         alloc = shape if out_shape is None else out_shape
         c = _Call(a, offsets, axis, cax, mask, shape, alloc, result_dtype(a, mask))
@@ -534,7 +497,9 @@ def _planner(kind: str) -> Callable[..., Run]:
             run = row(c)
             if run is not None:
                 return run
-        return general(c)
+        if forward:
+            return _general_forward(c)
+        raise NotImplementedError("the row kernels do not cover this layout or dtype")
 
     return plan
 

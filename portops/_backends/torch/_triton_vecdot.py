@@ -49,10 +49,6 @@ def _vecdot_rows(
         tl.store(out_ptr + rr, total.to(out_ptr.dtype.element_ty), mask=rr < rows)
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def plan_rows(
     rows: int,
     length: int,
@@ -60,22 +56,21 @@ def plan_rows(
     dtype: torch.dtype,
     device: torch.device,
     sms: int,
-    out_shape: tuple[int, ...] | None = None,
+    shape: tuple[int, ...],
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
-    """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides: a
-    function of the two base tensors (the strides' origin), or None for another dtype."""
+    """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides, shaped
+    `shape`: a function of the two base tensors (the strides' origin), or None."""
     acc = _ACC.get(dtype)
     if acc is None or rows == 0 or length == 0:
         return None
     tile = CUDA["vecdot_tile"]
-    block_k = min(_pow2(length), CUDA["row_block_max"])
-    block_r = max(1, min(_pow2(rows), tile // block_k))
+    block_k = min(triton.next_power_of_2(length), CUDA["row_block_max"])
+    block_r = max(1, min(triton.next_power_of_2(rows), tile // block_k))
     row_programs = math.ceil(rows / block_r)
     splits = 1
     enough = CUDA["programs_per_sm"] * sms  # programs that fill the GPU
     if row_programs < enough and length > 4 * block_k:
-        # Few long rows: split the contracted axis (in chunks of at least four blocks)
-        # so that every SM has work.
+        # Few long rows: split the contracted axis (chunks of 4+ blocks) to fill every SM.
         splits = min(math.ceil(enough / row_programs), math.ceil(length / (4 * block_k)))
     chunk = math.ceil(math.ceil(length / splits) / block_k) * block_k
     splits = math.ceil(length / chunk)
@@ -89,7 +84,6 @@ def plan_rows(
              num_warps=warps),
         device.index,
     )  # fmt: skip
-    shape = (rows,) if out_shape is None else out_shape
 
     def run(a: Any, b: Any) -> torch.Tensor:
         if splits == 1:

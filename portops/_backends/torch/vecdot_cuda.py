@@ -1,7 +1,6 @@
-"""vecdot on CUDA tensors: ``triton``, a fused row reduction (each input read once, no
-product temporary) for real floating inputs whose batch dims merge into rows; ``native``,
-torch's product and sum, for the rest (complex and integer dtypes, other layouts,
-autograd, forward-mode AD, torch.func, compile)."""
+"""vecdot on CUDA tensors: ``triton``, a fused row reduction (each input read once) for
+real floating inputs whose batch dims merge into rows; ``native``, torch's product and
+sum, for the rest (other dtypes and layouts, autograd, torch.func, compile)."""
 
 from __future__ import annotations
 
@@ -37,11 +36,8 @@ def _sms(device: int) -> int:
 
 def _triton_plan(a: VecdotArgs) -> Run | None:
     """The Triton plan for these arguments' signature, or None where it does not apply."""
-    x1, x2 = a.x1, a.x2
-    if x1.dtype is not x2.dtype or not x1.dtype.is_floating_point:
-        return None
-    kernels = _triton()
-    if kernels is None:
+    x1, x2, kernels = a.x1, a.x2, _triton()
+    if kernels is None or x1.dtype is not x2.dtype or not x1.dtype.is_floating_point:
         return None
     shape = torch.broadcast_shapes(x1.shape, x2.shape)  # type: ignore[no-untyped-call]
     ndim = len(shape)
@@ -55,14 +51,9 @@ def _triton_plan(a: VecdotArgs) -> Run | None:
             strides += v.movedim(axis, -1).view(rows, length).stride()
         except RuntimeError:  # the batch dims do not merge
             return None
-    out_shape = list(shape)
-    if a.keepdims:
-        out_shape[a.axis] = 1
-    else:
-        del out_shape[a.axis]
     sms = _machine.current().gpu_sms or _sms(x1.device.index)
     run: Run | None = kernels.plan_rows(
-        rows, length, tuple(strides), x1.dtype, x1.device, sms, tuple(out_shape)
+        rows, length, tuple(strides), x1.dtype, x1.device, sms, tuple(a.shape)
     )
     return run
 
