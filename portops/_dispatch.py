@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import importlib
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -88,7 +88,8 @@ class Implementation:
             return self.strategies.choose(args, forced)
         if forced not in (None, "default"):
             raise ValueError(f"{self.name} has no strategy {forced!r}; it has one: 'default'")
-        return Choice(_default_strategy(self), "its only strategy")
+        only = Strategy("default", self.summary, lambda args: lambda *arrays: self.func(args))
+        return Choice(only, "its only strategy")
 
     def reason_not_applicable(self, call: Call) -> str | None:
         libs = "any library" if self.libraries is None else "/".join(sorted(self.libraries))
@@ -98,10 +99,6 @@ class Implementation:
         if self.devices is not None and call.device not in self.devices:
             return f"registered for {libs} on {devs}, not device {call.device!r}"
         return None if self.applies is None else self.applies(call.args)
-
-
-def _default_strategy(impl: Implementation) -> Strategy:
-    return Strategy("default", impl.summary, lambda args: lambda *arrays: impl.func(args))
 
 
 @dataclass(frozen=True)
@@ -133,59 +130,21 @@ def define_operation(
         _registry.setdefault(name, [])
 
 
-def register(
-    op: str,
-    name: str,
-    *,
-    libraries: Iterable[str] | None = None,
-    devices: Iterable[str] | None = None,
-    priority: int = Priority.BASELINE,
-    applies: Callable[..., str | None] | None = None,
-    summary: str = "",
-    planner: Callable[..., Any] | None = None,
-    replace: bool = False,
-    strategies: Strategies | None = None,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator registering an implementation of `op` under `name` (the arguments:
-    :func:`portops.extend.register`)."""
-    libs = _names("libraries", libraries)
-    devs = _names("devices", devices)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name must be a non-empty str, got {name!r}")
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int (see Priority), got {priority!r}")
-    for arg, value in (("applies", applies), ("planner", planner)):
-        if value is not None and not callable(value):
-            raise TypeError(f"{arg} must be callable or None, got {type(value).__name__}")
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        if not callable(func):
-            raise TypeError(f"the implementation {name!r} must be callable, got {func!r}")
-        impl = Implementation(
-            op=op,
-            name=name,
-            func=func,
-            libraries=libs,
-            devices=devs,
-            priority=int(priority),
-            applies=applies,
-            summary=summary or (func.__doc__ or "").strip().split("\n")[0],
-            planner=planner,
-            strategies=strategies,
-        )
-        with _lock:
-            impls = _registry.setdefault(op, [])
-            if not replace and any(i.name == name for i in impls):
-                raise ValueError(
-                    f"an implementation of {op} named {name!r} is already registered; "
-                    "pass replace=True to replace it"
-                )
-            replaced = [impl if i.name == name else i for i in impls]  # keeps its place
-            _registry[op] = replaced if any(i.name == name for i in impls) else [*impls, impl]
-            _changed()
-        return func
-
-    return decorate
+def add(impl: Implementation, replace: bool = False) -> None:
+    """Register `impl` (checked by :func:`portops.extend.register`); a replacement
+    keeps the place of the implementation it replaces."""
+    with _lock:
+        impls = _registry.setdefault(impl.op, [])
+        if all(i.name != impl.name for i in impls):
+            _registry[impl.op] = [*impls, impl]
+        elif replace:
+            _registry[impl.op] = [impl if i.name == impl.name else i for i in impls]
+        else:
+            raise ValueError(
+                f"an implementation of {impl.op} named {impl.name!r} is already registered; "
+                "pass replace=True to replace it"
+            )
+        _changed()
 
 
 def strategy_runner(op: str, strategies: Strategies) -> Callable[[Any], Any]:
@@ -198,18 +157,6 @@ def strategy_runner(op: str, strategies: Strategies) -> Callable[[Any], Any]:
 
     run.__doc__ = "runs the strategy its rule chooses"
     return run
-
-
-def _names(arg: str, values: Iterable[str] | None) -> frozenset[str] | None:
-    if values is None:
-        return None
-    if isinstance(values, str):  # "numpy" would otherwise become {"n", "u", ...}
-        return frozenset((values,))
-    names = frozenset(values)
-    for v in names:
-        if not isinstance(v, str):
-            raise TypeError(f"{arg} must be names (str), got {v!r}")
-    return names
 
 
 def unregister(op: str, name: str) -> Implementation:
@@ -378,7 +325,7 @@ def _load_installed_backends() -> None:
                 continue
 
 
-def _check_operation(op: str) -> None:
+def check_operation(op: str) -> None:
     if op not in _operations:
         raise ValueError(f"unknown operation {op!r}; known: {', '.join(sorted(_operations))}")
 
@@ -413,7 +360,7 @@ def implementations(op: str) -> ImplementationTable:
       numpy...10...numpy...cpu...np.vecdot for long unit-stride vectors, ...
       generic...-100...any...any...pure array API product and sum (reference; ...)
     """
-    _check_operation(op)
+    check_operation(op)
     _load_installed_backends()
     with _lock:
         impls = sorted(_registry[op], key=lambda i: (-i.priority, i.name))
@@ -465,7 +412,7 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
          generic: ... [applies, lower priority]
     strategy of numpy: matvec on 1 thread: ...
     """
-    _check_operation(op)
+    check_operation(op)
     call = _operations[op].prepare(*args, **kwargs)
     chosen = select(op, call)
     preferred = _preferred_name(op)
@@ -528,7 +475,7 @@ def prefer(**choices: str) -> Iterator[None]:
     Based on a ``ContextVar``, so the choice is local to the thread or asyncio task.
     """
     for op, name in choices.items():
-        _check_operation(op)
+        check_operation(op)
         if not isinstance(name, str):
             raise TypeError(f"prefer({op}=...) expects an implementation name, got {name!r}")
     current = _preferred.get() or {}

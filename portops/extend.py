@@ -77,12 +77,6 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _check_operation(op: str) -> None:
-    if op not in _dispatch._operations:
-        known = ", ".join(sorted(_dispatch._operations))
-        raise ValueError(f"op: unknown operation {op!r}; known: {known}")
-
-
 @overload
 def register(
     op: str,
@@ -186,31 +180,50 @@ def register(
     TypeError
         An argument of the wrong type (names that are not strings, a non-int priority).
     """
-    _check_operation(op)
+    _dispatch.check_operation(op)
     libs = _load_packages(libraries)
-    decorate = _dispatch.register(
-        op,
-        name,
-        libraries=libs,
-        devices=devices,
-        priority=priority,
-        applies=applies,
-        summary=summary,
-        planner=planner,
-        replace=replace,
-        strategies=strategies,
-    )
+    devs = _names("devices", devices)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int (see Priority), got {priority!r}")
+    for arg, value in (("applies", applies), ("planner", planner)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{arg} must be callable or None, got {type(value).__name__}")
     if strategies is not None:
         if func is not None or planner is not None:
             raise TypeError("register: give strategies, or func (and a planner), not both")
-        return decorate(_dispatch.strategy_runner(op, strategies))
+        func = _dispatch.strategy_runner(op, strategies)
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(f):
+            raise TypeError(f"the implementation {name!r} must be callable, got {f!r}")
+        doc = summary or (f.__doc__ or "").strip().split("\n")[0]
+        impl = _dispatch.Implementation(
+            op, name, f, libs, devs, int(priority), applies, doc, planner, strategies
+        )
+        _dispatch.add(impl, replace)
+        return f
+
     return decorate if func is None else decorate(func)
 
 
+def _names(arg: str, values: Iterable[str] | None) -> frozenset[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):  # "numpy" would otherwise become {"n", "u", ...}
+        return frozenset((values,))
+    names = frozenset(values)
+    for v in names:
+        if not isinstance(v, str):
+            raise TypeError(f"{arg} must be names (str), got {v!r}")
+    return names
+
+
 def _load_packages(libraries: Iterable[str] | None) -> frozenset[str] | None:
-    """Load the packages of the named libraries' backends, so that a clash with one of
-    their implementations' names is caught now, and ``replace=True`` replaces it for good."""
-    libs = None if libraries is None else _dispatch._names("libraries", libraries)
+    """Load the named libraries' backend packages, so that a clash with one of their
+    implementations' names is caught now, and ``replace=True`` replaces it for good."""
+    libs = _names("libraries", libraries)
     for library in sorted(libs or ()):
         backend = _arrays.get_backend(library)
         if backend is not None and backend.package is not None and backend.installed():
@@ -228,7 +241,7 @@ def unregister(op: str, name: str) -> None:
     ValueError
         Unknown `op`, or no implementation of `op` named `name`.
     """
-    _check_operation(op)
+    _dispatch.check_operation(op)
     _dispatch.unregister(op, name)
 
 
@@ -263,7 +276,7 @@ def registered(
     >>> float(portops.vecdot(np.ones(3), np.ones(3)))
     3.0
     """
-    _check_operation(op)
+    _dispatch.check_operation(op)
     _load_packages(libraries)
     previous = {i.name: i for i in _dispatch._registry[op]}.get(name) if replace else None
     register(
@@ -284,18 +297,7 @@ def registered(
         if previous is None:
             _dispatch.unregister(op, name)
         else:
-            _dispatch.register(
-                op,
-                name,
-                libraries=previous.libraries,
-                devices=previous.devices,
-                priority=previous.priority,
-                applies=previous.applies,
-                summary=previous.summary,
-                planner=previous.planner,
-                replace=True,
-                strategies=previous.strategies,
-            )(previous.func)
+            _dispatch.add(previous, replace=True)
 
 
 def register_backend(
