@@ -1,12 +1,9 @@
 """Array inspection shared by every operation: library, device kind, namespace.
 
-Each array library is described by a :class:`Backend` (how to recognise its arrays,
-their namespace and device kind, which package holds its implementations); the
-built-in ones are registered at the end of this module, others through
-:func:`portops.extend.register_backend` or the ``portops.backends`` entry-point group.
-
-Everything here is cached per array *type*, so the cost on a hot path is a dict
-lookup. Nothing imports an array library that the caller has not imported already.
+Each array library is described by a :class:`Backend` (the built-in ones at the end of
+this module, others through :func:`portops.extend.register_backend` or the
+``portops.backends`` entry points). Answers are cached per array type, and nothing
+imports an array library the caller has not imported.
 """
 
 from __future__ import annotations
@@ -23,11 +20,11 @@ from typing import Any, NamedTuple
 import array_api_compat as compat
 import numpy as np
 
-# Names of the built-in backends, used as dispatch keys. An array of a library without a
-# backend is handled by the generic path under the name of its top-level module.
-NUMPY, TORCH, CUPY, JAX, DASK = "numpy", "torch", "cupy", "jax", "dask"
-ARRAY_API_STRICT = "array_api_strict"
+from ._tracing import memo
 
+# The built-in backends' dispatch keys (a library without a backend is keyed by its
+# top-level module's name and runs the generic path).
+NUMPY, TORCH, CUPY, JAX, DASK = "numpy", "torch", "cupy", "jax", "dask"
 # Entry-point group through which other packages declare backends (see portops.extend).
 ENTRY_POINT_GROUP = "portops.backends"
 
@@ -91,8 +88,6 @@ _entry_points_loaded = [False]
 
 _library_by_type: dict[type, str | None] = {}
 _namespace_by_name: dict[str, Any] = {}
-# Array subclasses whose meaning portops would silently drop, with what to pass instead.
-_refusals: dict[type, str | None] = {}
 
 
 def add_backend(backend: Backend, *, replace: bool = False) -> None:
@@ -183,17 +178,13 @@ def load_entry_points() -> None:
 
 
 def _detect_library(x: object) -> str | None:
-    for backend in _detection_order:
-        if backend.is_array(x):
-            return backend.name
-    if not _entry_points_loaded[0]:  # an unknown type: other packages may declare it
+    found = next((b.name for b in _detection_order if b.is_array(x)), None)
+    if found is None and not _entry_points_loaded[0]:  # other packages may declare it
         load_entry_points()
-        for backend in _detection_order:
-            if backend.is_array(x):
-                return backend.name
-    if compat.is_array_api_obj(x):
+        found = next((b.name for b in _detection_order if b.is_array(x)), None)
+    if found is None and compat.is_array_api_obj(x):
         return type(x).__module__.partition(".")[0]
-    return None
+    return found
 
 
 def library_of(x: object) -> str | None:
@@ -208,37 +199,21 @@ def library_of(x: object) -> str | None:
     return lib
 
 
+@memo(None)
 def _refusal(t: type) -> str | None:
-    """Why arrays of type `t` are refused, or None (cached per type by the caller).
-
-    NumPy's masked arrays would have their mask ignored (every kernel reads the data
-    underneath), and ``np.matrix`` keeps two dimensions through reductions, so its
-    results would depend on the path taken; both are refused by name instead.
-    """
-    if not any(c.__module__.startswith("numpy") for c in t.__mro__[1:]):
-        return None
+    """Why arrays of NumPy subclass `t` are refused: every kernel would ignore a masked
+    array's mask, and np.matrix stays 2-D through reductions (results would vary by path)."""
     names = {f"{c.__module__}.{c.__qualname__}" for c in t.__mro__}
-    if "numpy.ma.MaskedArray" in names or "numpy.ma.core.MaskedArray" in names:
+    if names & {"numpy.ma.MaskedArray", "numpy.ma.core.MaskedArray"}:
         return (
             "a numpy.ma.MaskedArray, whose mask portops would ignore; pass its "
             ".filled(0) to count masked values as 0, or its .data for the values underneath"
         )
-    if "numpy.matrix" in names or "numpy.matrixlib.defmatrix.matrix" in names:
+    if names & {"numpy.matrix", "numpy.matrixlib.defmatrix.matrix"}:
         return (
             "a numpy.matrix, which keeps two dimensions through reductions; pass np.asarray of it"
         )
     return None
-
-
-def check_not_refused(x: Any, name: str) -> None:
-    """Raise TypeError, naming `name`, for an array subclass portops refuses."""
-    t = type(x)
-    try:
-        reason = _refusals[t]
-    except KeyError:
-        reason = _refusals[t] = _refusal(t)
-    if reason is not None:
-        raise TypeError(f"{name} is {reason}")
 
 
 def namespace_of(x: Any) -> Any:
@@ -247,11 +222,8 @@ def namespace_of(x: Any) -> Any:
 
 
 def _namespace_name(x: Any) -> str:
-    """A name for `x`'s type under which its namespace is kept, found on first sight.
-
-    The name, not the namespace, is what torch.compile keeps as a constant (it runs
-    this eagerly while tracing): a module object would not do as one.
-    """
+    """A name for `x`'s type under which its namespace is kept: torch.compile keeps the
+    name as a constant (it runs this eagerly while tracing), a module would not do."""
     t = type(x)
     name = f"{t.__module__}.{t.__qualname__}"
     if name not in _namespace_by_name:
@@ -262,9 +234,8 @@ def _namespace_name(x: Any) -> str:
     return name
 
 
-# Run eagerly while torch.compile traces, their results kept as constants (see
-# portops._machine.current): they look up or fill caches keyed by type, and the
-# array-API helpers they call are lru_cache-wrapped, which Dynamo warns about.
+# Run eagerly while torch.compile traces, results kept as constants (see
+# portops._machine.current): they fill caches keyed by type.
 library_of._dynamo_marked_constant = True  # type: ignore[attr-defined]
 _namespace_name._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
@@ -304,8 +275,8 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
                 f"{name} must be an array of an array-API library (NumPy, CuPy, PyTorch, "
                 f"JAX, Dask, ...), got {type(a).__name__}"
             )
-        if lib == NUMPY and type(a) is not np.ndarray:
-            check_not_refused(a, name)
+        if lib == NUMPY and type(a) is not np.ndarray and _refusal(type(a)) is not None:
+            raise TypeError(f"{name} is {_refusal(type(a))}")
         if library is None:
             library, first, first_name = lib, a, name
         elif lib != library:
@@ -322,8 +293,7 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
         return _inspect_with_dask(names, arrays)
     device = device_kind(first, library)
     if library in _multi_device:
-        # torch's own attribute (compat.device tries every library's type first, which
-        # torch.compile warns about while it traces)
+        # torch's own attribute: compat.device tries every library first (Dynamo warns)
         read = _torch_device_of if library == TORCH else compat.device
         placed = [(n, read(a)) for n, a in zip(names, arrays, strict=True) if a is not None]
         # Traced JAX arrays report no device; only concrete placements can disagree.
@@ -343,13 +313,8 @@ def chunk_library(x: Any) -> str:
 
 
 def _inspect_with_dask(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
-    """Dask arrays, and in-memory arrays of their blocks' library beside them: a Dask call.
-
-    Dask combines such operands block by block (``x * numpy_mask`` is a Dask array), so
-    the in-memory arrays must be of the library of the Dask arrays' blocks: NumPy
-    beside NumPy-backed Dask arrays, CuPy beside CuPy-backed ones. Other mixtures fail
-    here, at the call, rather than when the blocks are computed.
-    """
+    """A Dask call: Dask arrays, with in-memory arrays of their blocks' library beside
+    them (Dask combines those block by block); other mixtures fail here, not at compute."""
     named = [(n, a) for n, a in zip(names, arrays, strict=True) if a is not None]
     lazy = [(n, a) for n, a in named if library_of(a) == DASK]
     dask_name, dask_first = lazy[0]
@@ -385,26 +350,13 @@ def as_dask_operands(
     backend = get_backend(DASK)
     if backend is None or backend.package is None:
         raise RuntimeError("no Dask backend is registered")
-    # Through the descriptor, as dispatch loads a backend: only the backend's own
-    # package names its modules. Dask is imported: a Dask array was passed.
     package = importlib.import_module(backend.package)
     wrapped: tuple[Any, ...] = package.operands.wrap(arrays, labels)
     return wrapped
 
 
-# ------------------------------------------------------------------ built-in backends
-
-
-def _torch_device(x: Any) -> str:
-    return str(x.device.type)
-
-
 def _torch_device_of(x: Any) -> Any:
     return x.device
-
-
-def _cupy_device(x: Any) -> str:
-    return "cuda"
 
 
 def _dask_device(x: Any) -> str:
@@ -424,27 +376,27 @@ def _is_array_api_strict_array(x: object) -> bool:
     return t.__module__ == "array_api_strict._array_object" and t.__name__ == "Array"
 
 
-# Every built-in backend, in detection order. JAX and array-api-strict arrays run the
-# generic implementations, so they name no package.
+# The built-in backends, in detection order (JAX and array-api-strict run the generic
+# implementations: no package).
 for _backend in (
     Backend(NUMPY, compat.is_numpy_array, package="portops._backends.numpy"),
     Backend(
         TORCH,
         compat.is_torch_array,
-        device=_torch_device,
+        device=lambda x: str(x.device.type),
         package="portops._backends.torch",
         multi_device=True,
     ),
     Backend(
         CUPY,
         compat.is_cupy_array,
-        device=_cupy_device,
+        device=lambda x: "cuda",
         package="portops._backends.cupy",
         multi_device=True,
     ),
     Backend(JAX, compat.is_jax_array, device=_jax_device, multi_device=True),
     Backend(DASK, compat.is_dask_array, device=_dask_device, package="portops._backends.dask"),
-    Backend(ARRAY_API_STRICT, _is_array_api_strict_array),
+    Backend("array_api_strict", _is_array_api_strict_array),
 ):
     add_backend(_backend)
 del _backend

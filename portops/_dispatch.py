@@ -1,15 +1,10 @@
 """The registry: which implementation of an operation runs for which arguments.
 
-An *operation* is declared once with a ``prepare`` function that validates the public
-arguments into a :class:`Call` (library, device kind, normalised arguments).
-*Implementations* are registered for sets of libraries and device kinds (None: any);
-among those registered for a call's (library, device), the one of highest priority
-whose ``applies`` check passes runs, unless :func:`prefer` names one. The chosen
-implementation's strategies (:mod:`portops._strategy`) then pick how it runs.
-
-A library's implementations live in the package its :class:`~portops._arrays.Backend`
-names, imported at the first call with one of its arrays: ``import portops`` imports no
-optional array library. The public face of registration is :mod:`portops.extend`.
+An operation's ``prepare`` validates the public arguments into a :class:`Call`; among
+the implementations registered for its (library, device), the highest-priority one
+whose ``applies`` passes runs (unless :func:`prefer` names one), and its strategies
+(:mod:`portops._strategy`) pick how. A backend's package is imported at the first call
+with its arrays. The public face of registration is :mod:`portops.extend`.
 """
 
 from __future__ import annotations
@@ -24,13 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _arrays, _plans
-from ._inspect import (
-    Candidate,
-    Explanation,
-    ImplementationInfo,
-    ImplementationTable,
-    StrategyInfo,
-)
+from ._inspect import Candidate, Explanation, ImplementationInfo, ImplementationTable, StrategyInfo
 from ._strategy import Choice, Strategies, Strategy
 
 if TYPE_CHECKING:
@@ -75,12 +64,8 @@ class Implementation:
     priority: int
     applies: Callable[..., str | None] | None  # returns why it does not apply, or None
     summary: str
-    # Turns the normalised arguments of a first call into a plan for later calls with
-    # the same signature (see portops._plans), or returns None when it cannot.
-    planner: Callable[..., Any] | None = None
-    # Named ways to run a call and the rule choosing one (see portops._strategy); an
-    # implementation without them has a single one, "default", that calls `func`.
-    strategies: Strategies | None = None
+    planner: Callable[..., Any] | None = None  # args -> plan for the signature, or None
+    strategies: Strategies | None = None  # None: one strategy, "default", calls `func`
 
     def choose(self, args: Any, forced: str | None = None) -> Choice:
         """The strategy for `args` (`forced`: a strategy name from prefer())."""
@@ -101,9 +86,7 @@ class Implementation:
         return None if self.applies is None else self.applies(call.args)
 
 
-@dataclass(frozen=True)
-class _Operation:
-    name: str
+class _Operation(NamedTuple):
     prepare: Callable[..., Call]
     arrays: Callable[[Any], tuple[Any, ...]]  # a record's arrays, as a plan takes them
 
@@ -126,7 +109,7 @@ def define_operation(
     """Declare operation `name`; `prepare` turns public arguments into a :class:`Call`,
     `arrays` gives a call record's arrays in the order a plan takes them."""
     with _lock:
-        _operations[name] = _Operation(name, prepare, arrays)
+        _operations[name] = _Operation(prepare, arrays)
         _registry.setdefault(name, [])
 
 
@@ -199,8 +182,8 @@ def _load_backend(library: str) -> None:
     _loaded_backends.add(library)
 
 
-# torch.compile runs a function carrying this attribute eagerly while tracing and keeps
-# its result as a constant (what ``torch.compiler.assume_constant_result`` sets).
+# torch.compile runs this eagerly while tracing, its result a constant (as
+# ``torch.compiler.assume_constant_result`` marks functions).
 _load_backend._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
@@ -218,8 +201,7 @@ def _candidates_for(op: str, library: str, device: str) -> tuple[Implementation,
         if (i.libraries is None or library in i.libraries)
         and (i.devices is None or device in i.devices)
     ]
-    impls.sort(key=lambda i: -i.priority)
-    found = tuple(impls)
+    found = tuple(sorted(impls, key=lambda i: -i.priority))
     if generation == _generation[0]:  # not invalidated by a concurrent registration
         _candidates[key] = found
     return found
@@ -258,8 +240,7 @@ def preferences_active() -> bool:
 
 
 preferences_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
-# preferences_active() without a Python frame, for a tiny call's hot path; torch.compile
-# cannot trace it: only for code that has ruled tracing out first.
+# The same without a Python frame, for hot paths that have ruled out tracing first.
 current_preferences = _preferred.get
 
 
@@ -291,9 +272,8 @@ def invoke_planned(
     *args: Any,
     **kwargs: Any,
 ) -> Any:
-    """Validate, select and run a call of `op`, keeping the chosen strategy's plan
-    under `key` (the call's signature; None: keep none). `arrays` are the raw arrays
-    later calls pass to the plan."""
+    """Validate, select and run a call of `op`, keeping its plan under `key` (None:
+    keep none); `arrays`: the raw arrays later calls pass to a planner's plan."""
     operation = _operations[op]
     call = operation.prepare(*args, **kwargs)
     impl = select(op, call)
@@ -316,13 +296,11 @@ def _load_installed_backends() -> None:
     """Load the backend packages of every installed library (and entry points)."""
     _arrays.load_entry_points()
     for backend in _arrays.registered_backends():
-        if backend.name in _loaded_backends or backend.package is None:
-            continue
-        if backend.installed():
+        if backend.package is not None and backend.installed():
             try:
                 _load_backend(backend.name)
             except ImportError:  # library present but unusable here
-                continue
+                pass
 
 
 def check_operation(op: str) -> None:
@@ -356,9 +334,9 @@ def implementations(op: str) -> ImplementationTable:
     ('generic', None)
     >>> print(table)  # doctest: +ELLIPSIS
     implementations of vecdot:
-      name...priority...libraries...devices...summary
-      numpy...10...numpy...cpu...np.vecdot for long unit-stride vectors, ...
-      generic...-100...any...any...pure array API product and sum (reference; ...)
+      name...priority...libraries...devices...strategies...summary
+      numpy...10...numpy...cpu...vecdot, einsum, ...
+      generic...-100...any...any...default...pure array API product and sum ...
     """
     check_operation(op)
     _load_installed_backends()
@@ -415,17 +393,12 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
     check_operation(op)
     call = _operations[op].prepare(*args, **kwargs)
     chosen = select(op, call)
-    preferred = _preferred_name(op)
+    first = "forced by portops.prefer" if _preferred_name(op) else "first that applies"
     candidates = []
     for impl in _candidates_for(op, call.library, call.device):
-        if impl is chosen:
-            why = "forced by portops.prefer" if preferred else "first that applies"
-            candidates.append(Candidate(impl.name, impl.summary, True, True, why))
-        else:
-            reason = impl.reason_not_applicable(call)
-            applies = reason is None
-            why = "applies, lower priority" if reason is None else reason
-            candidates.append(Candidate(impl.name, impl.summary, False, applies, why))
+        reason = None if impl is chosen else impl.reason_not_applicable(call)
+        why = first if impl is chosen else reason or "applies, lower priority"
+        candidates.append(Candidate(impl.name, impl.summary, impl is chosen, reason is None, why))
     choice = chosen.choose(call.args, _forced_strategy(op))
     needs = chosen.strategies.needs(call.args) if chosen.strategies else frozenset()
     pool = tuple(chosen.strategies) if chosen.strategies else (choice.strategy,)
@@ -448,8 +421,7 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
 
 @contextmanager
 def without_preferences() -> Iterator[None]:
-    """Dispatch by priority alone inside this block: for implementations that call
-    portops on pieces of their input (Dask blocks), a preference names the outer one."""
+    """Dispatch by priority alone inside (Dask blocks: a preference names the outer call)."""
     token = _preferred.set(None)
     try:
         yield

@@ -10,13 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-__all__ = [
-    "Candidate",
-    "Explanation",
-    "ImplementationInfo",
-    "ImplementationTable",
-    "StrategyInfo",
-]
+__all__ = ["Candidate", "Explanation", "ImplementationInfo", "ImplementationTable", "StrategyInfo"]
 
 
 @dataclass(frozen=True)

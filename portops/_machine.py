@@ -1,21 +1,11 @@
 """The machine portops fits its choices to: cores, caches, memory.
 
-A strategy's rules speak of the machine (does this input fit one core's L2? the L3?
-how many threads may share the work?) rather than of constants measured on one
-computer. The profile is read once, lazily, from the operating system: Linux's sysfs,
-``sysconf``, or ``sysctl`` on macOS; what cannot be read takes a stated default and
-the profile's ``source`` says so.
-
-It can be overridden, so that the choice portops would make on another machine can be
-inspected and tested here:
-
-- ``with portops.machine(cores=64, l2=2 << 20, l3=64 << 20): ...`` within a block
-  (for the current thread or asyncio task);
-- the environment variable ``PORTOPS_MACHINE`` naming a JSON file of the same fields,
-  read at the first use (for a whole process: a job script, a container).
-
-GPU backends read their device's own properties (multiprocessor count) from the
-device; ``gpu_sms`` overrides that too.
+Strategy rules speak of the machine (does this fit one core's L2?) rather than of
+constants measured on one computer. The profile is read once, lazily, from sysfs,
+``sysconf`` or macOS's ``sysctl`` (stated defaults otherwise, named in ``source``). It
+can be overridden within a block (``with portops.machine(cores=64): ...``) or for a
+process (``PORTOPS_MACHINE`` naming a JSON file of the same fields); ``gpu_sms``
+overrides what GPU backends read from the device.
 """
 
 from __future__ import annotations
@@ -80,7 +70,7 @@ class Machine:
     cpu: str = "unknown"
     gpu_sms: int | None = None
     source: str = "defaults"
-    # Identifies the profile in plan keys (a plan depends on the machine it was made for).
+    # Identifies the profile in plan keys.
     token: int = dataclasses.field(
         default_factory=lambda: next(_tokens), init=False, compare=False, repr=False
     )
@@ -95,8 +85,7 @@ class Machine:
 
     @property
     def cache(self) -> int:
-        """What all this process's cores cache together: their L2s, or the L3s they
-        share where those are larger (the last level a working set can stay in)."""
+        """What this process's cores cache together: their L2s, or their L3s if larger."""
         instances = -(-self.cores // max(1, self.l3_shared_by))
         return max(self.l3 * instances, self.l2 * self.cores)
 
@@ -141,7 +130,6 @@ class Machine:
 _PUBLIC_FIELDS = tuple(
     f for f in dataclasses.fields(Machine) if f.name not in ("token", "_entered", "source")
 )
-_INT_FIELDS = frozenset(f.name for f in _PUBLIC_FIELDS if f.name not in ("cpu", "gpu_sms"))
 
 
 def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -152,11 +140,9 @@ def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
             raise TypeError(
                 f"machine() got an unknown field {name!r}; fields: {', '.join(sorted(known))}"
             )
-        if name == "cpu":
-            if not isinstance(value, str):
-                raise TypeError(f"cpu must be a str, got {type(value).__name__}")
-            continue
-        if name == "gpu_sms" and value is None:
+        if name == "cpu" and not isinstance(value, str):
+            raise TypeError(f"cpu must be a str, got {type(value).__name__}")
+        if name == "cpu" or (name == "gpu_sms" and value is None):
             continue
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, got {value!r}")
@@ -164,9 +150,6 @@ def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
         if value < low:
             raise ValueError(f"{name} must be at least {low}, got {value}")
     return fields
-
-
-# -- reading the machine ----------------------------------------------------------
 
 
 def _read(path: str) -> str:
@@ -276,8 +259,6 @@ def detect() -> Machine:
     return Machine(cores=max(1, cores), cpu=_cpu_name(), **fields)
 
 
-# -- the current profile ------------------------------------------------------------
-
 _scoped: ContextVar[Machine | None] = ContextVar("portops_machine", default=None)
 overridden = False  # whether a profile was ever set in a ``with`` block
 _detected: list[Machine] = []
@@ -285,11 +266,8 @@ _lock = threading.Lock()
 
 
 def _from_file(base: Machine) -> Machine:
-    """`base` with the fields of the JSON file ``PORTOPS_MACHINE`` names, if set.
-
-    A file that cannot be read or holds bad fields warns, naming it, and is ignored:
-    it tunes speed, never results.
-    """
+    """`base` with the fields of the JSON file ``PORTOPS_MACHINE`` names, if set; a bad
+    file warns and is ignored (it tunes speed, never results)."""
     path = os.environ.get(ENV_MACHINE, "").strip()
     if not path:
         return base
@@ -318,8 +296,8 @@ def _process_machine() -> Machine:
 
 
 def current() -> Machine:
-    """The profile in force: the innermost ``with portops.machine(...)`` block's, else
-    the process's (detected, with ``PORTOPS_MACHINE``'s fields)."""
+    """The profile in force: the innermost ``with portops.machine(...)``'s, else the
+    process's (detected, with ``PORTOPS_MACHINE``'s fields)."""
     scoped = _scoped.get()
     return scoped if scoped is not None else _process_machine()
 
@@ -330,9 +308,8 @@ def token() -> int:
     return 0 if scoped is None else scoped.token
 
 
-# torch.compile cannot trace a ContextVar read: it runs functions carrying this attribute
-# eagerly while tracing and keeps their result as a constant (what
-# torch.compiler.assume_constant_result sets; set here so that torch need not be imported).
+# torch.compile cannot trace a ContextVar read: it runs these eagerly, their results
+# constants (torch.compiler.assume_constant_result's mark, set without importing torch).
 current._dynamo_marked_constant = True  # type: ignore[attr-defined]
 token._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
