@@ -35,28 +35,10 @@ class Backend:
 
     Parameters
     ----------
-    name : str
-        The dispatch key: implementations are registered for this library name.
-    is_array : callable
-        ``is_array(x) -> bool``: whether `x` is an array of this library. It must not
-        import the library (test ``sys.modules`` or the type); its answer is cached
-        per type.
-    namespace : callable, optional
-        ``namespace(x)``: the array-API namespace of `x` (cached per type). By default
-        ``array_api_compat.array_namespace``.
-    device : callable, optional
-        ``device(x) -> str``: the device kind of `x` (``"cpu"``, ``"cuda"``, ...), a key
-        of the registry like the library name. By default every array is ``"cpu"``.
-    package : str, optional
-        The module that holds this library's implementations; it is imported, and so
-        registers them, the first time an array of the library is dispatched.
-    module : str, optional
-        The library's top-level module, to tell whether it is installed (default:
-        `name`). :func:`portops.implementations` loads the `package` of every
-        backend whose module is installed.
-    multi_device : bool
-        Whether arrays of one device kind can sit on different devices (two GPUs);
-        the inputs of a call are then checked to share one.
+    name, is_array, namespace, device, package, module, multi_device
+        As :func:`portops.extend.register_backend` describes them. `name` is the
+        dispatch key; :func:`portops.implementations` loads the `package` of every
+        backend whose `module` is installed.
     """
 
     name: str
@@ -143,12 +125,9 @@ def registered_backends() -> tuple[Backend, ...]:
 
 
 def load_entry_points() -> None:
-    """Register the backends other packages declare in the ``portops.backends`` group.
-
-    Each entry point names a :class:`Backend`, or a function that returns one (or
-    registers backends itself and returns None). Runs once per process; an entry point
-    that fails to load warns, naming it, and is skipped.
-    """
+    """Register the backends declared in the ``portops.backends`` group, once: each
+    names a :class:`Backend` or a function returning one (or None, having registered
+    its own); one that fails warns, naming it, and is skipped."""
     if _entry_points_loaded[0]:
         return
     with _backend_lock:
@@ -255,13 +234,9 @@ class ArrayArgs(NamedTuple):
 
 
 def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
-    """Check that `arrays` are arrays of one library on one device.
-
-    `names` are the parameter names used in error messages; ``None`` entries of
-    `arrays` are skipped (optional arguments). Dask arrays may come with in-memory
-    arrays of their chunks' library (NumPy or CuPy), as Dask's own operations allow:
-    that is a Dask call, whose in-memory operands :func:`as_dask_operands` wraps.
-    """
+    """Check that `arrays` (None: an absent optional one; `names` for messages) are of
+    one library on one device. Dask arrays may come with in-memory arrays of their
+    chunks' library, as Dask allows: a Dask call (:func:`as_dask_operands` wraps those)."""
     first_name = ""
     library: str | None = None
     first: Any = None
@@ -339,14 +314,10 @@ def _inspect_with_dask(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs
 def as_dask_operands(
     arrays: Sequence[Any], labels: Sequence[Sequence[Any]] | None = None
 ) -> tuple[Any, ...]:
-    """`arrays` with each in-memory array wrapped, lazily, as a Dask array.
-
-    For calls that :func:`inspect_arrays` found to be Dask calls. A wrapped array's
-    axis takes the chunks of a Dask operand's axis of the same label and length
-    (`labels`: one label per axis of each array; by default the position counted from
-    the end, as broadcasting aligns axes), so that no rechunking follows; others get
-    Dask's automatic chunks. ``None`` entries and Dask arrays are returned as they are.
-    """
+    """`arrays` of a Dask call with each in-memory array wrapped, lazily, as a Dask
+    array whose axes take the chunks of a Dask operand's axis of the same label and
+    length (`labels`, per axis of each array; default: position from the end), else
+    Dask's automatic chunks. None entries and Dask arrays are returned as they are."""
     backend = get_backend(DASK)
     if backend is None or backend.package is None:
         raise RuntimeError("no Dask backend is registered")

@@ -431,20 +431,16 @@ def without_preferences() -> Iterator[None]:
 
 @contextmanager
 def prefer(**choices: str) -> Iterator[None]:
-    """Force named implementations within a ``with`` block.
+    """Force named implementations within a ``with`` block (for the current thread or
+    asyncio task).
 
     Parameters
     ----------
     **choices : str
-        ``operation=implementation_name`` pairs, for example
-        ``prefer(shift_sum="numpy_add_at")``, or ``operation="implementation/strategy"``
-        to force one of an implementation's strategies (``prefer(vecdot="numpy/einsum")``;
-        :func:`explain` lists them). A call whose arguments the named implementation
-        or strategy cannot handle raises ``ValueError`` instead of falling back.
-
-    Notes
-    -----
-    Based on a ``ContextVar``, so the choice is local to the thread or asyncio task.
+        ``operation="implementation"`` (``prefer(shift_sum="numpy_add_at")``) or
+        ``operation="implementation/strategy"`` (``prefer(vecdot="numpy/einsum")``;
+        :func:`explain` lists them). A call the choice cannot handle raises
+        ``ValueError`` instead of falling back.
     """
     for op, name in choices.items():
         check_operation(op)

@@ -326,16 +326,14 @@ def machine(**fields: Any) -> Machine:
     Parameters
     ----------
     **fields
-        Fields to override (``cores``, ``l1``, ``l2``, ``l3``, ``l3_shared_by``,
-        ``line``, ``memory``, ``cpu``, ``gpu_sms``); sizes in bytes.
+        Fields of :class:`Machine` to override; sizes in bytes.
 
     Returns
     -------
     Machine
-        The profile in force, with `fields` replaced. Printed, a one-line summary.
-        Used as a context manager, it applies within the block, for the current
-        thread or task: the strategies and thread counts that :func:`portops.explain`
-        reports, and that calls take, are then those of that machine.
+        The profile in force, with `fields` replaced; printed, a one-line summary.
+        As a context manager it applies within the block, for the current thread or
+        task: calls (and :func:`portops.explain`) then choose as on that machine.
 
     Raises
     ------

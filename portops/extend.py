@@ -1,25 +1,21 @@
 """Extending portops: new implementations of its operations, new array libraries.
 
-An *implementation* of an operation is a function of one argument, the operation's
-normalised-arguments record (validated once by the public function), that returns the
-result. It is registered for a set of array libraries and device kinds at a priority;
-among the implementations registered for a call's (library, device) whose ``applies``
-check passes, the one of highest priority runs, and :func:`portops.prefer` forces one
-by name. The records the operations' implementations receive:
+An *implementation* is a function of the operation's validated-arguments record that
+returns the result, registered for array libraries and device kinds at a priority: the
+highest-priority one whose ``applies`` passes runs (:func:`portops.prefer` forces one).
+The records:
 
 - ``shift_sum``, ``shift_sum_adjoint``, ``shift_sum_pinv``: :class:`ShiftSumArgs`
 - ``shear``, ``unshear``: :class:`ShearArgs`
 - ``vecdot``: :class:`VecdotArgs`
 - ``einsum``: :class:`EinsumArgs`
 
-A *backend* tells portops about an array library: how to recognise its arrays, their
-namespace and device kind, and which package holds its implementations (imported on the
-first call with its arrays). A library without one still runs every operation through
-the generic array-API implementations. Another package can declare its backend in the
-``portops.backends`` entry-point group (in ``pyproject.toml``:
-``[project.entry-points."portops.backends"] mylib = "mylib_portops:BACKEND"``, naming a
-:class:`Backend` or a function that returns one); portops loads that group the first
-time it meets an array type it does not know, never at import.
+A *backend* tells portops how to recognise an array library's arrays, their namespace
+and device kind, and which package holds its implementations (imported at the first
+call with its arrays); without one, a library runs the generic implementations. A
+package can declare one in the ``portops.backends`` entry-point group
+(``[project.entry-points."portops.backends"] mylib = "mylib_portops:BACKEND"``, a
+:class:`Backend` or a function returning one), loaded at the first unknown array type.
 
 Examples
 --------
