@@ -370,13 +370,10 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
     Returns
     -------
     Explanation
-        The arrays' ``library`` and ``device``; the ``chosen`` implementation's name and
-        the ``candidates`` in order of priority, each with its ``reason`` for being
-        chosen or passed over; the ``strategy`` the chosen implementation will run,
-        the ``threads`` it will use and the ``reason`` (the rule) that chose it, with
-        every strategy of the implementation in ``strategies``; ``needs``, the torch
-        features the call needs (gradients, forward-mode AD, ``torch.func``,
-        compile), which the strategy keeps. Printed, a readable report.
+        The arrays' ``library`` and ``device``, the ``chosen`` implementation and the
+        ``candidates`` with their ``reason``; the ``strategy`` that will run, its
+        ``threads`` and the rule that chose it (``reason``), every ``strategies``, and
+        the torch features the call ``needs``. Printed, a readable report.
 
     Examples
     --------

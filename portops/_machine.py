@@ -38,16 +38,12 @@ class Machine:
     ----------
     cores : int
         The cores this process may run on (its CPU affinity): the default thread count.
-    l1, l2 : int
-        Bytes of level-1 data cache and of level-2 cache of one core.
-    l3 : int
-        Bytes of one level-3 cache (0 where there is none).
+    l1, l2, l3 : int
+        Bytes of one core's level-1 data and level-2 caches, of one L3 (0: none).
     l3_shared_by : int
         How many cores share one level-3 cache.
-    line : int
-        Bytes of a cache line.
-    memory : int
-        Bytes of physical memory.
+    line, memory : int
+        Bytes of a cache line, of physical memory.
     cpu : str
         The processor's model name, where known.
     gpu_sms : int or None

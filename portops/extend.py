@@ -129,11 +129,11 @@ def register(
     Parameters
     ----------
     op : str
-        The operation, for example ``"shift_sum"`` (the module's description lists the
-        record each operation's implementations receive).
+        The operation, for example ``"shift_sum"`` (the module's description lists
+        the records).
     name : str
-        The implementation's name, unique per operation: what :func:`portops.explain`
-        and :func:`portops.implementations` show and :func:`portops.prefer` takes.
+        Unique per operation: what :func:`portops.explain` shows and
+        :func:`portops.prefer` takes.
     func : callable, optional
         ``func(args) -> result``, `args` being the operation's record. It must not
         modify its inputs and must return an array of the inputs' library and device.
@@ -149,20 +149,17 @@ def register(
         ``applies(args) -> str | None``: None when `func` can run these arguments,
         else a short reason why not (shown by :func:`portops.explain`).
     planner : callable, optional
-        ``planner(args) -> plan | None``: a function of the call's raw arrays that
-        repeats the call for later calls with the same signature (shapes, dtypes,
-        strides, device, every other argument), skipping validation and dispatch.
-        Used for NumPy, torch and CuPy arrays by the shift_sum family and vecdot.
+        ``planner(args) -> plan | None``: a function of the raw arrays that repeats
+        the call for later calls with the same signature, skipping validation and
+        dispatch (NumPy, torch and CuPy arrays of the shift_sum family and vecdot).
     summary : str, optional
         One line on how it works; by default the first line of `func`'s docstring.
     replace : bool, optional
         Replace an implementation of `op` already registered under `name` instead of
         raising ValueError.
     strategies : Strategies, optional
-        Named ways to run a call and the rule that picks one per call signature
-        (:class:`portops._strategy.Strategies`); then `func` and `planner` are not
-        given: every call runs the chosen strategy's plan, and
-        :func:`portops.explain` shows the choice.
+        Named ways to run a call and the rule picking one
+        (:class:`portops._strategy.Strategies`), instead of `func` and `planner`.
 
     Returns
     -------
