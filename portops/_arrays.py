@@ -1,12 +1,9 @@
 """Array inspection shared by every operation: library, device kind, namespace.
 
-Each array library is described by a :class:`Backend` (how to recognise its arrays,
-their namespace and device kind, which package holds its implementations); the
-built-in ones are registered at the end of this module, others through
-:func:`portops.extend.register_backend` or the ``portops.backends`` entry-point group.
-
-Everything here is cached per array *type*, so the cost on a hot path is a dict
-lookup. Nothing imports an array library that the caller has not imported already.
+Each array library is described by a :class:`Backend` (the built-in ones at the end of
+this module, others through :func:`portops.extend.register_backend` or the
+``portops.backends`` entry points). Answers are cached per array type, and nothing
+imports an array library the caller has not imported.
 """
 
 from __future__ import annotations
@@ -23,11 +20,11 @@ from typing import Any, NamedTuple
 import array_api_compat as compat
 import numpy as np
 
-# Names of the built-in backends, used as dispatch keys. An array of a library without a
-# backend is handled by the generic path under the name of its top-level module.
-NUMPY, TORCH, CUPY, JAX, DASK = "numpy", "torch", "cupy", "jax", "dask"
-ARRAY_API_STRICT = "array_api_strict"
+from ._tracing import memo
 
+# The built-in backends' dispatch keys (a library without a backend is keyed by its
+# top-level module's name and runs the generic path).
+NUMPY, TORCH, CUPY, JAX, DASK = "numpy", "torch", "cupy", "jax", "dask"
 # Entry-point group through which other packages declare backends (see portops.extend).
 ENTRY_POINT_GROUP = "portops.backends"
 
@@ -38,28 +35,10 @@ class Backend:
 
     Parameters
     ----------
-    name : str
-        The dispatch key: implementations are registered for this library name.
-    is_array : callable
-        ``is_array(x) -> bool``: whether `x` is an array of this library. It must not
-        import the library (test ``sys.modules`` or the type); its answer is cached
-        per type.
-    namespace : callable, optional
-        ``namespace(x)``: the array-API namespace of `x` (cached per type). By default
-        ``array_api_compat.array_namespace``.
-    device : callable, optional
-        ``device(x) -> str``: the device kind of `x` (``"cpu"``, ``"cuda"``, ...), a key
-        of the registry like the library name. By default every array is ``"cpu"``.
-    package : str, optional
-        The module that holds this library's implementations; it is imported, and so
-        registers them, the first time an array of the library is dispatched.
-    module : str, optional
-        The library's top-level module, to tell whether it is installed (default:
-        `name`). :func:`portops.implementations` loads the `package` of every
-        backend whose module is installed.
-    multi_device : bool
-        Whether arrays of one device kind can sit on different devices (two GPUs);
-        the inputs of a call are then checked to share one.
+    name, is_array, namespace, device, package, module, multi_device
+        As :func:`portops.extend.register_backend` describes them. `name` is the
+        dispatch key; :func:`portops.implementations` loads the `package` of every
+        backend whose `module` is installed.
     """
 
     name: str
@@ -91,8 +70,6 @@ _entry_points_loaded = [False]
 
 _library_by_type: dict[type, str | None] = {}
 _namespace_by_name: dict[str, Any] = {}
-# Array subclasses whose meaning portops would silently drop, with what to pass instead.
-_refusals: dict[type, str | None] = {}
 
 
 def add_backend(backend: Backend, *, replace: bool = False) -> None:
@@ -148,12 +125,9 @@ def registered_backends() -> tuple[Backend, ...]:
 
 
 def load_entry_points() -> None:
-    """Register the backends other packages declare in the ``portops.backends`` group.
-
-    Each entry point names a :class:`Backend`, or a function that returns one (or
-    registers backends itself and returns None). Runs once per process; an entry point
-    that fails to load warns, naming it, and is skipped.
-    """
+    """Register the backends declared in the ``portops.backends`` group, once: each
+    names a :class:`Backend` or a function returning one (or None, having registered
+    its own); one that fails warns, naming it, and is skipped."""
     if _entry_points_loaded[0]:
         return
     with _backend_lock:
@@ -183,17 +157,13 @@ def load_entry_points() -> None:
 
 
 def _detect_library(x: object) -> str | None:
-    for backend in _detection_order:
-        if backend.is_array(x):
-            return backend.name
-    if not _entry_points_loaded[0]:  # an unknown type: other packages may declare it
+    found = next((b.name for b in _detection_order if b.is_array(x)), None)
+    if found is None and not _entry_points_loaded[0]:  # other packages may declare it
         load_entry_points()
-        for backend in _detection_order:
-            if backend.is_array(x):
-                return backend.name
-    if compat.is_array_api_obj(x):
+        found = next((b.name for b in _detection_order if b.is_array(x)), None)
+    if found is None and compat.is_array_api_obj(x):
         return type(x).__module__.partition(".")[0]
-    return None
+    return found
 
 
 def library_of(x: object) -> str | None:
@@ -208,37 +178,21 @@ def library_of(x: object) -> str | None:
     return lib
 
 
+@memo(None)
 def _refusal(t: type) -> str | None:
-    """Why arrays of type `t` are refused, or None (cached per type by the caller).
-
-    NumPy's masked arrays would have their mask ignored (every kernel reads the data
-    underneath), and ``np.matrix`` keeps two dimensions through reductions, so its
-    results would depend on the path taken; both are refused by name instead.
-    """
-    if not any(c.__module__.startswith("numpy") for c in t.__mro__[1:]):
-        return None
+    """Why arrays of NumPy subclass `t` are refused: every kernel would ignore a masked
+    array's mask, and np.matrix stays 2-D through reductions (results would vary by path)."""
     names = {f"{c.__module__}.{c.__qualname__}" for c in t.__mro__}
-    if "numpy.ma.MaskedArray" in names or "numpy.ma.core.MaskedArray" in names:
+    if names & {"numpy.ma.MaskedArray", "numpy.ma.core.MaskedArray"}:
         return (
             "a numpy.ma.MaskedArray, whose mask portops would ignore; pass its "
             ".filled(0) to count masked values as 0, or its .data for the values underneath"
         )
-    if "numpy.matrix" in names or "numpy.matrixlib.defmatrix.matrix" in names:
+    if names & {"numpy.matrix", "numpy.matrixlib.defmatrix.matrix"}:
         return (
             "a numpy.matrix, which keeps two dimensions through reductions; pass np.asarray of it"
         )
     return None
-
-
-def check_not_refused(x: Any, name: str) -> None:
-    """Raise TypeError, naming `name`, for an array subclass portops refuses."""
-    t = type(x)
-    try:
-        reason = _refusals[t]
-    except KeyError:
-        reason = _refusals[t] = _refusal(t)
-    if reason is not None:
-        raise TypeError(f"{name} is {reason}")
 
 
 def namespace_of(x: Any) -> Any:
@@ -247,11 +201,8 @@ def namespace_of(x: Any) -> Any:
 
 
 def _namespace_name(x: Any) -> str:
-    """A name for `x`'s type under which its namespace is kept, found on first sight.
-
-    The name, not the namespace, is what torch.compile keeps as a constant (it runs
-    this eagerly while tracing): a module object would not do as one.
-    """
+    """A name for `x`'s type under which its namespace is kept: torch.compile keeps the
+    name as a constant (it runs this eagerly while tracing), a module would not do."""
     t = type(x)
     name = f"{t.__module__}.{t.__qualname__}"
     if name not in _namespace_by_name:
@@ -262,9 +213,8 @@ def _namespace_name(x: Any) -> str:
     return name
 
 
-# Run eagerly while torch.compile traces, their results kept as constants (see
-# portops._machine.current): they look up or fill caches keyed by type, and the
-# array-API helpers they call are lru_cache-wrapped, which Dynamo warns about.
+# Run eagerly while torch.compile traces, results kept as constants (see
+# portops._machine.current): they fill caches keyed by type.
 library_of._dynamo_marked_constant = True  # type: ignore[attr-defined]
 _namespace_name._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
@@ -284,13 +234,9 @@ class ArrayArgs(NamedTuple):
 
 
 def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
-    """Check that `arrays` are arrays of one library on one device.
-
-    `names` are the parameter names used in error messages; ``None`` entries of
-    `arrays` are skipped (optional arguments). Dask arrays may come with in-memory
-    arrays of their chunks' library (NumPy or CuPy), as Dask's own operations allow:
-    that is a Dask call, whose in-memory operands :func:`as_dask_operands` wraps.
-    """
+    """Check that `arrays` (None: an absent optional one; `names` for messages) are of
+    one library on one device. Dask arrays may come with in-memory arrays of their
+    chunks' library, as Dask allows: a Dask call (:func:`as_dask_operands` wraps those)."""
     first_name = ""
     library: str | None = None
     first: Any = None
@@ -304,8 +250,8 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
                 f"{name} must be an array of an array-API library (NumPy, CuPy, PyTorch, "
                 f"JAX, Dask, ...), got {type(a).__name__}"
             )
-        if lib == NUMPY and type(a) is not np.ndarray:
-            check_not_refused(a, name)
+        if lib == NUMPY and type(a) is not np.ndarray and _refusal(type(a)) is not None:
+            raise TypeError(f"{name} is {_refusal(type(a))}")
         if library is None:
             library, first, first_name = lib, a, name
         elif lib != library:
@@ -322,8 +268,7 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
         return _inspect_with_dask(names, arrays)
     device = device_kind(first, library)
     if library in _multi_device:
-        # torch's own attribute (compat.device tries every library's type first, which
-        # torch.compile warns about while it traces)
+        # torch's own attribute: compat.device tries every library first (Dynamo warns)
         read = _torch_device_of if library == TORCH else compat.device
         placed = [(n, read(a)) for n, a in zip(names, arrays, strict=True) if a is not None]
         # Traced JAX arrays report no device; only concrete placements can disagree.
@@ -343,13 +288,8 @@ def chunk_library(x: Any) -> str:
 
 
 def _inspect_with_dask(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
-    """Dask arrays, and in-memory arrays of their blocks' library beside them: a Dask call.
-
-    Dask combines such operands block by block (``x * numpy_mask`` is a Dask array), so
-    the in-memory arrays must be of the library of the Dask arrays' blocks: NumPy
-    beside NumPy-backed Dask arrays, CuPy beside CuPy-backed ones. Other mixtures fail
-    here, at the call, rather than when the blocks are computed.
-    """
+    """A Dask call: Dask arrays, with in-memory arrays of their blocks' library beside
+    them (Dask combines those block by block); other mixtures fail here, not at compute."""
     named = [(n, a) for n, a in zip(names, arrays, strict=True) if a is not None]
     lazy = [(n, a) for n, a in named if library_of(a) == DASK]
     dask_name, dask_first = lazy[0]
@@ -374,37 +314,20 @@ def _inspect_with_dask(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs
 def as_dask_operands(
     arrays: Sequence[Any], labels: Sequence[Sequence[Any]] | None = None
 ) -> tuple[Any, ...]:
-    """`arrays` with each in-memory array wrapped, lazily, as a Dask array.
-
-    For calls that :func:`inspect_arrays` found to be Dask calls. A wrapped array's
-    axis takes the chunks of a Dask operand's axis of the same label and length
-    (`labels`: one label per axis of each array; by default the position counted from
-    the end, as broadcasting aligns axes), so that no rechunking follows; others get
-    Dask's automatic chunks. ``None`` entries and Dask arrays are returned as they are.
-    """
+    """`arrays` of a Dask call with each in-memory array wrapped, lazily, as a Dask
+    array whose axes take the chunks of a Dask operand's axis of the same label and
+    length (`labels`, per axis of each array; default: position from the end), else
+    Dask's automatic chunks. None entries and Dask arrays are returned as they are."""
     backend = get_backend(DASK)
     if backend is None or backend.package is None:
         raise RuntimeError("no Dask backend is registered")
-    # Through the descriptor, as dispatch loads a backend: only the backend's own
-    # package names its modules. Dask is imported: a Dask array was passed.
     package = importlib.import_module(backend.package)
     wrapped: tuple[Any, ...] = package.operands.wrap(arrays, labels)
     return wrapped
 
 
-# ------------------------------------------------------------------ built-in backends
-
-
-def _torch_device(x: Any) -> str:
-    return str(x.device.type)
-
-
 def _torch_device_of(x: Any) -> Any:
     return x.device
-
-
-def _cupy_device(x: Any) -> str:
-    return "cuda"
 
 
 def _dask_device(x: Any) -> str:
@@ -424,27 +347,27 @@ def _is_array_api_strict_array(x: object) -> bool:
     return t.__module__ == "array_api_strict._array_object" and t.__name__ == "Array"
 
 
-# Every built-in backend, in detection order. JAX and array-api-strict arrays run the
-# generic implementations, so they name no package.
+# The built-in backends, in detection order (JAX and array-api-strict run the generic
+# implementations: no package).
 for _backend in (
     Backend(NUMPY, compat.is_numpy_array, package="portops._backends.numpy"),
     Backend(
         TORCH,
         compat.is_torch_array,
-        device=_torch_device,
+        device=lambda x: str(x.device.type),
         package="portops._backends.torch",
         multi_device=True,
     ),
     Backend(
         CUPY,
         compat.is_cupy_array,
-        device=_cupy_device,
+        device=lambda x: "cuda",
         package="portops._backends.cupy",
         multi_device=True,
     ),
     Backend(JAX, compat.is_jax_array, device=_jax_device, multi_device=True),
     Backend(DASK, compat.is_dask_array, device=_dask_device, package="portops._backends.dask"),
-    Backend(ARRAY_API_STRICT, _is_array_api_strict_array),
+    Backend("array_api_strict", _is_array_api_strict_array),
 ):
     add_backend(_backend)
 del _backend

@@ -1,32 +1,19 @@
-"""A bounded cache of large CPU result buffers, for result shapes that recur.
+"""A bounded cache of large CPU result buffers, for result sizes that recur.
 
-A fresh 100 MB result costs more than writing it: the kernel zeroes every page on first
-touch. The shift_sum kernels write exactly such results, and a solver loop asks for the
-same few shapes again and again, so, like PyTorch's CUDA caching allocator, large
-results of a size seen recently are carved from buffers that are kept and reused.
+A fresh 100 MB result costs its page zeroing on first touch, and a solver loop asks for
+the same few shapes again and again: as PyTorch's CUDA caching allocator does, large
+results of a recently seen size are carved from kept buffers.
 
-Each buffer is a *private* anonymous ``mmap`` (``MAP_PRIVATE``): after ``fork()`` the
-parent and the child each see their own copy-on-write pages, so neither process ever
-sees the other's writes, whether to a result it inherited or to a buffer it reuses.
-The arrays handed out are NumPy views of a buffer, so every array, view, memoryview or
-torch tensor (``torch.from_numpy``) made from a result keeps a reference to it. A
-buffer is reused only when its reference count shows that nothing but this cache
-holds it, so reuse never aliases live data.
+Buffers are private anonymous mmaps (after ``fork()`` each process sees its own
+copy-on-write pages). Results are NumPy views of a buffer, so anything made from one
+references it; a buffer is reused only when its reference count shows that only this
+cache holds it, so reuse never aliases live data.
 
-What is kept, and for how long:
-
-- a size is cached only when it *recurs*: its first request (or one after it was
-  forgotten) gets an ordinary array, and the cache remembers the size; a second
-  request within the next :data:`RECENT` large requests gets a kept buffer;
-- a free buffer not reused within :data:`RECENT` large requests is released, so the
-  memory of a loop that has moved on returns to the system;
-- the cache holds at most ``max_bytes`` (buffers in use included); to make room it
-  drops the least recently used free buffers. A result that still does not fit is
-  allocated normally, outside the cache.
-
-``PORTOPS_BUFFER_CACHE_MB`` sets the bound at import (default: 256 MB, or 1/64 of the
-machine's memory where that is less; 0 turns caching off); :func:`set_cache_limit`,
-:func:`cache_info` and :func:`clear_cache` are public.
+A size is cached from its second request within :data:`RECENT` large requests; a free
+buffer unused for :data:`RECENT` requests is released; at most ``max_bytes`` are held
+(in use included), dropping least recently used free buffers, else the result is
+allocated normally. ``PORTOPS_BUFFER_CACHE_MB`` sets the bound at import (default 256
+MB, or 1/64 of the memory if less; 0: off).
 """
 
 from __future__ import annotations
@@ -44,18 +31,15 @@ from ._validate import integer, setting
 
 __all__ = ["CacheInfo", "cache_info", "clear_cache", "empty", "set_cache_limit"]
 
-# The cache's admission size: results from 4 MiB on come from here (a fresh page costs
-# its zeroing on first touch); smaller ones come from malloc's own reused heap.
+# Results from 4 MiB on come from here; smaller ones from malloc's own reused heap.
 MIN_BYTES = 1 << 22
 ENV_CACHE_MB = "PORTOPS_BUFFER_CACHE_MB"
-# Large requests within which a size must come back to be cached, and a free buffer be
-# reused to be kept (a solver's loop asks for its few shapes every iteration).
+# Large requests within which a size must recur to be cached, a free buffer be reused.
 RECENT = 16
 
 
 def _default_limit() -> int:
-    """256 MB, or 1/64 of the physical memory where that is less (a laptop running
-    several worker processes)."""
+    """256 MB, or 1/64 of the physical memory if less (a laptop running several workers)."""
     try:
         memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
@@ -84,10 +68,8 @@ _PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 
 
 def _new_buffer(nbytes: int) -> mmap.mmap:
-    if _PRIVATE:
-        buf = mmap.mmap(-1, nbytes, flags=_PRIVATE)
-    else:  # Windows: anonymous mappings are not inherited by child processes
-        buf = mmap.mmap(-1, nbytes)
+    # (Windows has no flags: its anonymous mappings are not inherited by children.)
+    buf = mmap.mmap(-1, nbytes, flags=_PRIVATE) if _PRIVATE else mmap.mmap(-1, nbytes)
     if hasattr(mmap, "MADV_HUGEPAGE"):
         try:
             buf.madvise(mmap.MADV_HUGEPAGE)  # fewer faults and TLB misses
@@ -113,8 +95,7 @@ def _is_free(i: int) -> bool:
 
 
 def _reset_after_fork() -> None:
-    # Another thread of the parent may have held the lock at fork(); the child's
-    # buffers are its own private copies, so keeping them is safe.
+    # The parent's lock may be held at fork(); the child's buffers are private copies.
     global _lock
     _lock = threading.Lock()
 
@@ -129,27 +110,15 @@ def _drop(i: int) -> None:
     _last_use.pop(i)
 
 
-def _evict(target: int) -> None:
-    """Drop free buffers, least recently used first, until at most `target` bytes are held."""
-    i = 0
-    while _held > target and i < len(_buffers):
-        if _is_free(i):
-            _drop(i)
-        else:
-            i += 1
-
-
-def _forget_stale() -> None:
-    """Release free buffers not reused within RECENT requests; forget sizes as old."""
-    stale = _requests - RECENT
+def _evict(target: int, stale: int = -1) -> None:
+    """Drop free buffers last used before request `stale`, and more, least recently
+    used first, until at most `target` bytes are held."""
     i = 0
     while i < len(_buffers):
-        if _last_use[i] < stale and _is_free(i):
+        if (_held > target or _last_use[i] < stale) and _is_free(i):
             _drop(i)
         else:
             i += 1
-    for size in [s for s, seen in _recent_sizes.items() if seen < stale]:
-        del _recent_sizes[size]
 
 
 def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
@@ -163,7 +132,10 @@ def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
     global _held, _hits, _misses, _requests
     with _lock:
         _requests += 1
-        _forget_stale()
+        stale = _requests - RECENT  # free buffers and sizes not seen since are forgotten
+        _evict(sys.maxsize, stale)
+        for size in [s for s, seen in _recent_sizes.items() if seen < stale]:
+            del _recent_sizes[size]
         chosen = None
         for i in range(len(_buffers)):
             if len(_buffers[i]) == nbytes and _is_free(i):
@@ -202,9 +174,8 @@ class CacheInfo(NamedTuple):
 def cache_info() -> CacheInfo:
     """Statistics of the cache of large CPU result buffers.
 
-    Large results (4 MiB or more) of the NumPy and torch CPU kernels whose size recurs
-    are carved from buffers that are kept and reused, which saves the kernel's zeroing
-    of fresh pages; a buffer not reused for a while is released.
+    Recurring large results (4 MiB or more) of the NumPy and torch CPU kernels are
+    carved from kept buffers, saving the zeroing of fresh pages.
 
     Returns
     -------
@@ -219,11 +190,7 @@ def cache_info() -> CacheInfo:
 
 
 def clear_cache() -> None:
-    """Release every cached buffer.
-
-    Free buffers return their memory to the system at once; buffers that still back a
-    live result are forgotten by the cache, and freed when the result is.
-    """
+    """Release every cached buffer (one backing a live result: when the result is freed)."""
     global _held
     with _lock:
         _buffers.clear()

@@ -1,15 +1,10 @@
 """The registry: which implementation of an operation runs for which arguments.
 
-An *operation* is declared once with a ``prepare`` function that validates the public
-arguments into a :class:`Call` (library, device kind, normalised arguments).
-*Implementations* are registered for sets of libraries and device kinds (None: any);
-among those registered for a call's (library, device), the one of highest priority
-whose ``applies`` check passes runs, unless :func:`prefer` names one. The chosen
-implementation's strategies (:mod:`portops._strategy`) then pick how it runs.
-
-A library's implementations live in the package its :class:`~portops._arrays.Backend`
-names, imported at the first call with one of its arrays: ``import portops`` imports no
-optional array library. The public face of registration is :mod:`portops.extend`.
+An operation's ``prepare`` validates the public arguments into a :class:`Call`; among
+the implementations registered for its (library, device), the highest-priority one
+whose ``applies`` passes runs (unless :func:`prefer` names one), and its strategies
+(:mod:`portops._strategy`) pick how. A backend's package is imported at the first call
+with its arrays. The public face of registration is :mod:`portops.extend`.
 """
 
 from __future__ import annotations
@@ -17,20 +12,14 @@ from __future__ import annotations
 import enum
 import importlib
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _arrays, _plans
-from ._inspect import (
-    Candidate,
-    Explanation,
-    ImplementationInfo,
-    ImplementationTable,
-    StrategyInfo,
-)
+from ._inspect import Candidate, Explanation, ImplementationInfo, ImplementationTable, StrategyInfo
 from ._strategy import Choice, Strategies, Strategy
 
 if TYPE_CHECKING:
@@ -75,12 +64,8 @@ class Implementation:
     priority: int
     applies: Callable[..., str | None] | None  # returns why it does not apply, or None
     summary: str
-    # Turns the normalised arguments of a first call into a plan for later calls with
-    # the same signature (see portops._plans), or returns None when it cannot.
-    planner: Callable[..., Any] | None = None
-    # Named ways to run a call and the rule choosing one (see portops._strategy); an
-    # implementation without them has a single one, "default", that calls `func`.
-    strategies: Strategies | None = None
+    planner: Callable[..., Any] | None = None  # args -> plan for the signature, or None
+    strategies: Strategies | None = None  # None: one strategy, "default", calls `func`
 
     def choose(self, args: Any, forced: str | None = None) -> Choice:
         """The strategy for `args` (`forced`: a strategy name from prefer())."""
@@ -88,7 +73,8 @@ class Implementation:
             return self.strategies.choose(args, forced)
         if forced not in (None, "default"):
             raise ValueError(f"{self.name} has no strategy {forced!r}; it has one: 'default'")
-        return Choice(_default_strategy(self), "its only strategy")
+        only = Strategy("default", self.summary, lambda args: lambda *arrays: self.func(args))
+        return Choice(only, "its only strategy")
 
     def reason_not_applicable(self, call: Call) -> str | None:
         libs = "any library" if self.libraries is None else "/".join(sorted(self.libraries))
@@ -100,13 +86,7 @@ class Implementation:
         return None if self.applies is None else self.applies(call.args)
 
 
-def _default_strategy(impl: Implementation) -> Strategy:
-    return Strategy("default", impl.summary, lambda args: lambda *arrays: impl.func(args))
-
-
-@dataclass(frozen=True)
-class _Operation:
-    name: str
+class _Operation(NamedTuple):
     prepare: Callable[..., Call]
     arrays: Callable[[Any], tuple[Any, ...]]  # a record's arrays, as a plan takes them
 
@@ -129,63 +109,25 @@ def define_operation(
     """Declare operation `name`; `prepare` turns public arguments into a :class:`Call`,
     `arrays` gives a call record's arrays in the order a plan takes them."""
     with _lock:
-        _operations[name] = _Operation(name, prepare, arrays)
+        _operations[name] = _Operation(prepare, arrays)
         _registry.setdefault(name, [])
 
 
-def register(
-    op: str,
-    name: str,
-    *,
-    libraries: Iterable[str] | None = None,
-    devices: Iterable[str] | None = None,
-    priority: int = Priority.BASELINE,
-    applies: Callable[..., str | None] | None = None,
-    summary: str = "",
-    planner: Callable[..., Any] | None = None,
-    replace: bool = False,
-    strategies: Strategies | None = None,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator registering an implementation of `op` under `name` (the arguments:
-    :func:`portops.extend.register`)."""
-    libs = _names("libraries", libraries)
-    devs = _names("devices", devices)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name must be a non-empty str, got {name!r}")
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int (see Priority), got {priority!r}")
-    for arg, value in (("applies", applies), ("planner", planner)):
-        if value is not None and not callable(value):
-            raise TypeError(f"{arg} must be callable or None, got {type(value).__name__}")
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        if not callable(func):
-            raise TypeError(f"the implementation {name!r} must be callable, got {func!r}")
-        impl = Implementation(
-            op=op,
-            name=name,
-            func=func,
-            libraries=libs,
-            devices=devs,
-            priority=int(priority),
-            applies=applies,
-            summary=summary or (func.__doc__ or "").strip().split("\n")[0],
-            planner=planner,
-            strategies=strategies,
-        )
-        with _lock:
-            impls = _registry.setdefault(op, [])
-            if not replace and any(i.name == name for i in impls):
-                raise ValueError(
-                    f"an implementation of {op} named {name!r} is already registered; "
-                    "pass replace=True to replace it"
-                )
-            replaced = [impl if i.name == name else i for i in impls]  # keeps its place
-            _registry[op] = replaced if any(i.name == name for i in impls) else [*impls, impl]
-            _changed()
-        return func
-
-    return decorate
+def add(impl: Implementation, replace: bool = False) -> None:
+    """Register `impl` (checked by :func:`portops.extend.register`); a replacement
+    keeps the place of the implementation it replaces."""
+    with _lock:
+        impls = _registry.setdefault(impl.op, [])
+        if all(i.name != impl.name for i in impls):
+            _registry[impl.op] = [*impls, impl]
+        elif replace:
+            _registry[impl.op] = [impl if i.name == impl.name else i for i in impls]
+        else:
+            raise ValueError(
+                f"an implementation of {impl.op} named {impl.name!r} is already registered; "
+                "pass replace=True to replace it"
+            )
+        _changed()
 
 
 def strategy_runner(op: str, strategies: Strategies) -> Callable[[Any], Any]:
@@ -198,18 +140,6 @@ def strategy_runner(op: str, strategies: Strategies) -> Callable[[Any], Any]:
 
     run.__doc__ = "runs the strategy its rule chooses"
     return run
-
-
-def _names(arg: str, values: Iterable[str] | None) -> frozenset[str] | None:
-    if values is None:
-        return None
-    if isinstance(values, str):  # "numpy" would otherwise become {"n", "u", ...}
-        return frozenset((values,))
-    names = frozenset(values)
-    for v in names:
-        if not isinstance(v, str):
-            raise TypeError(f"{arg} must be names (str), got {v!r}")
-    return names
 
 
 def unregister(op: str, name: str) -> Implementation:
@@ -252,8 +182,8 @@ def _load_backend(library: str) -> None:
     _loaded_backends.add(library)
 
 
-# torch.compile runs a function carrying this attribute eagerly while tracing and keeps
-# its result as a constant (what ``torch.compiler.assume_constant_result`` sets).
+# torch.compile runs this eagerly while tracing, its result a constant (as
+# ``torch.compiler.assume_constant_result`` marks functions).
 _load_backend._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
@@ -271,8 +201,7 @@ def _candidates_for(op: str, library: str, device: str) -> tuple[Implementation,
         if (i.libraries is None or library in i.libraries)
         and (i.devices is None or device in i.devices)
     ]
-    impls.sort(key=lambda i: -i.priority)
-    found = tuple(impls)
+    found = tuple(sorted(impls, key=lambda i: -i.priority))
     if generation == _generation[0]:  # not invalidated by a concurrent registration
         _candidates[key] = found
     return found
@@ -311,8 +240,7 @@ def preferences_active() -> bool:
 
 
 preferences_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
-# preferences_active() without a Python frame, for a tiny call's hot path; torch.compile
-# cannot trace it: only for code that has ruled tracing out first.
+# The same without a Python frame, for hot paths that have ruled out tracing first.
 current_preferences = _preferred.get
 
 
@@ -344,9 +272,8 @@ def invoke_planned(
     *args: Any,
     **kwargs: Any,
 ) -> Any:
-    """Validate, select and run a call of `op`, keeping the chosen strategy's plan
-    under `key` (the call's signature; None: keep none). `arrays` are the raw arrays
-    later calls pass to the plan."""
+    """Validate, select and run a call of `op`, keeping its plan under `key` (None:
+    keep none); `arrays`: the raw arrays later calls pass to a planner's plan."""
     operation = _operations[op]
     call = operation.prepare(*args, **kwargs)
     impl = select(op, call)
@@ -369,16 +296,14 @@ def _load_installed_backends() -> None:
     """Load the backend packages of every installed library (and entry points)."""
     _arrays.load_entry_points()
     for backend in _arrays.registered_backends():
-        if backend.name in _loaded_backends or backend.package is None:
-            continue
-        if backend.installed():
+        if backend.package is not None and backend.installed():
             try:
                 _load_backend(backend.name)
             except ImportError:  # library present but unusable here
-                continue
+                pass
 
 
-def _check_operation(op: str) -> None:
+def check_operation(op: str) -> None:
     if op not in _operations:
         raise ValueError(f"unknown operation {op!r}; known: {', '.join(sorted(_operations))}")
 
@@ -409,11 +334,11 @@ def implementations(op: str) -> ImplementationTable:
     ('generic', None)
     >>> print(table)  # doctest: +ELLIPSIS
     implementations of vecdot:
-      name...priority...libraries...devices...summary
-      numpy...10...numpy...cpu...np.vecdot for long unit-stride vectors, ...
-      generic...-100...any...any...pure array API product and sum (reference; ...)
+      name...priority...libraries...devices...strategies...summary
+      numpy...10...numpy...cpu...vecdot, einsum, ...
+      generic...-100...any...any...default...pure array API product and sum ...
     """
-    _check_operation(op)
+    check_operation(op)
     _load_installed_backends()
     with _lock:
         impls = sorted(_registry[op], key=lambda i: (-i.priority, i.name))
@@ -445,13 +370,10 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
     Returns
     -------
     Explanation
-        The arrays' ``library`` and ``device``; the ``chosen`` implementation's name and
-        the ``candidates`` in order of priority, each with its ``reason`` for being
-        chosen or passed over; the ``strategy`` the chosen implementation will run,
-        the ``threads`` it will use and the ``reason`` (the rule) that chose it, with
-        every strategy of the implementation in ``strategies``; ``needs``, the torch
-        features the call needs (gradients, forward-mode AD, ``torch.func``,
-        compile), which the strategy keeps. Printed, a readable report.
+        The arrays' ``library`` and ``device``, the ``chosen`` implementation and the
+        ``candidates`` with their ``reason``; the ``strategy`` that will run, its
+        ``threads`` and the rule that chose it (``reason``), every ``strategies``, and
+        the torch features the call ``needs``. Printed, a readable report.
 
     Examples
     --------
@@ -465,20 +387,15 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
          generic: ... [applies, lower priority]
     strategy of numpy: matvec on 1 thread: ...
     """
-    _check_operation(op)
+    check_operation(op)
     call = _operations[op].prepare(*args, **kwargs)
     chosen = select(op, call)
-    preferred = _preferred_name(op)
+    first = "forced by portops.prefer" if _preferred_name(op) else "first that applies"
     candidates = []
     for impl in _candidates_for(op, call.library, call.device):
-        if impl is chosen:
-            why = "forced by portops.prefer" if preferred else "first that applies"
-            candidates.append(Candidate(impl.name, impl.summary, True, True, why))
-        else:
-            reason = impl.reason_not_applicable(call)
-            applies = reason is None
-            why = "applies, lower priority" if reason is None else reason
-            candidates.append(Candidate(impl.name, impl.summary, False, applies, why))
+        reason = None if impl is chosen else impl.reason_not_applicable(call)
+        why = first if impl is chosen else reason or "applies, lower priority"
+        candidates.append(Candidate(impl.name, impl.summary, impl is chosen, reason is None, why))
     choice = chosen.choose(call.args, _forced_strategy(op))
     needs = chosen.strategies.needs(call.args) if chosen.strategies else frozenset()
     pool = tuple(chosen.strategies) if chosen.strategies else (choice.strategy,)
@@ -501,8 +418,7 @@ def explain(op: str, *args: Any, **kwargs: Any) -> Explanation:
 
 @contextmanager
 def without_preferences() -> Iterator[None]:
-    """Dispatch by priority alone inside this block: for implementations that call
-    portops on pieces of their input (Dask blocks), a preference names the outer one."""
+    """Dispatch by priority alone inside (Dask blocks: a preference names the outer call)."""
     token = _preferred.set(None)
     try:
         yield
@@ -512,23 +428,19 @@ def without_preferences() -> Iterator[None]:
 
 @contextmanager
 def prefer(**choices: str) -> Iterator[None]:
-    """Force named implementations within a ``with`` block.
+    """Force named implementations within a ``with`` block (for the current thread or
+    asyncio task).
 
     Parameters
     ----------
     **choices : str
-        ``operation=implementation_name`` pairs, for example
-        ``prefer(shift_sum="numpy_add_at")``, or ``operation="implementation/strategy"``
-        to force one of an implementation's strategies (``prefer(vecdot="numpy/einsum")``;
-        :func:`explain` lists them). A call whose arguments the named implementation
-        or strategy cannot handle raises ``ValueError`` instead of falling back.
-
-    Notes
-    -----
-    Based on a ``ContextVar``, so the choice is local to the thread or asyncio task.
+        ``operation="implementation"`` (``prefer(shift_sum="numpy_add_at")``) or
+        ``operation="implementation/strategy"`` (``prefer(vecdot="numpy/einsum")``;
+        :func:`explain` lists them). A call the choice cannot handle raises
+        ``ValueError`` instead of falling back.
     """
     for op, name in choices.items():
-        _check_operation(op)
+        check_operation(op)
         if not isinstance(name, str):
             raise TypeError(f"prefer({op}=...) expects an implementation name, got {name!r}")
     current = _preferred.get() or {}

@@ -1,22 +1,13 @@
-"""What :func:`portops.explain` and :func:`portops.implementations` return.
-
-Plain records with attributes for programs, and a ``str`` (also their ``repr``, so
-that an interactive session shows it) laid out for people.
-"""
+"""What :func:`portops.explain` and :func:`portops.implementations` return: records
+with attributes for programs, and a ``str`` (also their ``repr``) for people."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
-__all__ = [
-    "Candidate",
-    "Explanation",
-    "ImplementationInfo",
-    "ImplementationTable",
-    "StrategyInfo",
-]
+__all__ = ["Candidate", "Explanation", "ImplementationInfo", "ImplementationTable", "StrategyInfo"]
 
 
 @dataclass(frozen=True)
@@ -27,10 +18,8 @@ class Candidate:
     ----------
     name, summary : str
         The implementation's registered name and one-line description.
-    chosen : bool
-        Whether this is the one that runs.
-    applies : bool
-        Whether it could run these arguments.
+    chosen, applies : bool
+        Whether this is the one that runs; whether it could run these arguments.
     reason : str
         Why it was chosen (``"first that applies"``, ``"forced by portops.prefer"``)
         or passed over (``"applies, lower priority"``, or why it does not apply).
@@ -60,8 +49,7 @@ class StrategyInfo:
     chosen : bool
         Whether it runs for these arguments.
     features : tuple of str
-        The torch features it keeps (gradients, forward-mode AD, ``torch.func``,
-        compile); empty for strategies outside torch.
+        The torch features it keeps; empty for strategies outside torch.
     """
 
     name: str
@@ -89,12 +77,10 @@ class Explanation:
         first.
     chosen : str
         The name of the implementation that runs.
-    strategy : str
-        The strategy of the chosen implementation that runs.
+    strategy, reason : str
+        The strategy of the chosen implementation that runs, and the rule that chose it.
     threads : int
         The threads it will use (with the thread settings in force now).
-    reason : str
-        The rule that chose the strategy, in words.
     strategies : tuple of StrategyInfo
         Every strategy of the chosen implementation.
     needs : tuple of str
@@ -165,36 +151,26 @@ class ImplementationInfo:
 _COLUMNS = ("name", "priority", "libraries", "devices", "strategies", "summary")
 
 
-class ImplementationTable(Sequence[ImplementationInfo]):
+class ImplementationTable(tuple[ImplementationInfo, ...]):
     """The implementations registered for one operation, highest priority first.
 
-    A sequence of :class:`ImplementationInfo` rows; ``str`` lays them out as a table.
+    A tuple of :class:`ImplementationInfo` rows; ``str`` lays them out as a table.
     """
 
-    def __init__(self, op: str, rows: Sequence[ImplementationInfo]) -> None:
-        self.op = op
-        self._rows = tuple(rows)
+    op: str
 
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    @overload
-    def __getitem__(self, index: int) -> ImplementationInfo: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[ImplementationInfo]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        return self._rows[index]
-
-    def __iter__(self) -> Iterator[ImplementationInfo]:
-        return iter(self._rows)
+    def __new__(cls, op: str, rows: Sequence[ImplementationInfo]) -> ImplementationTable:
+        table = super().__new__(cls, rows)
+        table.op = op
+        return table
 
     def names(self) -> list[str]:
         """The implementations' names, highest priority first."""
-        return [r.name for r in self._rows]
+        return [r.name for r in self]
 
     def as_dicts(self) -> list[dict[str, Any]]:
         """The rows as dicts (see :meth:`ImplementationInfo.as_dict`)."""
-        return [r.as_dict() for r in self._rows]
+        return [r.as_dict() for r in self]
 
     def __str__(self) -> str:
         def cell(row: ImplementationInfo, column: str) -> str:
@@ -203,7 +179,7 @@ class ImplementationTable(Sequence[ImplementationInfo]):
                 return "any" if value is None else ", ".join(value)
             return str(value)
 
-        cells = [list(_COLUMNS)] + [[cell(r, c) for c in _COLUMNS] for r in self._rows]
+        cells = [list(_COLUMNS)] + [[cell(r, c) for c in _COLUMNS] for r in self]
         widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS) - 1)]
         lines = [f"implementations of {self.op}:"]
         for line in cells:

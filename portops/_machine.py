@@ -1,21 +1,11 @@
 """The machine portops fits its choices to: cores, caches, memory.
 
-A strategy's rules speak of the machine (does this input fit one core's L2? the L3?
-how many threads may share the work?) rather than of constants measured on one
-computer. The profile is read once, lazily, from the operating system: Linux's sysfs,
-``sysconf``, or ``sysctl`` on macOS; what cannot be read takes a stated default and
-the profile's ``source`` says so.
-
-It can be overridden, so that the choice portops would make on another machine can be
-inspected and tested here:
-
-- ``with portops.machine(cores=64, l2=2 << 20, l3=64 << 20): ...`` within a block
-  (for the current thread or asyncio task);
-- the environment variable ``PORTOPS_MACHINE`` naming a JSON file of the same fields,
-  read at the first use (for a whole process: a job script, a container).
-
-GPU backends read their device's own properties (multiprocessor count) from the
-device; ``gpu_sms`` overrides that too.
+Strategy rules speak of the machine (does this fit one core's L2?) rather than of
+constants measured on one computer. The profile is read once, lazily, from sysfs,
+``sysconf`` or macOS's ``sysctl`` (stated defaults otherwise, named in ``source``). It
+can be overridden within a block (``with portops.machine(cores=64): ...``) or for a
+process (``PORTOPS_MACHINE`` naming a JSON file of the same fields); ``gpu_sms``
+overrides what GPU backends read from the device.
 """
 
 from __future__ import annotations
@@ -48,16 +38,12 @@ class Machine:
     ----------
     cores : int
         The cores this process may run on (its CPU affinity): the default thread count.
-    l1, l2 : int
-        Bytes of level-1 data cache and of level-2 cache of one core.
-    l3 : int
-        Bytes of one level-3 cache (0 where there is none).
+    l1, l2, l3 : int
+        Bytes of one core's level-1 data and level-2 caches, of one L3 (0: none).
     l3_shared_by : int
         How many cores share one level-3 cache.
-    line : int
-        Bytes of a cache line.
-    memory : int
-        Bytes of physical memory.
+    line, memory : int
+        Bytes of a cache line, of physical memory.
     cpu : str
         The processor's model name, where known.
     gpu_sms : int or None
@@ -80,7 +66,7 @@ class Machine:
     cpu: str = "unknown"
     gpu_sms: int | None = None
     source: str = "defaults"
-    # Identifies the profile in plan keys (a plan depends on the machine it was made for).
+    # Identifies the profile in plan keys.
     token: int = dataclasses.field(
         default_factory=lambda: next(_tokens), init=False, compare=False, repr=False
     )
@@ -95,8 +81,7 @@ class Machine:
 
     @property
     def cache(self) -> int:
-        """What all this process's cores cache together: their L2s, or the L3s they
-        share where those are larger (the last level a working set can stay in)."""
+        """What this process's cores cache together: their L2s, or their L3s if larger."""
         instances = -(-self.cores // max(1, self.l3_shared_by))
         return max(self.l3 * instances, self.l2 * self.cores)
 
@@ -141,7 +126,6 @@ class Machine:
 _PUBLIC_FIELDS = tuple(
     f for f in dataclasses.fields(Machine) if f.name not in ("token", "_entered", "source")
 )
-_INT_FIELDS = frozenset(f.name for f in _PUBLIC_FIELDS if f.name not in ("cpu", "gpu_sms"))
 
 
 def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -152,11 +136,9 @@ def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
             raise TypeError(
                 f"machine() got an unknown field {name!r}; fields: {', '.join(sorted(known))}"
             )
-        if name == "cpu":
-            if not isinstance(value, str):
-                raise TypeError(f"cpu must be a str, got {type(value).__name__}")
-            continue
-        if name == "gpu_sms" and value is None:
+        if name == "cpu" and not isinstance(value, str):
+            raise TypeError(f"cpu must be a str, got {type(value).__name__}")
+        if name == "cpu" or (name == "gpu_sms" and value is None):
             continue
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, got {value!r}")
@@ -164,9 +146,6 @@ def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
         if value < low:
             raise ValueError(f"{name} must be at least {low}, got {value}")
     return fields
-
-
-# -- reading the machine ----------------------------------------------------------
 
 
 def _read(path: str) -> str:
@@ -276,8 +255,6 @@ def detect() -> Machine:
     return Machine(cores=max(1, cores), cpu=_cpu_name(), **fields)
 
 
-# -- the current profile ------------------------------------------------------------
-
 _scoped: ContextVar[Machine | None] = ContextVar("portops_machine", default=None)
 overridden = False  # whether a profile was ever set in a ``with`` block
 _detected: list[Machine] = []
@@ -285,11 +262,8 @@ _lock = threading.Lock()
 
 
 def _from_file(base: Machine) -> Machine:
-    """`base` with the fields of the JSON file ``PORTOPS_MACHINE`` names, if set.
-
-    A file that cannot be read or holds bad fields warns, naming it, and is ignored:
-    it tunes speed, never results.
-    """
+    """`base` with the fields of the JSON file ``PORTOPS_MACHINE`` names, if set; a bad
+    file warns and is ignored (it tunes speed, never results)."""
     path = os.environ.get(ENV_MACHINE, "").strip()
     if not path:
         return base
@@ -318,8 +292,8 @@ def _process_machine() -> Machine:
 
 
 def current() -> Machine:
-    """The profile in force: the innermost ``with portops.machine(...)`` block's, else
-    the process's (detected, with ``PORTOPS_MACHINE``'s fields)."""
+    """The profile in force: the innermost ``with portops.machine(...)``'s, else the
+    process's (detected, with ``PORTOPS_MACHINE``'s fields)."""
     scoped = _scoped.get()
     return scoped if scoped is not None else _process_machine()
 
@@ -330,9 +304,8 @@ def token() -> int:
     return 0 if scoped is None else scoped.token
 
 
-# torch.compile cannot trace a ContextVar read: it runs functions carrying this attribute
-# eagerly while tracing and keeps their result as a constant (what
-# torch.compiler.assume_constant_result sets; set here so that torch need not be imported).
+# torch.compile cannot trace a ContextVar read: it runs these eagerly, their results
+# constants (torch.compiler.assume_constant_result's mark, set without importing torch).
 current._dynamo_marked_constant = True  # type: ignore[attr-defined]
 token._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
@@ -349,16 +322,14 @@ def machine(**fields: Any) -> Machine:
     Parameters
     ----------
     **fields
-        Fields to override (``cores``, ``l1``, ``l2``, ``l3``, ``l3_shared_by``,
-        ``line``, ``memory``, ``cpu``, ``gpu_sms``); sizes in bytes.
+        Fields of :class:`Machine` to override; sizes in bytes.
 
     Returns
     -------
     Machine
-        The profile in force, with `fields` replaced. Printed, a one-line summary.
-        Used as a context manager, it applies within the block, for the current
-        thread or task: the strategies and thread counts that :func:`portops.explain`
-        reports, and that calls take, are then those of that machine.
+        The profile in force, with `fields` replaced; printed, a one-line summary.
+        As a context manager it applies within the block, for the current thread or
+        task: calls (and :func:`portops.explain`) then choose as on that machine.
 
     Raises
     ------

@@ -1,27 +1,15 @@
 """Per-signature call plans: validate and choose once, then only run.
 
-Everything a call's cost and result depend on apart from the array *values* forms its
-*signature*: the arrays' library, shapes, strides, dtypes and device, the call's other
-arguments (step, axes, subscripts, ...), and the ambient state the choice reads, which
-:func:`key` declares in one place:
+A call's *signature* is all its cost and result depend on but the array values: the
+arrays' library, shapes, strides, dtypes and device, the other arguments, and the
+ambient state :func:`key` reads (the machine profile in force, the tuned parameters,
+torch's grad mode; calls while torch.compile traces, under a ``torch.func`` transform
+or with forward-mode AD get no plan). Thread counts are read when a plan runs.
 
-- the machine profile in force (:func:`portops.machine`) and the tuned parameters
-  (:func:`portops.tune`), which the strategy rules read;
-- for torch, whether gradients are recorded (grad mode and ``requires_grad``); calls
-  made while ``torch.compile`` traces, under a ``torch.func`` transform or with
-  forward-mode AD active get no plan (they run the full path every time).
-
-Thread counts are not part of it: a plan reads the thread settings when it runs.
-
-The first call with a signature runs the full path (validation, dispatch, the choice
-of strategy) and keeps the strategy's plan; later calls look the plan up and run it.
-Plans live in a bounded cache per operation (``PORTOPS_PLAN_CACHE`` entries each,
-default 512, 0 turns plans off); when it is full the oldest plan is dropped. Only
-NumPy arrays, torch tensors and CuPy arrays get plans: other libraries (JAX traces,
-Dask graphs) pay their dispatch once per trace or graph anyway.
-
-Signatures are built without importing any library: the function that reads an array
-is chosen by its exact type.
+The first call with a signature runs the full path and keeps the chosen strategy's
+plan; later calls run it. Each operation keeps ``PORTOPS_PLAN_CACHE`` plans (default
+512, 0: none), dropping the oldest. Only NumPy, torch and CuPy arrays get plans (JAX
+and Dask pay dispatch once per trace or graph anyway); no library is imported here.
 """
 
 from __future__ import annotations
@@ -41,7 +29,7 @@ __all__ = ["PlanCache", "PlanStats", "key", "plan_cache_size", "stats"]
 Plan = Callable[..., Any]
 
 
-_MAX_PLANS = setting("PORTOPS_PLAN_CACHE", 512, "a non-negative integer")
+_MAX_PLANS: int = setting("PORTOPS_PLAN_CACHE", 512, "a non-negative integer")
 _caches: dict[str, PlanCache] = {}
 
 
@@ -102,12 +90,9 @@ def clear() -> None:
 
 _tuning.on_change(clear)
 
-# ----------------------------------------------------------------------------- signatures
-
 
 class _Reader(NamedTuple):
-    """How one library's arrays enter a key, and the ambient state its calls depend on
-    (None: no plan now)."""
+    """How a library's arrays enter a key, and its calls' ambient state (None: no plan)."""
 
     array: Callable[[Any], Hashable]
     state: Callable[[tuple[Any, ...]], Hashable | None]
@@ -159,12 +144,9 @@ def ambient() -> Hashable:
 
 
 def key(params: Hashable, *arrays: Any) -> Hashable | None:
-    """The signature of a call on `arrays` (None entries: absent optional arrays) with
-    its other arguments `params` (already reduced to hashable values), or None when
-    the call gets no plan (see the module docstring).
-
-    A tiny call's overhead is mostly this function: two arrays of one type (the
-    commonest call) are keyed in one expression, without a loop."""
+    """The signature of a call on `arrays` (None: an absent optional array) with its
+    other arguments `params` (hashable), or None for no plan. A tiny call's overhead
+    is mostly this: two arrays of one type (the commonest call) take no loop."""
     if _MAX_PLANS <= 0:
         return None
     first = arrays[0]
@@ -188,7 +170,7 @@ def key(params: Hashable, *arrays: Any) -> Hashable | None:
     state = reader.state(arrays)
     if state is None:
         return None
-    parts: list[Hashable] = [t, params, state, ambient()]
+    parts: list[Any] = [t, params, state, ambient()]
     read = reader.array
     for a in arrays:
         if a is None:
@@ -204,15 +186,12 @@ def key(params: Hashable, *arrays: Any) -> Hashable | None:
 
 _ndarray = np.ndarray
 _tensor: Any = None  # torch.Tensor, once a tensor has been seen (torch is imported then)
-_torch_pair: Any = None
+_torch_pair: Callable[[Hashable, Any, Any], Hashable | None]  # set with _tensor
 
 
 def int_key(v: Any) -> Hashable | None:
-    """`v` itself when it is a plain int, a tuple of the ints of a list/tuple, else None
-    (a call whose argument of this kind gets no plan: the full path validates it).
-
-    ``True == 1`` in a dict key, so bools are refused here (validation rejects them).
-    """
+    """`v` if a plain int, ``("seq", *v)`` for a list/tuple of them, else None (no
+    plan: the full path validates it). Bools are refused: ``True == 1`` as a key."""
     if type(v) is int:
         return v
     if type(v) in (list, tuple):

@@ -1,21 +1,15 @@
 """Strategies: the named ways an implementation can run a call, and the rule choosing one.
 
-An implementation (a registry entry for a library and device, see
-:mod:`portops._dispatch`) often has several ways to do its work: NumPy's vecdot can call
-``np.vecdot``, einsum's C loop, or one matrix-vector product, and which is fastest
-depends on the shapes and the machine. Each way is a :class:`Strategy` with a name, a
-one-line summary, the autograd features it keeps (torch), how many threads it uses,
-and a *plan*: a function of the call's arrays with everything that depends only on the
-call's signature worked out once. A :class:`Strategies` set holds them with the rule
-that picks one for a call and says why; :func:`portops.explain` shows the choice,
-:func:`portops.prefer` can force any strategy (``prefer(vecdot="numpy/einsum")``), and
-planned and unplanned calls run the same choice (an unplanned call builds the plan and
-runs it once).
+NumPy's vecdot can call ``np.vecdot``, einsum's loop or one matrix-vector product; which
+is fastest depends on shapes and machine. Each way is a :class:`Strategy` (name,
+summary, the torch features it keeps, threads, and a *plan*: a function of the call's
+arrays with all that depends only on the signature worked out once); a
+:class:`Strategies` set adds the rule picking one. :func:`portops.explain` shows the
+choice, :func:`portops.prefer` forces one, and unplanned calls run the plan once.
 
-A plan takes the arrays of later calls with the same signature as they are passed to
-the public function (a mask not yet cast from bool, a ``y`` without its channel axis),
-and the normalised arrays of the first call: its normalisation must be idempotent. It
-must not keep a reference to the arrays it was planned from.
+A plan takes later calls' arrays as passed to the public function, and the first
+call's normalised arrays (normalisation must be idempotent); it keeps no reference to
+the arrays it was planned from.
 """
 
 from __future__ import annotations
@@ -44,21 +38,18 @@ class Strategy:
 
     Parameters
     ----------
-    name : str
-        Unique within its implementation; ``prefer(op="impl/name")`` forces it.
-    summary : str
-        One line: what it does and when it wins.
+    name, summary : str
+        Unique within its implementation (``prefer(op="impl/name")`` forces it); one
+        line on what it does and when it wins.
     plan : callable
-        ``plan(args)`` -> a function of the call's arrays giving the result (see the
-        module docstring for its contract).
+        ``plan(args)`` -> a function of the call's arrays (see the module docstring).
     features : frozenset of str
         The :data:`FEATURES` it keeps (a strategy that leaves torch keeps none).
     threads : callable
         ``threads(args)`` -> how many threads it will use for this call.
     applies : callable, optional
-        ``applies(args)`` -> None when the strategy can compute these arguments' result
-        at all (whatever its speed), else why not: for :func:`portops.prefer`, which
-        refuses a strategy that does not apply rather than run it.
+        ``applies(args)`` -> None if it can compute this result at all, else why not
+        (:func:`portops.prefer` then refuses it).
     """
 
     name: str
@@ -98,12 +89,10 @@ class Strategies:
     strategies : sequence of Strategy
         Every way the implementation can run a call.
     choose : callable
-        ``choose(args)`` -> ``(name, reason)``: the strategy for these arguments and
-        the rule that picked it, in words. It must pick a strategy that keeps every
-        feature ``needs(args)`` names.
+        ``choose(args)`` -> ``(name, reason)``: the strategy, which must keep every
+        feature ``needs(args)`` names, and the rule that picked it, in words.
     needs : callable, optional
-        ``needs(args)`` -> the :data:`FEATURES` the call needs (torch: gradients,
-        forward-mode AD, ``torch.func``, compile); none by default.
+        ``needs(args)`` -> the :data:`FEATURES` the call needs; none by default.
     """
 
     def __init__(

@@ -1,10 +1,8 @@
 """The tuning tables: every constant that decides which strategy runs, or how fast.
 
-One table per backend. Each entry is named, says in one line why it has its value, and
-names the machine where that was measured; :func:`portops.tune` measures the ones with
-a measurement on the user's machine. Everything else a rule needs comes from the
-machine profile (:func:`portops.machine`: cores, caches, line size), so the same rule
-fits a laptop and a 64-core server. ``print(portops.tuning())`` shows them all.
+One table per backend; each entry says why it has its value and where that was measured
+(:func:`portops.tune` measures some here). All else comes from the machine profile, so
+one rule fits a laptop and a 64-core server. ``print(portops.tuning())`` shows them.
 """
 
 from __future__ import annotations

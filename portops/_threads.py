@@ -1,19 +1,11 @@
 """portops' own thread pool, and how many threads it may use.
 
-The NumPy kernels spread large arrays over a pool of threads (NumPy releases the GIL in
-its loops). How many threads work on one call is, from the highest precedence down:
-
-1. :func:`threads` (a context manager, for the current thread or task only);
-2. :func:`set_num_threads` (for the whole process);
-3. the environment variable ``PORTOPS_NUM_THREADS`` (read at import);
-4. the cores of the machine profile (:func:`portops.machine`): those this process may
-   run on (its CPU affinity), unless the profile is overridden.
-
-and never more than NumPy's BLAS may use at that moment when ``threadpoolctl`` is
-installed, so ``threadpoolctl.threadpool_limits(n)`` and ``OPENBLAS_NUM_THREADS`` /
-``OMP_NUM_THREADS`` (which process pools such as dask's workers set to 1) hold for
-portops too. Calls made at the same time from several threads share the limit: a
-helper thread starts work only while fewer threads than the limit are at work.
+The NumPy kernels spread large arrays over a pool of threads. The limit is, first
+found: :func:`threads` (this thread or task), :func:`set_num_threads` (the process),
+``PORTOPS_NUM_THREADS`` (read at import), the machine profile's cores; and never more
+than NumPy's BLAS may use now when ``threadpoolctl`` is installed (so
+``threadpool_limits`` and ``OMP_NUM_THREADS``, which dask's workers set to 1, hold).
+Concurrent calls share the limit: a helper starts only while fewer threads work.
 """
 
 from __future__ import annotations
@@ -34,8 +26,7 @@ ENV_NUM_THREADS = "PORTOPS_NUM_THREADS"
 
 
 def available_cores() -> int:
-    """The cores of the machine profile in force (by default, those this process may
-    run on)."""
+    """The cores of the machine profile in force (by default, this process's affinity)."""
     return _machine.current().cores
 
 
@@ -54,10 +45,9 @@ def get_num_threads() -> int:
     Returns
     -------
     int
-        The innermost :func:`threads` limit, else the :func:`set_num_threads`
-        setting, else ``PORTOPS_NUM_THREADS``, else the cores this process may run on.
-        (A lower limit that ``threadpoolctl`` puts on NumPy's BLAS also applies
-        when a kernel runs; see :func:`threads`.)
+        The innermost :func:`threads` limit, else :func:`set_num_threads`'s, else
+        ``PORTOPS_NUM_THREADS``, else the machine's cores (a lower ``threadpoolctl``
+        limit on NumPy's BLAS also applies when a kernel runs).
     """
     scoped = _scoped.get()
     if scoped is not None:
@@ -103,10 +93,8 @@ def set_num_threads(n: int | None) -> int | None:
 def threads(n: int) -> Iterator[None]:
     """Limit portops to `n` threads within a ``with`` block.
 
-    The limit applies to calls made from the current thread (or asyncio task) inside
-    the block, and takes precedence over :func:`set_num_threads`.
-    ``threadpoolctl.threadpool_limits`` is honoured as well: portops never uses more
-    threads than NumPy's BLAS is allowed at the time of the call.
+    For calls from the current thread (or asyncio task), over :func:`set_num_threads`;
+    never more than ``threadpoolctl`` allows NumPy's BLAS at the time of the call.
 
     Parameters
     ----------
@@ -130,8 +118,6 @@ def threads(n: int) -> Iterator[None]:
     finally:
         _scoped.reset(token)
 
-
-# -- NumPy's BLAS limit, through threadpoolctl when it is installed -----------------
 
 _blas_lookup_done = False
 _blas_get: Callable[[], int] | None = None
@@ -174,15 +160,12 @@ effective_threads._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def workers(work: int, grain: int) -> int:
-    """Threads for a kernel with `work` bytes to move: one per `grain` bytes (what a
-    thread must have to repay its start and hand-overs), at least one, at most
-    :func:`effective_threads`."""
+    """Threads for a kernel moving `work` bytes: one per `grain` bytes (what repays a
+    thread's start), at least one, at most :func:`effective_threads`."""
     if work < 2 * grain:
         return 1
     return max(1, min(work // grain, effective_threads()))
 
-
-# -- the pool -----------------------------------------------------------------------
 
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -207,11 +190,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _executor(helpers: int) -> ThreadPoolExecutor:
-    """A pool with at least `helpers` threads (grown by replacing it when needed).
-
-    Call with ``_pool_lock`` held, and submit before releasing it: a pool replaced here
-    is shut down, and another thread must not submit to it afterwards.
-    """
+    """A pool with at least `helpers` threads (grown by replacing it). Call with
+    ``_pool_lock`` held and submit before releasing it: a replaced pool is shut down."""
     global _pool, _pool_size
     if _pool is None or _pool_size < helpers:
         old = _pool
@@ -248,10 +228,8 @@ def _try_enter(limit: int) -> bool:
 
 
 def submit_helpers(work: Callable[[], None], count: int, limit: int) -> list[Future[None]]:
-    """Submit `count` helpers running `work`; each runs only if fewer than `limit` work.
-
-    The caller must be counted by :func:`enter` while the helpers may run.
-    """
+    """Submit `count` helpers running `work`, each only if fewer than `limit` work
+    (the caller counted by :func:`enter` meanwhile)."""
 
     def helper() -> None:
         if not _try_enter(limit):

@@ -1,9 +1,5 @@
-"""Whether torch.compile is tracing the current call, without importing torch.
-
-While Dynamo traces, it ignores ``functools.lru_cache`` wrappers (tracing the function
-inside) and warns about each one; :func:`memo` is an ``lru_cache`` that steps aside
-then, so that compiling portops' calls prints nothing.
-"""
+"""Whether torch.compile is tracing, without importing torch; and :func:`memo`, an
+``lru_cache`` that steps aside while Dynamo traces (it warns about each one it meets)."""
 
 from __future__ import annotations
 

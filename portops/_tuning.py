@@ -1,10 +1,7 @@
 """The machinery of the tuning tables (the tables themselves: :mod:`portops._tables`).
 
-A strategy's rule reads the machine profile (:func:`portops.machine`) and the
-parameters of its backend's table. Each parameter says why it has its value and where
-that was measured; :func:`tune` measures those that have a measurement on the user's
-machine and saves them, and every later process on the same machine loads them at its
-first table read.
+Each parameter says why it has its value and where that was measured; :func:`tune`
+measures those it can on this machine and saves them for later processes here.
 """
 
 from __future__ import annotations
@@ -117,7 +114,7 @@ def tables() -> Tables:
 
 
 def on_change(listener: Callable[[], None]) -> None:
-    """Call `listener` whenever tuned values change (the plan caches clear themselves)."""
+    """Call `listener` whenever tuned values change (the plan caches clear then)."""
     _listeners.append(listener)
 
 
@@ -145,9 +142,8 @@ def _machine_id() -> dict[str, Any]:
 
 
 def load(path: str | os.PathLike[str] | None = None, *, force: bool = False) -> bool:
-    """Load the values :func:`tune` saved (once per process unless `force`); returns
-    whether any were. A file made on another machine (processor, cores, caches) is
-    ignored; a malformed one warns and is ignored: it tunes speed, never results."""
+    """Load the values :func:`tune` saved (once unless `force`); whether any were. A
+    file of another machine is ignored; a malformed one warns (it tunes speed only)."""
     with _lock:
         if _loaded[0] and not force:
             return bool(_tuned)

@@ -1,15 +1,9 @@
 """Argument checks shared by every operation: integers, axes, counts, flags, dtypes.
 
-One convention for every message: ``"<name> must be <what is accepted>, got <what
-came>"``, where *what came* is the type's name for a TypeError and the value for a
-ValueError, for example ``"axis must be an integer, got bool"`` or ``"channels must
-be a positive integer, got 0"``.
-
-Integers are read with :func:`operator.index`, as NumPy reads axes, and ``bool`` is
-refused wherever an integer is expected (``np.sum(x, axis=True)`` raises TypeError
-too): ``True`` as an axis or a count is almost always a slip. Flags (``keepdims``)
-take anything with a single truth value, as NumPy's do (``np.True_``, ``0``/``1``);
-an array of several elements is refused.
+Messages read ``"<name> must be <what is accepted>, got <what came>"`` (the type's name
+for a TypeError, the value for a ValueError). Integers are read by
+:func:`operator.index`, as NumPy reads axes, refusing bool (a slip, as NumPy says too);
+flags take anything with a single truth value, as NumPy's do.
 """
 
 from __future__ import annotations
@@ -40,36 +34,23 @@ __all__ = [
 ]
 
 
-def integer(value: Any, name: str, what: str = "an integer") -> int:
-    """`value` as an int (by :func:`operator.index`); bool and non-integers raise.
-
-    `what` describes what is accepted, for the message (``"a positive integer"``).
-    """
+def integer(value: Any, name: str, what: str = "an integer", must: str = "be") -> int:
+    """`value` as an int (by :func:`operator.index`); bool and non-integers raise
+    (`what`: what is accepted, for the message)."""
     if type(value) is int:  # the common case, without a function call
         return value
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be {what}, got bool")
+        raise TypeError(f"{name} must {must} {what}, got bool")
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__}") from None
+        raise TypeError(f"{name} must {must} {what}, got {type(value).__name__}") from None
 
 
 def integers(values: Iterable[Any], name: str) -> list[int]:
     """Each item of `values` as an int, or a TypeError: ``"<name> must contain integers,
     got <type>"``."""
-    out = []
-    for v in values:
-        if type(v) is int:
-            out.append(v)
-            continue
-        if isinstance(v, bool):
-            raise TypeError(f"{name} must contain integers, got bool")
-        try:
-            out.append(operator.index(v))
-        except TypeError:
-            raise TypeError(f"{name} must contain integers, got {type(v).__name__}") from None
-    return out
+    return [integer(v, name, "integers", "contain") for v in values]
 
 
 def positive_int(value: Any, name: str, what: str = "a positive integer") -> int:
@@ -112,11 +93,8 @@ _LETTERS: dict[tuple[str, ...], str] = {}
 
 
 def has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
-    """``xp.isdtype(dtype, kinds)``, by NumPy's kind letter for NumPy dtypes.
-
-    NumPy dtypes (NumPy, CuPy and Dask arrays) are checked by kind, which is faster and
-    keeps out datetime64/timedelta64, which NumPy counts as integers.
-    """
+    """``xp.isdtype(dtype, kinds)``; NumPy dtypes by kind letter (faster, and keeps out
+    datetime64/timedelta64, which NumPy counts as integers)."""
     if isinstance(dtype, np.dtype) and dtype.kind != "V":  # "V": bfloat16 and such
         letters = _LETTERS.get(kinds)
         if letters is None:
@@ -130,10 +108,8 @@ _FLOATING = ("real floating", "complex floating")
 
 
 def check_dtype(xp: Any, a: Any, name: str, *, floating_only: bool = False) -> None:
-    """Raise a TypeError naming `name` unless `a` has a numeric (or floating) dtype.
-
-    Numeric means integer, real or complex floating: bool is refused.
-    """
+    """Raise a TypeError naming `name` unless `a` has a numeric (integer, real or
+    complex floating; not bool) or, with `floating_only`, a floating dtype."""
     # No cache keyed by dtype: torch.compile cannot compare torch and NumPy dtype keys.
     if not has_dtype(xp, a.dtype, _FLOATING if floating_only else _NUMERIC):
         expected = "a floating-point dtype" if floating_only else "a numeric dtype"
@@ -155,10 +131,9 @@ def check_fits(
     library: str,
     what: str = "a result",
 ) -> None:
-    """Raise ValueError, naming `cause` (a phrase, or an argument's name and value),
-    when an array of `shape` and `itemsize` would not fit this machine's memory: before
-    any work, rather than after minutes of it or when the allocation fails. Dask arrays
-    are held to the largest size any array can have (they are computed in chunks)."""
+    """Raise ValueError naming `cause` (a phrase, or an argument's name and value) when
+    an array of `shape` and `itemsize` would not fit this machine's memory, before any
+    work (Dask arrays, computed in chunks: the largest size any array can have)."""
     nbytes = math.prod(shape) * itemsize
     memory = sys.maxsize if library == "dask" else _machine.current().memory
     if nbytes > memory:
@@ -173,9 +148,8 @@ def check_fits(
 
 def setting(name: str, default: Any, what: str, parse: Any = int, minimum: float = 0) -> Any:
     """The environment variable `name` read by `parse`, at least `minimum`; `default`
-    when it is unset. A malformed value warns, naming it, and `default` is used rather
-    than raising: it is set far from the code (a job script, a container), and it tunes
-    speed, never results."""
+    when unset, or (with a warning, not an error: it is set far from the code and
+    tunes speed only) when malformed."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default

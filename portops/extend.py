@@ -1,25 +1,21 @@
 """Extending portops: new implementations of its operations, new array libraries.
 
-An *implementation* of an operation is a function of one argument, the operation's
-normalised-arguments record (validated once by the public function), that returns the
-result. It is registered for a set of array libraries and device kinds at a priority;
-among the implementations registered for a call's (library, device) whose ``applies``
-check passes, the one of highest priority runs, and :func:`portops.prefer` forces one
-by name. The records the operations' implementations receive:
+An *implementation* is a function of the operation's validated-arguments record that
+returns the result, registered for array libraries and device kinds at a priority: the
+highest-priority one whose ``applies`` passes runs (:func:`portops.prefer` forces one).
+The records:
 
 - ``shift_sum``, ``shift_sum_adjoint``, ``shift_sum_pinv``: :class:`ShiftSumArgs`
 - ``shear``, ``unshear``: :class:`ShearArgs`
 - ``vecdot``: :class:`VecdotArgs`
 - ``einsum``: :class:`EinsumArgs`
 
-A *backend* tells portops about an array library: how to recognise its arrays, their
-namespace and device kind, and which package holds its implementations (imported on the
-first call with its arrays). A library without one still runs every operation through
-the generic array-API implementations. Another package can declare its backend in the
-``portops.backends`` entry-point group (in ``pyproject.toml``:
-``[project.entry-points."portops.backends"] mylib = "mylib_portops:BACKEND"``, naming a
-:class:`Backend` or a function that returns one); portops loads that group the first
-time it meets an array type it does not know, never at import.
+A *backend* tells portops how to recognise an array library's arrays, their namespace
+and device kind, and which package holds its implementations (imported at the first
+call with its arrays); without one, a library runs the generic implementations. A
+package can declare one in the ``portops.backends`` entry-point group
+(``[project.entry-points."portops.backends"] mylib = "mylib_portops:BACKEND"``, a
+:class:`Backend` or a function returning one), loaded at the first unknown array type.
 
 Examples
 --------
@@ -75,12 +71,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _check_operation(op: str) -> None:
-    if op not in _dispatch._operations:
-        known = ", ".join(sorted(_dispatch._operations))
-        raise ValueError(f"op: unknown operation {op!r}; known: {known}")
 
 
 @overload
@@ -139,11 +129,11 @@ def register(
     Parameters
     ----------
     op : str
-        The operation, for example ``"shift_sum"`` (the module's description lists the
-        record each operation's implementations receive).
+        The operation, for example ``"shift_sum"`` (the module's description lists
+        the records).
     name : str
-        The implementation's name, unique per operation: what :func:`portops.explain`
-        and :func:`portops.implementations` show and :func:`portops.prefer` takes.
+        Unique per operation: what :func:`portops.explain` shows and
+        :func:`portops.prefer` takes.
     func : callable, optional
         ``func(args) -> result``, `args` being the operation's record. It must not
         modify its inputs and must return an array of the inputs' library and device.
@@ -159,20 +149,17 @@ def register(
         ``applies(args) -> str | None``: None when `func` can run these arguments,
         else a short reason why not (shown by :func:`portops.explain`).
     planner : callable, optional
-        ``planner(args) -> plan | None``: a function of the call's raw arrays that
-        repeats the call for later calls with the same signature (shapes, dtypes,
-        strides, device, every other argument), skipping validation and dispatch.
-        Used for NumPy, torch and CuPy arrays by the shift_sum family and vecdot.
+        ``planner(args) -> plan | None``: a function of the raw arrays that repeats
+        the call for later calls with the same signature, skipping validation and
+        dispatch (NumPy, torch and CuPy arrays of the shift_sum family and vecdot).
     summary : str, optional
         One line on how it works; by default the first line of `func`'s docstring.
     replace : bool, optional
         Replace an implementation of `op` already registered under `name` instead of
         raising ValueError.
     strategies : Strategies, optional
-        Named ways to run a call and the rule that picks one per call signature
-        (:class:`portops._strategy.Strategies`); then `func` and `planner` are not
-        given: every call runs the chosen strategy's plan, and
-        :func:`portops.explain` shows the choice.
+        Named ways to run a call and the rule picking one
+        (:class:`portops._strategy.Strategies`), instead of `func` and `planner`.
 
     Returns
     -------
@@ -186,31 +173,50 @@ def register(
     TypeError
         An argument of the wrong type (names that are not strings, a non-int priority).
     """
-    _check_operation(op)
+    _dispatch.check_operation(op)
     libs = _load_packages(libraries)
-    decorate = _dispatch.register(
-        op,
-        name,
-        libraries=libs,
-        devices=devices,
-        priority=priority,
-        applies=applies,
-        summary=summary,
-        planner=planner,
-        replace=replace,
-        strategies=strategies,
-    )
+    devs = _names("devices", devices)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int (see Priority), got {priority!r}")
+    for arg, value in (("applies", applies), ("planner", planner)):
+        if value is not None and not callable(value):
+            raise TypeError(f"{arg} must be callable or None, got {type(value).__name__}")
     if strategies is not None:
         if func is not None or planner is not None:
             raise TypeError("register: give strategies, or func (and a planner), not both")
-        return decorate(_dispatch.strategy_runner(op, strategies))
+        func = _dispatch.strategy_runner(op, strategies)
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(f):
+            raise TypeError(f"the implementation {name!r} must be callable, got {f!r}")
+        doc = summary or (f.__doc__ or "").strip().split("\n")[0]
+        impl = _dispatch.Implementation(
+            op, name, f, libs, devs, int(priority), applies, doc, planner, strategies
+        )
+        _dispatch.add(impl, replace)
+        return f
+
     return decorate if func is None else decorate(func)
 
 
+def _names(arg: str, values: Iterable[str] | None) -> frozenset[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):  # "numpy" would otherwise become {"n", "u", ...}
+        return frozenset((values,))
+    names = frozenset(values)
+    for v in names:
+        if not isinstance(v, str):
+            raise TypeError(f"{arg} must be names (str), got {v!r}")
+    return names
+
+
 def _load_packages(libraries: Iterable[str] | None) -> frozenset[str] | None:
-    """Load the packages of the named libraries' backends, so that a clash with one of
-    their implementations' names is caught now, and ``replace=True`` replaces it for good."""
-    libs = None if libraries is None else _dispatch._names("libraries", libraries)
+    """Load the named libraries' backend packages, so that a clash with one of their
+    implementations' names is caught now, and ``replace=True`` replaces it for good."""
+    libs = _names("libraries", libraries)
     for library in sorted(libs or ()):
         backend = _arrays.get_backend(library)
         if backend is not None and backend.package is not None and backend.installed():
@@ -228,7 +234,7 @@ def unregister(op: str, name: str) -> None:
     ValueError
         Unknown `op`, or no implementation of `op` named `name`.
     """
-    _check_operation(op)
+    _dispatch.check_operation(op)
     _dispatch.unregister(op, name)
 
 
@@ -263,7 +269,7 @@ def registered(
     >>> float(portops.vecdot(np.ones(3), np.ones(3)))
     3.0
     """
-    _check_operation(op)
+    _dispatch.check_operation(op)
     _load_packages(libraries)
     previous = {i.name: i for i in _dispatch._registry[op]}.get(name) if replace else None
     register(
@@ -284,18 +290,7 @@ def registered(
         if previous is None:
             _dispatch.unregister(op, name)
         else:
-            _dispatch.register(
-                op,
-                name,
-                libraries=previous.libraries,
-                devices=previous.devices,
-                priority=previous.priority,
-                applies=previous.applies,
-                summary=previous.summary,
-                planner=previous.planner,
-                replace=True,
-                strategies=previous.strategies,
-            )(previous.func)
+            _dispatch.add(previous, replace=True)
 
 
 def register_backend(
