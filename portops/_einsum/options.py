@@ -16,7 +16,7 @@ import numpy as np
 
 from .._arrays import JAX, NUMPY, TORCH, library_of, namespace_of
 
-__all__ = ["as_arrays", "check_keywords", "numpy_dtype", "write_out", "with_order"]
+__all__ = ["as_arrays", "check_cast", "check_keywords", "numpy_dtype", "write_out", "with_order"]
 
 _PYTHON_VALUES = frozenset({int, float, complex, bool, list, tuple})
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
@@ -50,19 +50,20 @@ def check_keywords(casting: Any, order: Any, dtype: Any) -> tuple[str, str, np.d
     return str(casting), order.upper(), found
 
 
-def _cast_error(what: str, src: Any, dst: Any, casting: str) -> TypeError:
-    return TypeError(
-        f"einsum: cannot cast {what} from {src} to {dst} under casting={casting!r} "
-        "(pass casting='unsafe' to allow it)"
-    )
+def check_cast(what: str, src: Any, dst: Any, casting: str) -> None:
+    """NumPy's casting rule between dtypes of any library (one NumPy lacks passes)."""
+    src, dst = numpy_dtype(src), numpy_dtype(dst)
+    if src is not None and dst is not None and not np.can_cast(src, dst, casting):
+        raise TypeError(
+            f"einsum: cannot cast {what} from {src} to {dst} under casting={casting!r} "
+            "(pass casting='unsafe' to allow it)"
+        )
 
 
 def check_operand_casts(dtypes: Sequence[Any], dtype: np.dtype[Any], casting: Any) -> None:
     """NumPy's rule for ``dtype=``: every operand must cast to it under `casting`."""
     for k, d in enumerate(dtypes):
-        src = numpy_dtype(d)
-        if src is not None and not np.can_cast(src, dtype, casting):
-            raise _cast_error(f"operand {k}", src, dtype, casting)
+        check_cast(f"operand {k}", d, dtype, casting)
 
 
 def as_arrays(operands: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -158,9 +159,8 @@ def write_out(result: Any, out: Any, library: str, casting: Any) -> Any:
     shape = tuple(result.shape)
     if tuple(out.shape) != shape:
         raise ValueError(f"einsum: out has shape {tuple(out.shape)} but the result has {shape}")
-    src, dst = numpy_dtype(result.dtype), numpy_dtype(out.dtype)
-    if src is not None and dst is not None and not np.can_cast(src, dst, casting):
-        raise _cast_error("the result", src, dst, casting)
+    if casting is not None:  # None: checked already
+        check_cast("the result", result.dtype, out.dtype, casting)
     if library == NUMPY:
         np.copyto(out, result, casting="unsafe")
     elif library == TORCH:

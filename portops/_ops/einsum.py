@@ -49,7 +49,7 @@ from .._einsum.plan import Plan
 from .._einsum.report import EinsumReport, describe
 from .._plans import PlanCache
 from .._plans import key as plan_key
-from .._tracing import memo
+from .._tracing import memo, tracing
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 
@@ -103,6 +103,17 @@ def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
     return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)
 
 
+def result_dtype_of(xp: Any, dtypes: tuple[Any, ...], dtype: np.dtype[Any] | None) -> Any:
+    """The result dtype, as a dtype of `xp`: `dtype` (checked) or numpy's result type."""
+    if dtype is None:
+        return _result_dtype(xp, dtypes)
+    if isinstance(dtypes[0], np.dtype):
+        return dtype
+    if hasattr(xp, dtype.name):
+        return getattr(xp, dtype.name)
+    raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}")
+
+
 def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...]:
     """Axes from outermost to innermost in memory (C order when strides are unknown)."""
     n = len(shape)
@@ -122,7 +133,7 @@ def _check_memory_limit(memory_limit: Any) -> int | None:
     return check.positive_int(memory_limit, "memory_limit", "a positive integer (elements) or None")
 
 
-def _split(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+def split_operands(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
     """(subscripts key, operands) for either calling format."""
     if not operands:
         raise ValueError("einsum: no subscripts and no operands given")
@@ -176,7 +187,7 @@ def _lookup(
     """The call, its arguments planned; `split` passes subscripts and operands already
     split and converted."""
     if split is None:
-        key_subs, ops = _split(operands)
+        key_subs, ops = split_operands(operands)
         if not ops:
             raise ValueError("einsum: at least one operand is required")
         ops = as_arrays(ops)
@@ -225,14 +236,7 @@ def _plan(
     eq = parse(subscripts, tuple(len(s) for s in shapes))
     names = label_names([x for t in eq.inputs for x in t])
     orders = tuple([_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True)])
-    if dtype is None:
-        result_dtype = _result_dtype(xp, dtypes)
-    elif isinstance(dtypes[0], np.dtype):
-        result_dtype = dtype
-    elif hasattr(xp, dtype.name):
-        result_dtype = getattr(xp, dtype.name)
-    else:
-        raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}")
+    result_dtype = result_dtype_of(xp, dtypes, dtype)
     if isinstance(result_dtype, np.dtype):
         boolean = result_dtype.kind == "b"
     else:
@@ -398,10 +402,14 @@ def einsum(
         result = _planned_call(operands, optimize)
         if result is not NotImplemented:
             return result
+    if tracing():  # torch.compile: torch.einsum, with the facts found outside the graph
+        from .._backends.torch.einsum import traced
+
+        return traced(operands, out, (dtype, casting, order, optimize is False))
     casting, order, wanted = check_keywords(casting, order, dtype)
     if out is not None and library_of(out) is None:
         raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
-    key_subs, ops = _split(operands)
+    key_subs, ops = split_operands(operands)
     if not ops:
         raise ValueError("einsum: at least one operand is required")
     arrays = as_arrays(ops)

@@ -9,7 +9,10 @@
   :func:`portops._backends.numpy.einsum.loop_wins`). torch has no fused loop of its
   own, and ``torch.einsum`` makes them one tiny GEMM per row (``nc,nc->n``, 10^6 x 2,
   2-core AMD EPYC: 4.6 ms in NumPy's loop, 12-16 ms in torch.einsum, 47 ms in the
-  lowering). Half precision stays in torch (its float32 accumulation)."""
+  lowering).
+
+Half precision takes ``torch.einsum`` (its GEMMs accumulate as torch's own results do);
+while torch.compile traces, :func:`traced` calls ``torch.einsum`` directly."""
 
 from __future__ import annotations
 
@@ -20,10 +23,19 @@ import numpy as np
 import torch
 
 from ... import _torch_state, extend
+from ..._arrays import TORCH as LIBRARY
 from ..._einsum.execute import ArrayAPIOps, cast, run
+from ..._einsum.options import (
+    check_cast,
+    check_keywords,
+    check_operand_casts,
+    with_order,
+    write_out,
+)
+from ..._einsum.parse import label_names, parse, spell
 from ..._einsum.plan import Plan
 from ..._einsum.program import Program, Programs, Spelling, runner
-from ..._ops.einsum import EinsumArgs
+from ..._ops.einsum import EinsumArgs, result_dtype_of, split_operands
 from ..._strategy import FEATURES, Strategies, Strategy
 from ..._tables import TORCH
 from ...extend import Priority
@@ -214,6 +226,8 @@ def _needs(a: EinsumArgs) -> frozenset[str]:
 def choose(a: EinsumArgs, device: str | None = None) -> tuple[str, str]:
     """(strategy, rule) of a torch einsum call (on `device`, by default the operands')."""
     device = a.operands[0].device.type if device is None else device
+    if a.dtype in (torch.float16, torch.bfloat16) and _einsum_applies(a) is None:
+        return "einsum", "half precision: torch.einsum's GEMMs round each sum once, as torch does"
     if device == "cuda":
         if (a.dtype.is_floating_point or a.dtype.is_complex) and _einsum_applies(a) is None:
             return "einsum", "CUDA, floating dtype: torch.einsum's own batched GEMMs"
@@ -260,3 +274,39 @@ extend.register(
     summary="batched-matmul lowering, torch.einsum (CUDA) or NumPy's loop on views (CPU)",
     strategies=STRATEGIES,
 )
+
+
+@torch.compiler.assume_constant_result
+def _traced_facts(
+    key: Any, ndims: tuple[int, ...], dtypes: tuple[Any, ...], keywords: tuple[Any, ...]
+) -> tuple[str, Any, bool, str]:
+    """(equation in letters, result dtype, whether the result may alias an operand,
+    order) of a call torch.compile traces, its keywords checked: found from the ranks
+    and dtypes outside the graph (NumPy's rules), constants of it."""
+    dtype, casting, order, strict_out, out_dtype = keywords
+    casting, order, wanted = check_keywords(casting, order, dtype)
+    if wanted is not None:
+        check_operand_casts(dtypes, wanted, casting)
+    eq = parse(key, ndims)
+    letters = spell(eq.inputs, eq.output, label_names([x for t in eq.inputs for x in t]))
+    result = result_dtype_of(compat_torch, dtypes, wanted)
+    if out_dtype is not None and strict_out:  # as einsum: `casting` binds out only without optimize
+        check_cast("the result", result, out_dtype, casting)
+    alias = len(eq.inputs) == 1 and set(eq.output) == set(eq.inputs[0])
+    return letters, result, alias, order
+
+
+def traced(operands: tuple[Any, ...], out: Any, keywords: tuple[Any, ...]) -> Any:
+    """einsum while torch.compile traces: torch.einsum, which dynamo traces at every size
+    (no planning, caches or dispatch in the graph; memory_limit makes no chunks)."""
+    key, ops = split_operands(operands)
+    ndims, dtypes = tuple(x.ndim for x in ops), tuple(x.dtype for x in ops)
+    out_dtype = None if out is None else out.dtype
+    letters, result, alias, order = _traced_facts(key, ndims, dtypes, (*keywords, out_dtype))
+    ops = tuple(x.to(result) for x in ops)
+    if result == torch.bool:  # torch.einsum takes no bool: count the true products
+        r = torch.einsum(letters, *[x.double() for x in ops]) != 0
+    else:
+        r = torch.einsum(letters, *ops)
+    r = r.clone() if alias else r
+    return with_order(r, order, LIBRARY, ops) if out is None else write_out(r, out, LIBRARY, None)
