@@ -50,7 +50,7 @@ def check_keywords(casting: Any, order: Any, dtype: Any) -> tuple[str, str, np.d
     return str(casting), order.upper(), found
 
 
-def check_cast(what: str, src: Any, dst: Any, casting: str) -> None:
+def check_cast(what: str, src: Any, dst: Any, casting: Any) -> None:
     """NumPy's casting rule between dtypes of any library (one NumPy lacks passes)."""
     src, dst = numpy_dtype(src), numpy_dtype(dst)
     if src is not None and dst is not None and not np.can_cast(src, dst, casting):

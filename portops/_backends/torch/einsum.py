@@ -276,7 +276,7 @@ extend.register(
 )
 
 
-@torch.compiler.assume_constant_result
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
 def _traced_facts(
     key: Any, ndims: tuple[int, ...], dtypes: tuple[Any, ...], keywords: tuple[Any, ...]
 ) -> tuple[str, Any, bool, str]:
