@@ -26,14 +26,16 @@ from .plan import all_paths, effective_labels, sizes_of
 __all__ = ["PATH_NAMES", "candidates", "normalize_optimize"]
 
 PATH_NAMES = ("auto", "greedy", "optimal")
-# Bounds on planning time, which grows factorially with the operands: every order is
-# ranked up to _EXHAUSTIVE_MAX operands (at most 18 orders); the subset dynamic program
-# (3**n steps) runs up to _SUBSETS_MAX, or _SEARCH_MAX for a costly contraction; at
-# most _SHORTLIST orders are lowered.
+# Search budgets (as opt_einsum's), bounding planning time, which grows factorially
+# with the operands: every order is ranked up to _EXHAUSTIVE_MAX operands (18 orders);
+# the subset dynamic program (3**n steps) runs up to _SUBSETS_MAX operands, or
+# _SEARCH_MAX for a costly contraction; at most _SHORTLIST orders, each estimated within
+# _SHORTLIST_RATIO of the best, are lowered and ranked by the full cost model.
 _EXHAUSTIVE_MAX = 4
 _SUBSETS_MAX = 6
 _SEARCH_MAX = 8
 _SHORTLIST = 4
+_SHORTLIST_RATIO = 4.0
 
 Path = list[tuple[int, ...]]
 
@@ -275,8 +277,7 @@ def candidates(
         paths = [list(p) for p in all_paths(n)]
     if memory_limit is not None:
         return paths  # every one is lowered: the cheapest that fits wins
-    # The best few by the estimate (within 4x), for the full cost model to rank.
     costs = [estimate(p) for p in paths]
     ranked = sorted(range(len(paths)), key=costs.__getitem__)
     best = costs[ranked[0]]
-    return [paths[k] for k in ranked[:_SHORTLIST] if costs[k] <= 4.0 * best]
+    return [paths[k] for k in ranked[:_SHORTLIST] if costs[k] <= _SHORTLIST_RATIO * best]

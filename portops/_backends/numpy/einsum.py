@@ -112,24 +112,18 @@ def numpy_einsum(a: EinsumArgs) -> Any:
 # - one or two operands whose plan has no GEMM, only reductions of products (multiply-
 #   and-sum, diagonals, sums): the loop reads each operand once and makes no temporary
 #   (``nc,nc->n``, 10^6 x 2: 4.6 ms against 22 ms on a 2-core AMD EPYC);
-# - inputs so small that the loop's products cost less than the lowering's Python: a
-#   call costs what about ``einsum_loop_flops`` products do, weighted by the n - 1
-#   pairwise steps; the lowering runs about INSTRUCTIONS_PER_STEP calls per step, one to
-#   finish and LOWERING_SETUP to set up. Decided from the label sizes alone, so the plan
-#   is not built for it;
+# - tiny inputs (see :func:`tiny`), decided from the label sizes alone, so that the plan
+#   is not built for them;
 # - an outer product of two operands (M and N over 1): the loop writes it in one pass
 #   (``i,j->ij`` float32, 256^2: 20-28 us against 29-47 us in the ufunc's multiply).
 # A matrix-vector product stays with BLAS's gemv, whose threads read the matrix faster.
 LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
-INSTRUCTIONS_PER_STEP = 4
-LOWERING_SETUP = 2
 
 
 def tiny(a: EinsumArgs) -> bool:
-    """True when the loop's products cost less than the lowering's Python (see above)."""
-    steps = max(a.lowering.n_operands - 1, 1)
-    instructions = INSTRUCTIONS_PER_STEP * steps + 1 + LOWERING_SETUP
-    return bool(a.lowering.naive_flops * steps <= NUMPY["einsum_loop_flops"] * instructions)
+    """True when the loop's products over every label cost no more than one library
+    call (``einsum_loop_flops``); the lowering makes several."""
+    return bool(a.lowering.naive_flops <= NUMPY["einsum_loop_flops"] * a.lowering.n_operands)
 
 
 def loop_wins(a: EinsumArgs, *, outer_products: bool = True) -> str | None:
