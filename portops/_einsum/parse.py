@@ -30,6 +30,11 @@ class Equation(NamedTuple):
     inputs: tuple[tuple[int, ...], ...]
     output: tuple[int, ...]
 
+    @property
+    def may_alias(self) -> bool:
+        """Whether numpy/torch may return a view (one operand, nothing summed)."""
+        return len(self.inputs) == 1 and set(self.output) == set(self.inputs[0])
+
 
 def split_interleaved(args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:
     """Split ``(op0, sub0, op1, sub1, ..., [out])`` into operands and a hashable

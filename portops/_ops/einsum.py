@@ -1,24 +1,15 @@
 """``einsum`` and ``einsum_path`` with numpy's semantics on every array-API library.
 
-The array API standard has no einsum. This one takes ``numpy.einsum``'s arguments
-(both formats, ``out``, ``dtype``, ``order``, ``casting``, Python numbers and lists as
-operands), chooses a contraction order, and lowers every pairwise step to one batched
-``matmul`` of the arrays' own namespace, so it runs wherever ``matmul``, ``reshape`` and
-``permute_dims`` do, keeps gradients, and is as fast as the backend's GEMM. Plans are
-cached per (library, subscripts, shapes, dtypes, strides, optimize, memory_limit, dtype);
-a repeated call with NumPy or torch operands and default keywords goes through a
-per-signature cache that also remembers the chosen implementation and its plan.
-
-A first call pays only for what its implementation uses: the contraction order and the
-lowering are built when an implementation first asks for them
-(:class:`portops._einsum.lowering.Lowering`), so a small contraction that NumPy's own
-loop runs best never builds them.
+Every pairwise step of the chosen contraction order is one batched ``matmul`` of the
+arrays' own namespace, so it runs wherever ``matmul``, ``reshape`` and ``permute_dims``
+do and keeps gradients. Lowerings are cached per signature (built when an
+implementation first asks: :class:`portops._einsum.lowering.Lowering`); a repeated call
+with NumPy or torch operands and default keywords runs its signature's plan.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -69,16 +60,9 @@ class EinsumArgs(NamedTuple):
         return self.lowering.plan
 
     @property
-    def plan_for(self) -> Callable[[dict[int, int]], Plan]:
-        """The plan of one chunk under ``memory_limit``."""
-        return self.lowering.plan_for
-
-    @property
     def may_alias(self) -> bool:
-        """Whether a result may be a view of the operand (one operand, nothing summed:
-        a transpose or a diagonal), which implementations copy."""
-        ins = self.lowering.equation.inputs
-        return len(ins) == 1 and set(self.lowering.equation.output) == set(ins[0])
+        """Whether a result may be a view of the operand (implementations copy it)."""
+        return self.lowering.equation.may_alias
 
     @property
     def casts(self) -> bool:
@@ -90,28 +74,18 @@ _fast_types: dict[type, tuple[str, Any]] = {}
 
 
 @memo(256)
-def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
-    """numpy's result type of `dtypes`, as a dtype of `xp`."""
-    found = [numpy_dtype(d) for d in dtypes]
-    if all(d is not None for d in found):
+def result_dtype_of(xp: Any, dtypes: tuple[Any, ...], dtype: np.dtype[Any] | None) -> Any:
+    """The result dtype, a dtype of `xp`: `dtype`, else numpy's result type of `dtypes`."""
+    found = [numpy_dtype(d) for d in dtypes] if dtype is None else [dtype]
+    if None not in found:
         result = np.result_type(*found)
         if isinstance(dtypes[0], np.dtype):
             return result  # NumPy arrays: a dtype instance compares fastest with theirs
         if hasattr(xp, result.name):
             return getattr(xp, result.name)
-    # A dtype NumPy or `xp` lacks (bfloat16, ...).
-    return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)
-
-
-def result_dtype_of(xp: Any, dtypes: tuple[Any, ...], dtype: np.dtype[Any] | None) -> Any:
-    """The result dtype, as a dtype of `xp`: `dtype` (checked) or numpy's result type."""
-    if dtype is None:
-        return _result_dtype(xp, dtypes)
-    if isinstance(dtypes[0], np.dtype):
-        return dtype
-    if hasattr(xp, dtype.name):
-        return getattr(xp, dtype.name)
-    raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}")
+    if dtype is not None:
+        raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}")
+    return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)  # bfloat16, ...
 
 
 def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...]:
@@ -125,12 +99,6 @@ def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tu
                 return tuple(sorted(range(n), key=lambda a: (-abs(strides[a]), a)))
             previous = st
     return tuple(range(n))
-
-
-def _check_memory_limit(memory_limit: Any) -> int | None:
-    if memory_limit is None:
-        return None
-    return check.positive_int(memory_limit, "memory_limit", "a positive integer (elements) or None")
 
 
 def split_operands(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
@@ -210,7 +178,9 @@ def _lookup(
     else:
         layouts = tuple([a.stride() if library == TORCH else None for a in ops])
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)
-    limit = _check_memory_limit(memory_limit)
+    limit = memory_limit
+    if limit is not None:
+        limit = check.positive_int(limit, "memory_limit", "a positive integer (elements) or None")
     lowering, result_dtype, equation = _plan(
         lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit, dtype
     )
@@ -218,10 +188,7 @@ def _lookup(
     return _dispatch.Call(library, lib.device, args)
 
 
-# An lru_cache rather than a dict: thread-safe and bounded, and torch.compile traces
-# past it without guarding on its contents (guards over a dict of thousands of plans
-# made each compilation take tens of seconds); memo steps aside while it traces.
-@memo(4096)
+@memo(4096)  # an lru_cache: thread-safe and bounded
 def _plan(
     xp: Any,
     subscripts: Any,

@@ -1,7 +1,6 @@
 """NumPy einsum, two strategies: ``lowering``, the batched-matmul lowering with NumPy's
-own functions (views where possible), every matrix handed to ``matmul`` one BLAS can
-read; and ``loop``, ``numpy.einsum``'s own C loop, where no GEMM is to be had or the
-operands are tiny (see :func:`loop_wins`)."""
+functions, every matrix handed to ``matmul`` one BLAS can read; and ``loop``,
+``numpy.einsum``'s own C loop, where no GEMM is to be had or the operands are tiny."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ... import extend
-from ..._einsum.execute import ArrayAPIOps, cast, run
+from ..._einsum.execute import ArrayAPIOps, cast, run, with_casts
 from ..._einsum.program import Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
 from ..._strategy import Strategies, Strategy
@@ -37,9 +36,6 @@ def _blas_ready(x: np.ndarray) -> bool:
 class NumpyOps(ArrayAPIOps):
     """Plan primitives as NumPy calls: GEMM operands made BLAS-ready."""
 
-    def __init__(self) -> None:
-        super().__init__(np)
-
     def matmul(self, a: Any, b: Any) -> Any:
         if a.dtype.kind in "fc":
             a = a if _blas_ready(a) else np.ascontiguousarray(a)
@@ -47,30 +43,22 @@ class NumpyOps(ArrayAPIOps):
         return np.matmul(a, b)
 
 
-_OPS = NumpyOps()
-
-
-def _with_casts(a: EinsumArgs, body: Callable[..., Any]) -> Callable[..., Any]:
-    """`body` (of operands in the result dtype, numpy's rule) as a plan of the call's
-    operands: cast when they must be, a result that may be a view of one copied."""
-    dtype = a.dtype
-    plan: Callable[..., Any] = (lambda *ops: body(*cast(ops, dtype, _OPS))) if a.casts else body
-    return (lambda *ops: np.array(plan(*ops))) if a.may_alias else plan
+_OPS = NumpyOps(np)
 
 
 def _lowering_plan(a: EinsumArgs) -> Callable[..., Any]:
-    """The lowering with its plan written out as straight-line code (from the second
-    call of the signature; the first interprets it)."""
-    plan, plan_for, dtype = a.plan, a.plan_for, a.dtype
+    """The lowering, written out as straight-line code from the signature's second call."""
+    plan, plan_for, dtype = a.plan, a.lowering.plan_for, a.dtype
 
     def lowered(*operands: Any) -> Any:
         r = run(plan, operands, _OPS, plan_for)
         return r[()] if r.ndim == 0 else r
 
-    if a.lowering.slices or dtype.kind == "O":
-        return _with_casts(a, lowered)
-    body = runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), dtype.kind in "fc"), lowered)
-    return _with_casts(a, body)
+    body: Callable[..., Any] = lowered
+    if not a.lowering.slices and dtype.kind != "O":
+        native = dtype.kind in "fc"
+        body = runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), native), lowered)
+    return with_casts(a, _OPS, np.array, body)
 
 
 # GEMMs of floating and complex operands that need no layout check spelled directly
@@ -99,7 +87,7 @@ def _loop_plan(a: EinsumArgs) -> Callable[..., Any]:
     C: no Python frame between the call and the loop)."""
     order = loop_order(a.subscripts, list(cast(a.operands, a.dtype, _OPS)))
     kwargs = {} if order == "K" else {"order": order}
-    return _with_casts(a, functools.partial(c_einsum, a.subscripts, **kwargs))
+    return with_casts(a, _OPS, np.array, functools.partial(c_einsum, a.subscripts, **kwargs))
 
 
 def numpy_einsum(a: EinsumArgs) -> Any:
