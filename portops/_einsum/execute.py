@@ -1,9 +1,6 @@
-"""Run a lowered einsum plan with one backend's primitives.
-
-:class:`ArrayAPIOps` implements the primitives with the array API standard only (no
-mutation, so it runs under ``jax.jit``/``jax.grad``, lazily on Dask and on
-array-api-strict); backends subclass it where they have something faster.
-"""
+"""Run a lowered einsum plan with one backend's primitives: :class:`ArrayAPIOps` in
+the array API standard only (no mutation: ``jax.jit``, lazy Dask, array-api-strict),
+subclassed by backends where they have something faster."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""numpy.einsum's keyword arguments and operand conversion, for every library.
-
-``dtype``, ``casting``, ``order`` and ``out`` keep NumPy's meaning: the computation
-runs in ``dtype`` (operands cast under ``casting``), the result is laid out as
-``order`` asks, and ``out`` receives it in place (cast under ``casting``). Python
-scalars and sequences among the operands become arrays of the operands' library, as
-NumPy makes arrays of them.
-"""
+"""numpy.einsum's keywords (``dtype``, ``casting``, ``order``, ``out``) with NumPy's
+meaning, and Python numbers and sequences as operands, for every library."""
 
 from __future__ import annotations
 
@@ -67,11 +61,8 @@ def check_operand_casts(dtypes: Sequence[Any], dtype: np.dtype[Any], casting: An
 
 
 def as_arrays(operands: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Operands with Python scalars and sequences made arrays of the operands' library.
-
-    NumPy decides the dtype of a converted value (``3`` is int64, ``2.5`` float64), as
-    in ``numpy.einsum``; with no array among the operands they all become NumPy arrays.
-    """
+    """Operands with Python numbers and sequences made arrays of the operands' library
+    (NumPy's dtypes, as in ``numpy.einsum``), or NumPy arrays when none is an array."""
     arrays = [type(a) not in _PYTHON_VALUES and library_of(a) is not None for a in operands]
     if all(arrays):
         return operands
@@ -116,8 +107,7 @@ def _to_library(value: np.ndarray, like: Any) -> Any:
 
 
 def with_order(result: Any, order: str, library: str, operands: Sequence[Any]) -> Any:
-    """`result` laid out as `order` asks (NumPy and torch; other libraries choose their
-    own layout, so 'K' is all they offer and the others leave the result as it is)."""
+    """`result` laid out as `order` asks (NumPy and torch; others keep their layout)."""
     if order == "K" or library not in (NUMPY, TORCH) or result.ndim < 2:
         return result
     if order == "A":

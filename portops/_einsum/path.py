@@ -1,11 +1,10 @@
-"""Choosing the contraction order, and chunking to honour ``memory_limit``.
+"""Choosing the contraction order.
 
-``"auto"`` ranks orders by a quick estimate from the label sets alone: every order of up
-to four operands, the estimate's best tree (a dynamic program over subsets of operands)
-and NumPy's greedy path beyond. A contraction costly enough to repay it lowers its best
-few and keeps the one :mod:`portops._einsum.plan`'s cost model ranks first, which also
-counts the copies and transposes a path forces. ``"greedy"`` and ``"optimal"`` are
-NumPy's own path finders; other names are opt_einsum's (an optional dependency).
+``"auto"`` ranks orders by a quick estimate from the label sets (every order of up to
+four operands, a dynamic program over subsets, NumPy-style greedy beyond); a costly
+contraction lowers its best few and keeps the one the full cost model of
+:mod:`portops._einsum.plan` ranks first. ``"greedy"``/``"optimal"`` are NumPy's own
+path finders, other names opt_einsum's (an optional dependency).
 """
 
 from __future__ import annotations
@@ -41,12 +40,8 @@ Path = list[tuple[int, ...]]
 
 
 def normalize_optimize(optimize: Any) -> Any:
-    """A hashable form of `optimize`, or raise TypeError/ValueError naming it.
-
-    Forms: ``"auto"``, ``False``, a path finder name, ``("limit", name, elements)``
-    for numpy's ``(name, memory_limit)`` tuples, ``("path", steps)`` for an explicit
-    path.
-    """
+    """A hashable form of `optimize` (``"auto"``, ``False``, a finder name, ``("limit",
+    name, elements)`` or ``("path", steps)``), or raise TypeError/ValueError."""
     if optimize is True:
         return "auto"
     if optimize is False:
@@ -147,8 +142,7 @@ def _union(masks: Sequence[int], start: int = 0) -> int:
 
 
 class _Estimator:
-    """Quick costs of paths from label sets (bit masks) alone: the products each step
-    multiplies plus the elements it writes."""
+    """Quick costs of paths from label sets (bit masks): products plus elements written."""
 
     def __init__(self, eq: Equation, shapes: Sequence[Sequence[int]], sizes: dict[int, int]):
         sets = effective_labels(eq, shapes)
@@ -197,8 +191,7 @@ class _Estimator:
         return path
 
     def best_tree(self) -> tuple[Path, float]:
-        """The pairwise order with the lowest estimate, by dynamic programming over
-        subsets of operands (what ranking every order finds, in far fewer steps)."""
+        """The pairwise order of lowest estimate, by dynamic programming over subsets."""
         n = len(self.masks)
         full = (1 << n) - 1
         labels = [0] * (full + 1)

@@ -16,15 +16,7 @@ import numpy as np
 
 from .. import _dispatch
 from .. import _validate as check
-from .._arrays import (
-    DASK,
-    NUMPY,
-    TORCH,
-    ArrayArgs,
-    as_dask_operands,
-    inspect_arrays,
-    library_of,
-)
+from .._arrays import DASK, NUMPY, TORCH, ArrayArgs, as_dask_operands, inspect_arrays, library_of
 from .._einsum.lowering import Lowering
 from .._einsum.options import (
     as_arrays,
@@ -123,8 +115,8 @@ def _shape(a: Any, k: int) -> tuple[int, ...]:
 
 
 def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
-    """inspect_arrays, with a shortcut for the common case on the hot path: NumPy or
-    CPU/CUDA torch operands all of one type (and, for torch, on one device)."""
+    """inspect_arrays, with a shortcut for operands of one NumPy or torch type (and, for
+    torch, on one device)."""
     first = ops[0]
     kind = type(first)
     fast = _fast_types.get(kind)
@@ -236,10 +228,7 @@ def _prepare(
 _dispatch.define_operation("einsum", _prepare, lambda a: tuple(a.operands))
 
 
-# -- plans of repeated calls (portops._plans) ---------------------------------------
-# A repeated call with the same subscripts, optimize and operands' signature runs the
-# plan the chosen strategy made on its first call: a key, one lookup and the plan.
-
+# A repeated call of a signature runs the plan its strategy made on the first call.
 PLANS = PlanCache("einsum")
 _preferences = _dispatch.current_preferences
 
@@ -389,8 +378,7 @@ def einsum(
     call = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
     result = _dispatch.select("einsum", call).func(call.args)
     if out is not None:
-        # NumPy applies `casting` to out only without optimize; its optimized einsum
-        # assigns the result to out whatever the dtypes.
+        # NumPy applies `casting` to out only without optimize.
         return write_out(result, out, call.library, casting if optimize is False else "unsafe")
     return with_order(result, order, call.library, call.args.operands)
 

@@ -23,8 +23,7 @@ __all__ = ["loop_order", "loop_wins", "tiny"]
 
 
 def _blas_ready(x: np.ndarray) -> bool:
-    """True when one of the last two axes has unit stride (BLAS's transpose flag covers
-    the other layout); otherwise NumPy's matmul falls back to a slow loop."""
+    """Whether one of the last two axes has unit stride (else NumPy's matmul loops)."""
     if x.ndim < 2:
         return True
     m, n = x.shape[-2:]
@@ -83,8 +82,7 @@ _PROGRAMS = Programs(SPELLING)
 
 
 def _loop_plan(a: EinsumArgs) -> Callable[..., Any]:
-    """numpy.einsum's C loop with its subscripts and loop order fixed (a partial runs in
-    C: no Python frame between the call and the loop)."""
+    """numpy.einsum's C loop, subscripts and loop order fixed (a partial: no frame)."""
     order = loop_order(a.subscripts, list(cast(a.operands, a.dtype, _OPS)))
     kwargs = {} if order == "K" else {"order": order}
     return with_casts(a, _OPS, np.array, functools.partial(c_einsum, a.subscripts, **kwargs))
