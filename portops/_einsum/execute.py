@@ -1,9 +1,6 @@
-"""Run a lowered einsum plan with one backend's primitives.
-
-:class:`ArrayAPIOps` implements the primitives with the array API standard only (no
-mutation, so it runs under ``jax.jit``/``jax.grad``, lazily on Dask and on
-array-api-strict); backends subclass it where they have something faster.
-"""
+"""Run a lowered einsum plan with one backend's primitives: :class:`ArrayAPIOps` in
+the array API standard only (no mutation: ``jax.jit``, lazy Dask, array-api-strict),
+subclassed by backends where they have something faster."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from typing import Any
 
 from .plan import BINARY_OPS, Plan
 
-__all__ = ["ArrayAPIOps", "run"]
+__all__ = ["ArrayAPIOps", "cast", "run", "with_casts"]
 
 
 class ArrayAPIOps:
@@ -83,6 +80,17 @@ class ArrayAPIOps:
 def cast(operands: Sequence[Any], dtype: Any, ops: ArrayAPIOps) -> list[Any]:
     """Operands in the result dtype (numpy's rule: compute in the result type)."""
     return [x if x.dtype == dtype else ops.astype(x, dtype) for x in operands]
+
+
+def with_casts(
+    a: Any, ops: ArrayAPIOps, copy: Callable[[Any], Any], body: Callable[..., Any]
+) -> Callable[..., Any]:
+    """`body` (of operands in the result dtype) as a plan of the call's operands
+    (:class:`~portops._ops.einsum.EinsumArgs` `a`): cast when they must be, and a
+    result that may be a view of one copied by `copy`."""
+    dtype = a.dtype
+    plan: Callable[..., Any] = (lambda *xs: body(*cast(xs, dtype, ops))) if a.casts else body
+    return (lambda *xs: copy(plan(*xs))) if a.may_alias else plan
 
 
 def run(

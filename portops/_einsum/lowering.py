@@ -1,12 +1,9 @@
-"""What one call signature plans to: facts known at once, the lowered plan on demand.
+"""What one call signature plans to: cheap facts at once, the lowered plan on demand.
 
-A first call must not pay for work its implementation never uses. Parsing, the label
-sizes (which validate the shapes) and the naive FLOP count are cheap and decide, for
-small contractions, that ``numpy.einsum``'s own loop wins; the contraction order and the
-lowering are built when first asked for: the cheapest of the candidate orders
-(:func:`portops._einsum.path.candidates`) by the cost model, cut into chunks where
-``memory_limit`` asks. Only ``optimize="auto"`` without ``memory_limit`` waits: other
-forms are planned at once, so that their errors are raised by the call that gave them.
+Parsing, the label sizes (which validate the shapes) and the naive FLOP count decide,
+for small contractions, that ``numpy.einsum``'s loop wins, so a first call never builds
+a plan it does not run. Forms of `optimize` other than ``"auto"``, and `memory_limit`,
+are planned at once, so that their errors are raised by the call that gave them.
 """
 
 from __future__ import annotations
@@ -26,8 +23,8 @@ __all__ = ["Lowering"]
 
 
 class Lowering:
-    """The cheap facts of one planned signature, and its plan built on first use (two
-    threads may both build it: the same plan, and one of them is kept)."""
+    """One signature's cheap facts, and its plan built on first use (two threads may
+    both build it: the same plan, one of them kept)."""
 
     def __init__(
         self,

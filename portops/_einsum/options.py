@@ -1,11 +1,5 @@
-"""numpy.einsum's keyword arguments and operand conversion, for every library.
-
-``dtype``, ``casting``, ``order`` and ``out`` keep NumPy's meaning: the computation
-runs in ``dtype`` (operands cast under ``casting``), the result is laid out as
-``order`` asks, and ``out`` receives it in place (cast under ``casting``). Python
-scalars and sequences among the operands become arrays of the operands' library, as
-NumPy makes arrays of them.
-"""
+"""numpy.einsum's keywords (``dtype``, ``casting``, ``order``, ``out``) with NumPy's
+meaning, and Python numbers and sequences as operands, for every library."""
 
 from __future__ import annotations
 
@@ -16,7 +10,7 @@ import numpy as np
 
 from .._arrays import JAX, NUMPY, TORCH, library_of, namespace_of
 
-__all__ = ["as_arrays", "check_keywords", "numpy_dtype", "write_out", "with_order"]
+__all__ = ["as_arrays", "check_cast", "check_keywords", "numpy_dtype", "write_out", "with_order"]
 
 _PYTHON_VALUES = frozenset({int, float, complex, bool, list, tuple})
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
@@ -50,27 +44,25 @@ def check_keywords(casting: Any, order: Any, dtype: Any) -> tuple[str, str, np.d
     return str(casting), order.upper(), found
 
 
-def _cast_error(what: str, src: Any, dst: Any, casting: str) -> TypeError:
-    return TypeError(
-        f"einsum: cannot cast {what} from {src} to {dst} under casting={casting!r} "
-        "(pass casting='unsafe' to allow it)"
-    )
+def check_cast(what: str, src: Any, dst: Any, casting: Any) -> None:
+    """NumPy's casting rule between dtypes of any library (one NumPy lacks passes)."""
+    src, dst = numpy_dtype(src), numpy_dtype(dst)
+    if src is not None and dst is not None and not np.can_cast(src, dst, casting):
+        raise TypeError(
+            f"einsum: cannot cast {what} from {src} to {dst} under casting={casting!r} "
+            "(pass casting='unsafe' to allow it)"
+        )
 
 
 def check_operand_casts(dtypes: Sequence[Any], dtype: np.dtype[Any], casting: Any) -> None:
     """NumPy's rule for ``dtype=``: every operand must cast to it under `casting`."""
     for k, d in enumerate(dtypes):
-        src = numpy_dtype(d)
-        if src is not None and not np.can_cast(src, dtype, casting):
-            raise _cast_error(f"operand {k}", src, dtype, casting)
+        check_cast(f"operand {k}", d, dtype, casting)
 
 
 def as_arrays(operands: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Operands with Python scalars and sequences made arrays of the operands' library.
-
-    NumPy decides the dtype of a converted value (``3`` is int64, ``2.5`` float64), as
-    in ``numpy.einsum``; with no array among the operands they all become NumPy arrays.
-    """
+    """Operands with Python numbers and sequences made arrays of the operands' library
+    (NumPy's dtypes, as in ``numpy.einsum``), or NumPy arrays when none is an array."""
     arrays = [type(a) not in _PYTHON_VALUES and library_of(a) is not None for a in operands]
     if all(arrays):
         return operands
@@ -115,8 +107,7 @@ def _to_library(value: np.ndarray, like: Any) -> Any:
 
 
 def with_order(result: Any, order: str, library: str, operands: Sequence[Any]) -> Any:
-    """`result` laid out as `order` asks (NumPy and torch; other libraries choose their
-    own layout, so 'K' is all they offer and the others leave the result as it is)."""
+    """`result` laid out as `order` asks (NumPy and torch; others keep their layout)."""
     if order == "K" or library not in (NUMPY, TORCH) or result.ndim < 2:
         return result
     if order == "A":
@@ -158,9 +149,8 @@ def write_out(result: Any, out: Any, library: str, casting: Any) -> Any:
     shape = tuple(result.shape)
     if tuple(out.shape) != shape:
         raise ValueError(f"einsum: out has shape {tuple(out.shape)} but the result has {shape}")
-    src, dst = numpy_dtype(result.dtype), numpy_dtype(out.dtype)
-    if src is not None and dst is not None and not np.can_cast(src, dst, casting):
-        raise _cast_error("the result", src, dst, casting)
+    if casting is not None:  # None: checked already
+        check_cast("the result", result.dtype, out.dtype, casting)
     if library == NUMPY:
         np.copyto(out, result, casting="unsafe")
     elif library == TORCH:

@@ -1,11 +1,6 @@
-"""Parse numpy-style einsum subscripts into integer labels.
-
-Both of numpy's formats are accepted: a subscripts string (``"ij,jk->ik"``, with
-``...``, implicit or explicit output) and the interleaved sublist format
-``(op0, [0, 1], op1, [1, 2], [0, 2])``. Letters map to their code points, sublist
-labels to themselves shifted past them, and the dimensions an ellipsis covers to
-negative labels (``-1`` for the last), so that broadcasting ellipsis dimensions is the
-same thing as broadcasting size-1 labelled axes.
+"""Parse numpy-style einsum subscripts (both formats) into integer labels: letters are
+their code points, sublist labels shifted past them, and ellipsis dimensions negative
+labels (``-1`` the last), so that they broadcast as size-1 labelled axes do.
 """
 
 from __future__ import annotations
@@ -29,6 +24,11 @@ class Equation(NamedTuple):
 
     inputs: tuple[tuple[int, ...], ...]
     output: tuple[int, ...]
+
+    @property
+    def may_alias(self) -> bool:
+        """Whether numpy/torch may return a view (one operand, nothing summed)."""
+        return len(self.inputs) == 1 and set(self.output) == set(self.inputs[0])
 
 
 def split_interleaved(args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:

@@ -1,11 +1,10 @@
-"""Choosing the contraction order, and chunking to honour ``memory_limit``.
+"""Choosing the contraction order.
 
-``"auto"`` ranks orders by a quick estimate from the label sets alone: every order of up
-to four operands, the estimate's best tree (a dynamic program over subsets of operands)
-and NumPy's greedy path beyond. A contraction costly enough to repay it lowers its best
-few and keeps the one :mod:`portops._einsum.plan`'s cost model ranks first, which also
-counts the copies and transposes a path forces. ``"greedy"`` and ``"optimal"`` are
-NumPy's own path finders; other names are opt_einsum's (an optional dependency).
+``"auto"`` ranks orders by a quick estimate from the label sets (every order of up to
+four operands, a dynamic program over subsets, NumPy-style greedy beyond); a costly
+contraction lowers its best few and keeps the one the full cost model of
+:mod:`portops._einsum.plan` ranks first. ``"greedy"``/``"optimal"`` are NumPy's own
+path finders, other names opt_einsum's (an optional dependency).
 """
 
 from __future__ import annotations
@@ -26,25 +25,23 @@ from .plan import all_paths, effective_labels, sizes_of
 __all__ = ["PATH_NAMES", "candidates", "normalize_optimize"]
 
 PATH_NAMES = ("auto", "greedy", "optimal")
-# Bounds on planning time, which grows factorially with the operands: every order is
-# ranked up to _EXHAUSTIVE_MAX operands (at most 18 orders); the subset dynamic program
-# (3**n steps) runs up to _SUBSETS_MAX, or _SEARCH_MAX for a costly contraction; at
-# most _SHORTLIST orders are lowered.
+# Search budgets (as opt_einsum's), bounding planning time, which grows factorially
+# with the operands: every order is ranked up to _EXHAUSTIVE_MAX operands (18 orders);
+# the subset dynamic program (3**n steps) runs up to _SUBSETS_MAX operands, or
+# _SEARCH_MAX for a costly contraction; at most _SHORTLIST orders, each estimated within
+# _SHORTLIST_RATIO of the best, are lowered and ranked by the full cost model.
 _EXHAUSTIVE_MAX = 4
 _SUBSETS_MAX = 6
 _SEARCH_MAX = 8
 _SHORTLIST = 4
+_SHORTLIST_RATIO = 4.0
 
 Path = list[tuple[int, ...]]
 
 
 def normalize_optimize(optimize: Any) -> Any:
-    """A hashable form of `optimize`, or raise TypeError/ValueError naming it.
-
-    Forms: ``"auto"``, ``False``, a path finder name, ``("limit", name, elements)``
-    for numpy's ``(name, memory_limit)`` tuples, ``("path", steps)`` for an explicit
-    path.
-    """
+    """A hashable form of `optimize` (``"auto"``, ``False``, a finder name, ``("limit",
+    name, elements)`` or ``("path", steps)``), or raise TypeError/ValueError."""
     if optimize is True:
         return "auto"
     if optimize is False:
@@ -145,8 +142,7 @@ def _union(masks: Sequence[int], start: int = 0) -> int:
 
 
 class _Estimator:
-    """Quick costs of paths from label sets (bit masks) alone: the products each step
-    multiplies plus the elements it writes."""
+    """Quick costs of paths from label sets (bit masks): products plus elements written."""
 
     def __init__(self, eq: Equation, shapes: Sequence[Sequence[int]], sizes: dict[int, int]):
         sets = effective_labels(eq, shapes)
@@ -195,8 +191,7 @@ class _Estimator:
         return path
 
     def best_tree(self) -> tuple[Path, float]:
-        """The pairwise order with the lowest estimate, by dynamic programming over
-        subsets of operands (what ranking every order finds, in far fewer steps)."""
+        """The pairwise order of lowest estimate, by dynamic programming over subsets."""
         n = len(self.masks)
         full = (1 << n) - 1
         labels = [0] * (full + 1)
@@ -275,8 +270,7 @@ def candidates(
         paths = [list(p) for p in all_paths(n)]
     if memory_limit is not None:
         return paths  # every one is lowered: the cheapest that fits wins
-    # The best few by the estimate (within 4x), for the full cost model to rank.
     costs = [estimate(p) for p in paths]
     ranked = sorted(range(len(paths)), key=costs.__getitem__)
     best = costs[ranked[0]]
-    return [paths[k] for k in ranked[:_SHORTLIST] if costs[k] <= 4.0 * best]
+    return [paths[k] for k in ranked[:_SHORTLIST] if costs[k] <= _SHORTLIST_RATIO * best]

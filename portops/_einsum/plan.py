@@ -1,14 +1,10 @@
-"""Lower a parsed einsum equation to a short program of array-API primitives.
+"""Lower a parsed einsum equation to a program of array-API primitives over numbered
+slots (operands, then intermediates), run by :mod:`portops._einsum.execute`.
 
-Every operand is first reduced to distinct labels of size > 1 (diagonals, size-1 axes
-dropped, labels nobody else needs summed). Each pairwise step then becomes one batched
-``matmul`` ``(batch..., M, K) @ (batch..., K, N)``, or a broadcast multiply when nothing
-is contracted (or K is tiny). Inside each group the labels follow the operand's memory
-order, so the reshapes that merge them are views, and an operand whose unit-stride axis
-is on the wrong side is handed over as a transposed view (BLAS's transpose flag).
-
-The program is a tuple of instructions over numbered slots (operands first, then
-intermediates); :mod:`portops._einsum.execute` runs it with a backend's primitives.
+Each operand is first reduced to distinct labels of size > 1; each pairwise step is then
+one batched ``matmul`` ``(batch..., M, K) @ (batch..., K, N)``, or a broadcast multiply
+when K is empty or tiny. Labels follow each operand's memory order, so the reshapes
+that merge them are views, and BLAS's transpose flag takes transposed operands.
 """
 
 from __future__ import annotations
@@ -25,8 +21,6 @@ from .parse import Equation, label_name
 
 __all__ = ["BINARY_OPS", "Plan", "SliceSpec", "Step", "build", "sizes_of"]
 
-# The cost model counts in multiply-adds of a BLAS GEMM; moving an element costs
-# EINSUM["memory_cost"] of them (the EINSUM tuning table).
 BINARY_OPS = frozenset({"matmul", "matmul_bool", "mul", "logical_and"})
 
 
@@ -78,14 +72,11 @@ class Plan:
     slices: tuple[SliceSpec, ...] = field(default=())
 
 
-class _Value:
+class _Value(NamedTuple):
     """Planning-time view of one slot: its labels in axis order and in memory order."""
 
-    __slots__ = ("labels", "mem")
-
-    def __init__(self, labels: Sequence[int], mem: Sequence[int]) -> None:
-        self.labels = tuple(labels)
-        self.mem = tuple(mem)
+    labels: tuple[int, ...]
+    mem: tuple[int, ...]
 
 
 def sizes_of(eq: Equation, shapes: Sequence[Sequence[int]]) -> dict[int, int]:
@@ -135,11 +126,10 @@ class _Builder:
         self.peak = 0
         self.flops = 0
         for labels, order in zip(eq.inputs, orders, strict=True):
-            self.values.append(_Value(labels, [labels[a] for a in order]))
+            self.values.append(_Value(labels, tuple(labels[a] for a in order)))
 
     def emit(self, ins: tuple[Any, ...]) -> None:
-        """Append an instruction; a reshape replaces a reshape of the same slot that
-        nothing has used since (a view of a view: one call instead of two)."""
+        """Append an instruction; a reshape replaces an unused reshape of its slot."""
         if ins[0] == "reshape" and self.merge_reshapes:
             slot = ins[1]
             for k in range(len(self.instr) - 1, -1, -1):
@@ -163,7 +153,6 @@ class _Builder:
         peak = max(step.copies, step.temporary, 0 if final else step.result)
         self.peak = max(self.peak, peak)
 
-    # -- unary preparation -------------------------------------------------------------
     def prepare(self, k: int, needed_elsewhere: set[int]) -> None:
         """Diagonals, size-1 axes and private sums of operand `k` (slot k)."""
         v = self.values[k]
@@ -211,9 +200,8 @@ class _Builder:
             mem = labels
         else:
             mem = [x for x in dict.fromkeys(reversed(v.mem)) if x in labels][::-1]
-        self.values[k] = _Value(labels, mem)
+        self.values[k] = _Value(tuple(labels), tuple(mem))
 
-    # -- pairwise steps ----------------------------------------------------------------
     def contract(self, i: int, j: int, keep: set[int], final: bool, pos: tuple[int, int]) -> int:
         """Emit the step contracting slots i and j; return the result's slot."""
         a, b = self.values[i], self.values[j]
@@ -284,7 +272,7 @@ class _Builder:
             self.cost += flops + EINSUM["memory_cost"] * (EINSUM["copy_factor"] * copies + result)
             temp = copies
             peak_labels = tuple(out_labels) if result >= copies else copy_labels
-        self.values.append(_Value(out_labels, out_labels))
+        self.values.append(_Value(tuple(out_labels), tuple(out_labels)))
         step = Step(kind=kind, operands=pos, terms=eq, batch=bp, m=mp, n=np_, k=kp, flops=flops)
         step.result = 0 if final else result
         step.copies = copies
@@ -309,11 +297,8 @@ class _Builder:
         *,
         left: bool,
     ) -> bool:
-        """Lay slot k out as (batch..., rows, cols); return whether that copies.
-
-        The left operand is (M, K), the right one (K, N). A transposed view is used
-        when the unit-stride axis belongs to the first group.
-        """
+        """Lay slot k out as (batch..., rows, cols) (a transposed view when the unit-stride
+        axis is in `rows`); return whether that copies."""
         v = self.values[k]
         inner = v.mem[-1] if v.mem else None
 
@@ -342,7 +327,6 @@ class _Builder:
             self.emit(("reshape", k, (*bsh, rs, cs)))
         return not (views and (inner is None or inner in cols))
 
-    # -- the whole plan ----------------------------------------------------------------
     def run(self, path: Sequence[tuple[int, ...]]) -> int:
         eq = self.eq
         n = len(eq.inputs)
@@ -388,11 +372,8 @@ def build(
     merge_reshapes: bool = True,
     sizes: dict[int, int] | None = None,
 ) -> Plan:
-    """Lower `eq` along `path` (numpy's format: positions in the shrinking list).
-
-    `merge_reshapes` lets a reshape of a reshape become one call (Dask cannot always
-    do in one reshape what it does in two); `sizes` are the label sizes of `shapes`
-    when the caller has them already."""
+    """Lower `eq` along `path` (numpy's format). `merge_reshapes`: a reshape of a reshape
+    becomes one (not for Dask, which cannot always do in one what it does in two)."""
     b = _Builder(eq, shapes, orders, boolean, merge_reshapes, sizes)
     res = b.run(path)
     naive_flops = math.prod(b.sizes.values()) * max(1, len(eq.inputs))

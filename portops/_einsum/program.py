@@ -1,14 +1,10 @@
 """One einsum plan written out as straight-line code, once per signature.
 
-The plan interpreter (:func:`portops._einsum.execute.run`) spends about a microsecond
-of Python per instruction, and the lowering lays every GEMM out as matrices, a library
-call each; on small operands that is most of the call. With the shapes of a signature
-known, the program is written once as Python source in which a reshape to the shape a
-value already has is no call at all (the others wait until a value is used), and each
-GEMM is the narrowest call of the library that does it (:class:`Spelling`: for torch
-``dot``, ``mv``, ``mm``, ``bmm``, ``outer``). ``ij,ij->ij`` becomes ``a * b`` and
-``i,i->`` ``torch.dot(a, b)``: 1-2 µs against 7-10 µs in ``torch.einsum`` (2-core Xeon,
-32-element operands).
+The plan interpreter spends about a microsecond of Python per instruction. With a
+signature's shapes known, the program is Python source in which a reshape to the shape
+a value already has is no call, and each GEMM is the narrowest call of the library
+(:class:`Spelling`: torch's ``dot``, ``mv``, ``mm``, ``bmm``, ``outer``): ``i,i->`` on
+32-element tensors takes 1-2 µs, against 7-10 µs in ``torch.einsum`` (2-core Xeon).
 """
 
 from __future__ import annotations
@@ -28,16 +24,14 @@ Shape = tuple[int, ...]
 
 @dataclass(frozen=True)
 class Program:
-    """A plan written out: its source, the names it refers to, and about what one run
-    costs, in library calls."""
+    """A plan written out: its source, the names it uses, and its cost in library calls."""
 
     source: str
     names: dict[str, Any]
     calls: float
 
     def build(self) -> Callable[..., Any]:
-        """The function itself (``compile`` costs tens of microseconds: see
-        :func:`runner`)."""
+        """The function itself (``compile`` costs tens of microseconds: see :func:`runner`)."""
         names = dict(self.names)
         exec(compile(self.source, "<portops einsum program>", "exec"), names)
         function: Callable[..., Any] = names["program"]
@@ -46,10 +40,9 @@ class Program:
 
 @dataclass(frozen=True)
 class Spelling:
-    """How one library writes the program's calls: format strings over the operands'
-    variable names (``{a}``, ``{b}``), the library module bound as ``xp`` and the
-    backend's plan primitives as ``_ops``. A GEMM spelled None goes to ``_ops.matmul``.
-    """
+    """How one library writes the program's calls: format strings over the variables
+    ``{a}``, ``{b}``, with the library bound as ``xp`` and the backend's primitives as
+    ``_ops``. A GEMM spelled None goes to ``_ops.matmul``."""
 
     module: Any
     permute: str  # "{a}.permute({perm})"
@@ -68,8 +61,7 @@ class Spelling:
 
 
 class _Value:
-    """A slot while writing: the variable holding it, that array's shape, and the shape
-    the plan means (a reshape not yet made)."""
+    """A slot while writing: its variable, that array's shape, and the planned shape."""
 
     __slots__ = ("base", "name", "shape")
 
@@ -154,16 +146,9 @@ class _Writer:
 
 def write_program(
     plan: Plan, dtype: Any, ops: Any, spelling: Spelling, *, native_gemm: bool
-) -> Program | None:
-    """The plan as one Python function of operands of the plan's shapes and of `dtype`;
-    None for a plan with chunks (``memory_limit``).
-
-    `ops` (an :class:`~portops._einsum.execute.ArrayAPIOps`) is called for what has no
-    narrower spelling (diagonals, bool products, GEMMs that need its layout checks);
-    `native_gemm` False sends every GEMM there.
-    """
-    if plan.slices:
-        return None
+) -> Program:
+    """The plan (not chunked) as one Python function of operands of its shapes and
+    `dtype`. `ops` runs what has no spelling; `native_gemm` False: every GEMM."""
     w = _Writer(spelling, native_gemm)
     args = [f"a{i}" for i in range(len(plan.shapes))]
     vals: list[Any] = [_Value(n, tuple(s)) for n, s in zip(args, plan.shapes, strict=True)]
@@ -215,9 +200,8 @@ def write_program(
 
 
 class Programs:
-    """One backend's programs by signature, at most `max_size` (then cleared), keyed
-    by the plan object (kept alive here, so its id stays unique) and what else the
-    program depends on (the dtype, the device type)."""
+    """One backend's programs, at most `max_size` (then cleared), by plan (kept alive
+    here, so its id stays unique), dtype and `key` (the device type)."""
 
     def __init__(self, spelling: Spelling, max_size: int = 256) -> None:
         self.spelling = spelling
@@ -232,7 +216,6 @@ class Programs:
         if hit is not None:
             return hit[1]
         program = write_program(plan, dtype, ops, self.spelling, native_gemm=native_gemm)
-        assert program is not None, "a plan with chunks has no program"
         if len(self._programs) >= self.max_size:
             self._programs.clear()
         self._programs[full] = (plan, program)  # one dict store: atomic
@@ -240,9 +223,8 @@ class Programs:
 
 
 def runner(program: Callable[[], Program], first: Callable[..., Any]) -> Callable[..., Any]:
-    """A function of the operands that runs `first` (the plan interpreter) on its first
-    call and the program (`program()`, written and built then) from the second on: a
-    signature called once pays for neither the writing nor ``compile``."""
+    """A function that runs `first` (the interpreter) on its first call and `program()`,
+    written and built then, from the second on: a call made once compiles nothing."""
     current: list[Callable[..., Any]] = []
 
     def once(*operands: Any) -> Any:

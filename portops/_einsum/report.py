@@ -99,7 +99,6 @@ def describe(
 
 
 def _table(r: EinsumReport) -> str:
-    """A table of the steps: kind, batch/M/N/K, FLOPs, sizes and copies."""
     lines = [
         f"  Complete contraction:  {r.equation}",
         f"         Naive FLOP count:  {r.naive_flops:.4g}",
@@ -119,14 +118,10 @@ def _table(r: EinsumReport) -> str:
     )
     lines += ["-" * len(header), header, "-" * len(header)]
     for k, s in enumerate(r.steps):
-        if s.kind in ("diagonal", "sum", "transpose"):
-            dims = f"{'':>6} {'':>6} {'':>6} {'':>6}"
-        else:
-            dims = f"{s.batch:>6} {s.m:>6} {s.n:>6} {s.k:>6}"
-        result: object = s.result
-        if s.kind == "transpose":
-            result = "view"
-        elif s.result == 0 and s.kind not in ("diagonal", "sum"):
+        unary = s.kind in ("diagonal", "sum", "transpose")
+        dims = " ".join(f"{'' if unary else d:>6}" for d in (s.batch, s.m, s.n, s.k))
+        result: object = "view" if s.kind == "transpose" else s.result
+        if s.result == 0 and not unary:
             result = "output"
         lines.append(
             f"{k:>4}  {s.kind:<17} {s.equation:<24} {dims} {s.flops:>10.4g} {result!s:>10} "

@@ -20,7 +20,7 @@ def _ops(xp: Any) -> ArrayAPIOps:
 def generic(a: EinsumArgs) -> Any:
     """Lower every step to the namespace's matmul / multiply."""
     ops = _ops(a.xp)
-    result = run(a.plan, cast(a.operands, a.dtype, ops), ops, a.plan_for)
+    result = run(a.plan, cast(a.operands, a.dtype, ops), ops, a.lowering.plan_for)
     return a.xp.asarray(result, copy=True) if a.may_alias else result  # never a view
 
 

@@ -1,39 +1,22 @@
 """``einsum`` and ``einsum_path`` with numpy's semantics on every array-API library.
 
-The array API standard has no einsum. This one takes ``numpy.einsum``'s arguments
-(both formats, ``out``, ``dtype``, ``order``, ``casting``, Python numbers and lists as
-operands), chooses a contraction order, and lowers every pairwise step to one batched
-``matmul`` of the arrays' own namespace, so it runs wherever ``matmul``, ``reshape`` and
-``permute_dims`` do, keeps gradients, and is as fast as the backend's GEMM. Plans are
-cached per (library, subscripts, shapes, dtypes, strides, optimize, memory_limit, dtype);
-a repeated call with NumPy or torch operands and default keywords goes through a
-per-signature cache that also remembers the chosen implementation and its plan.
-
-A first call pays only for what its implementation uses: the contraction order and the
-lowering are built when an implementation first asks for them
-(:class:`portops._einsum.lowering.Lowering`), so a small contraction that NumPy's own
-loop runs best never builds them.
+Every pairwise step of the chosen contraction order is one batched ``matmul`` of the
+arrays' own namespace, so it runs wherever ``matmul``, ``reshape`` and ``permute_dims``
+do and keeps gradients. Lowerings are cached per signature (built when an
+implementation first asks: :class:`portops._einsum.lowering.Lowering`); a repeated call
+with NumPy or torch operands and default keywords runs its signature's plan.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import _dispatch
 from .. import _validate as check
-from .._arrays import (
-    DASK,
-    NUMPY,
-    TORCH,
-    ArrayArgs,
-    as_dask_operands,
-    inspect_arrays,
-    library_of,
-)
+from .._arrays import DASK, NUMPY, TORCH, ArrayArgs, as_dask_operands, inspect_arrays, library_of
 from .._einsum.lowering import Lowering
 from .._einsum.options import (
     as_arrays,
@@ -49,7 +32,7 @@ from .._einsum.plan import Plan
 from .._einsum.report import EinsumReport, describe
 from .._plans import PlanCache
 from .._plans import key as plan_key
-from .._tracing import memo
+from .._tracing import memo, tracing
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 
@@ -69,16 +52,9 @@ class EinsumArgs(NamedTuple):
         return self.lowering.plan
 
     @property
-    def plan_for(self) -> Callable[[dict[int, int]], Plan]:
-        """The plan of one chunk under ``memory_limit``."""
-        return self.lowering.plan_for
-
-    @property
     def may_alias(self) -> bool:
-        """Whether a result may be a view of the operand (one operand, nothing summed:
-        a transpose or a diagonal), which implementations copy."""
-        ins = self.lowering.equation.inputs
-        return len(ins) == 1 and set(self.lowering.equation.output) == set(ins[0])
+        """Whether a result may be a view of the operand (implementations copy it)."""
+        return self.lowering.equation.may_alias
 
     @property
     def casts(self) -> bool:
@@ -90,17 +66,18 @@ _fast_types: dict[type, tuple[str, Any]] = {}
 
 
 @memo(256)
-def _result_dtype(xp: Any, dtypes: tuple[Any, ...]) -> Any:
-    """numpy's result type of `dtypes`, as a dtype of `xp`."""
-    found = [numpy_dtype(d) for d in dtypes]
-    if all(d is not None for d in found):
+def result_dtype_of(xp: Any, dtypes: tuple[Any, ...], dtype: np.dtype[Any] | None) -> Any:
+    """The result dtype, a dtype of `xp`: `dtype`, else numpy's result type of `dtypes`."""
+    found = [numpy_dtype(d) for d in dtypes] if dtype is None else [dtype]
+    if None not in found:
         result = np.result_type(*found)
         if isinstance(dtypes[0], np.dtype):
             return result  # NumPy arrays: a dtype instance compares fastest with theirs
         if hasattr(xp, result.name):
             return getattr(xp, result.name)
-    # A dtype NumPy or `xp` lacks (bfloat16, ...).
-    return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)
+    if dtype is not None:
+        raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}")
+    return dtypes[0] if len(dtypes) == 1 else xp.result_type(*dtypes)  # bfloat16, ...
 
 
 def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...]:
@@ -116,13 +93,7 @@ def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tu
     return tuple(range(n))
 
 
-def _check_memory_limit(memory_limit: Any) -> int | None:
-    if memory_limit is None:
-        return None
-    return check.positive_int(memory_limit, "memory_limit", "a positive integer (elements) or None")
-
-
-def _split(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+def split_operands(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
     """(subscripts key, operands) for either calling format."""
     if not operands:
         raise ValueError("einsum: no subscripts and no operands given")
@@ -144,8 +115,8 @@ def _shape(a: Any, k: int) -> tuple[int, ...]:
 
 
 def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
-    """inspect_arrays, with a shortcut for the common case on the hot path: NumPy or
-    CPU/CUDA torch operands all of one type (and, for torch, on one device)."""
+    """inspect_arrays, with a shortcut for operands of one NumPy or torch type (and, for
+    torch, on one device)."""
     first = ops[0]
     kind = type(first)
     fast = _fast_types.get(kind)
@@ -176,7 +147,7 @@ def _lookup(
     """The call, its arguments planned; `split` passes subscripts and operands already
     split and converted."""
     if split is None:
-        key_subs, ops = _split(operands)
+        key_subs, ops = split_operands(operands)
         if not ops:
             raise ValueError("einsum: at least one operand is required")
         ops = as_arrays(ops)
@@ -199,7 +170,9 @@ def _lookup(
     else:
         layouts = tuple([a.stride() if library == TORCH else None for a in ops])
     opt_key = optimize if optimize == "auto" else normalize_optimize(optimize)
-    limit = _check_memory_limit(memory_limit)
+    limit = memory_limit
+    if limit is not None:
+        limit = check.positive_int(limit, "memory_limit", "a positive integer (elements) or None")
     lowering, result_dtype, equation = _plan(
         lib.xp, key_subs, shapes, dtypes, layouts, opt_key, limit, dtype
     )
@@ -207,10 +180,7 @@ def _lookup(
     return _dispatch.Call(library, lib.device, args)
 
 
-# An lru_cache rather than a dict: thread-safe and bounded, and torch.compile traces
-# past it without guarding on its contents (guards over a dict of thousands of plans
-# made each compilation take tens of seconds); memo steps aside while it traces.
-@memo(4096)
+@memo(4096)  # an lru_cache: thread-safe and bounded
 def _plan(
     xp: Any,
     subscripts: Any,
@@ -225,14 +195,7 @@ def _plan(
     eq = parse(subscripts, tuple(len(s) for s in shapes))
     names = label_names([x for t in eq.inputs for x in t])
     orders = tuple([_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True)])
-    if dtype is None:
-        result_dtype = _result_dtype(xp, dtypes)
-    elif isinstance(dtypes[0], np.dtype):
-        result_dtype = dtype
-    elif hasattr(xp, dtype.name):
-        result_dtype = getattr(xp, dtype.name)
-    else:
-        raise TypeError(f"einsum: dtype={dtype} has no equivalent in {xp.__name__}")
+    result_dtype = result_dtype_of(xp, dtypes, dtype)
     if isinstance(result_dtype, np.dtype):
         boolean = result_dtype.kind == "b"
     else:
@@ -265,10 +228,7 @@ def _prepare(
 _dispatch.define_operation("einsum", _prepare, lambda a: tuple(a.operands))
 
 
-# -- plans of repeated calls (portops._plans) ---------------------------------------
-# A repeated call with the same subscripts, optimize and operands' signature runs the
-# plan the chosen strategy made on its first call: a key, one lookup and the plan.
-
+# A repeated call of a signature runs the plan its strategy made on the first call.
 PLANS = PlanCache("einsum")
 _preferences = _dispatch.current_preferences
 
@@ -398,10 +358,14 @@ def einsum(
         result = _planned_call(operands, optimize)
         if result is not NotImplemented:
             return result
+    if tracing():  # torch.compile: torch.einsum, with the facts found outside the graph
+        from .._backends.torch.einsum import traced
+
+        return traced(operands, out, (dtype, casting, order, optimize is False))
     casting, order, wanted = check_keywords(casting, order, dtype)
     if out is not None and library_of(out) is None:
         raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
-    key_subs, ops = _split(operands)
+    key_subs, ops = split_operands(operands)
     if not ops:
         raise ValueError("einsum: at least one operand is required")
     arrays = as_arrays(ops)
@@ -414,8 +378,7 @@ def einsum(
     call = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
     result = _dispatch.select("einsum", call).func(call.args)
     if out is not None:
-        # NumPy applies `casting` to out only without optimize; its optimized einsum
-        # assigns the result to out whatever the dtypes.
+        # NumPy applies `casting` to out only without optimize.
         return write_out(result, out, call.library, casting if optimize is False else "unsafe")
     return with_order(result, order, call.library, call.args.operands)
 

@@ -1,7 +1,6 @@
 """NumPy einsum, two strategies: ``lowering``, the batched-matmul lowering with NumPy's
-own functions (views where possible), every matrix handed to ``matmul`` one BLAS can
-read; and ``loop``, ``numpy.einsum``'s own C loop, where no GEMM is to be had or the
-operands are tiny (see :func:`loop_wins`)."""
+functions, every matrix handed to ``matmul`` one BLAS can read; and ``loop``,
+``numpy.einsum``'s own C loop, where no GEMM is to be had or the operands are tiny."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ... import extend
-from ..._einsum.execute import ArrayAPIOps, cast, run
+from ..._einsum.execute import ArrayAPIOps, cast, run, with_casts
 from ..._einsum.program import Programs, Spelling, runner
 from ..._ops.einsum import EinsumArgs
 from ..._strategy import Strategies, Strategy
@@ -24,8 +23,7 @@ __all__ = ["loop_order", "loop_wins", "tiny"]
 
 
 def _blas_ready(x: np.ndarray) -> bool:
-    """True when one of the last two axes has unit stride (BLAS's transpose flag covers
-    the other layout); otherwise NumPy's matmul falls back to a slow loop."""
+    """Whether one of the last two axes has unit stride (else NumPy's matmul loops)."""
     if x.ndim < 2:
         return True
     m, n = x.shape[-2:]
@@ -37,9 +35,6 @@ def _blas_ready(x: np.ndarray) -> bool:
 class NumpyOps(ArrayAPIOps):
     """Plan primitives as NumPy calls: GEMM operands made BLAS-ready."""
 
-    def __init__(self) -> None:
-        super().__init__(np)
-
     def matmul(self, a: Any, b: Any) -> Any:
         if a.dtype.kind in "fc":
             a = a if _blas_ready(a) else np.ascontiguousarray(a)
@@ -47,30 +42,22 @@ class NumpyOps(ArrayAPIOps):
         return np.matmul(a, b)
 
 
-_OPS = NumpyOps()
-
-
-def _with_casts(a: EinsumArgs, body: Callable[..., Any]) -> Callable[..., Any]:
-    """`body` (of operands in the result dtype, numpy's rule) as a plan of the call's
-    operands: cast when they must be, a result that may be a view of one copied."""
-    dtype = a.dtype
-    plan: Callable[..., Any] = (lambda *ops: body(*cast(ops, dtype, _OPS))) if a.casts else body
-    return (lambda *ops: np.array(plan(*ops))) if a.may_alias else plan
+_OPS = NumpyOps(np)
 
 
 def _lowering_plan(a: EinsumArgs) -> Callable[..., Any]:
-    """The lowering with its plan written out as straight-line code (from the second
-    call of the signature; the first interprets it)."""
-    plan, plan_for, dtype = a.plan, a.plan_for, a.dtype
+    """The lowering, written out as straight-line code from the signature's second call."""
+    plan, plan_for, dtype = a.plan, a.lowering.plan_for, a.dtype
 
     def lowered(*operands: Any) -> Any:
         r = run(plan, operands, _OPS, plan_for)
         return r[()] if r.ndim == 0 else r
 
-    if a.lowering.slices or dtype.kind == "O":
-        return _with_casts(a, lowered)
-    body = runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), dtype.kind in "fc"), lowered)
-    return _with_casts(a, body)
+    body: Callable[..., Any] = lowered
+    if not a.lowering.slices and dtype.kind != "O":
+        native = dtype.kind in "fc"
+        body = runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), native), lowered)
+    return with_casts(a, _OPS, np.array, body)
 
 
 # GEMMs of floating and complex operands that need no layout check spelled directly
@@ -95,11 +82,10 @@ _PROGRAMS = Programs(SPELLING)
 
 
 def _loop_plan(a: EinsumArgs) -> Callable[..., Any]:
-    """numpy.einsum's C loop with its subscripts and loop order fixed (a partial runs in
-    C: no Python frame between the call and the loop)."""
+    """numpy.einsum's C loop, subscripts and loop order fixed (a partial: no frame)."""
     order = loop_order(a.subscripts, list(cast(a.operands, a.dtype, _OPS)))
     kwargs = {} if order == "K" else {"order": order}
-    return _with_casts(a, functools.partial(c_einsum, a.subscripts, **kwargs))
+    return with_casts(a, _OPS, np.array, functools.partial(c_einsum, a.subscripts, **kwargs))
 
 
 def numpy_einsum(a: EinsumArgs) -> Any:
@@ -112,24 +98,18 @@ def numpy_einsum(a: EinsumArgs) -> Any:
 # - one or two operands whose plan has no GEMM, only reductions of products (multiply-
 #   and-sum, diagonals, sums): the loop reads each operand once and makes no temporary
 #   (``nc,nc->n``, 10^6 x 2: 4.6 ms against 22 ms on a 2-core AMD EPYC);
-# - inputs so small that the loop's products cost less than the lowering's Python: a
-#   call costs what about ``einsum_loop_flops`` products do, weighted by the n - 1
-#   pairwise steps; the lowering runs about INSTRUCTIONS_PER_STEP calls per step, one to
-#   finish and LOWERING_SETUP to set up. Decided from the label sizes alone, so the plan
-#   is not built for it;
+# - tiny inputs (see :func:`tiny`), decided from the label sizes alone, so that the plan
+#   is not built for them;
 # - an outer product of two operands (M and N over 1): the loop writes it in one pass
 #   (``i,j->ij`` float32, 256^2: 20-28 us against 29-47 us in the ufunc's multiply).
 # A matrix-vector product stays with BLAS's gemv, whose threads read the matrix faster.
 LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
-INSTRUCTIONS_PER_STEP = 4
-LOWERING_SETUP = 2
 
 
 def tiny(a: EinsumArgs) -> bool:
-    """True when the loop's products cost less than the lowering's Python (see above)."""
-    steps = max(a.lowering.n_operands - 1, 1)
-    instructions = INSTRUCTIONS_PER_STEP * steps + 1 + LOWERING_SETUP
-    return bool(a.lowering.naive_flops * steps <= NUMPY["einsum_loop_flops"] * instructions)
+    """True when the loop's products over every label cost no more than one library
+    call (``einsum_loop_flops``); the lowering makes several."""
+    return bool(a.lowering.naive_flops <= NUMPY["einsum_loop_flops"] * a.lowering.n_operands)
 
 
 def loop_wins(a: EinsumArgs, *, outer_products: bool = True) -> str | None:

@@ -1,15 +1,15 @@
 """PyTorch einsum (CPU and CUDA), three strategies:
 
-- ``lowering``: the batched-matmul lowering with torch's own functions (views,
-  autograd, ``torch.func``, ``torch.compile``), written out as straight-line code;
-- ``einsum``: ``torch.einsum`` itself, the CUDA default for floating dtypes (H100:
-  43.9 vs 49.4 us, 83.2 vs 90.2 us, 41.7 vs 63.0 us on the MXNet-issue patterns);
-- ``numpy_loop`` (CPU, calls that need no autograd feature): ``numpy.einsum``'s loop
-  on zero-copy views where it beats the lowering (small, or no GEMM: see
-  :func:`portops._backends.numpy.einsum.loop_wins`). torch has no fused loop of its
-  own, and ``torch.einsum`` makes them one tiny GEMM per row (``nc,nc->n``, 10^6 x 2,
-  2-core AMD EPYC: 4.6 ms in NumPy's loop, 12-16 ms in torch.einsum, 47 ms in the
-  lowering). Half precision stays in torch (its float32 accumulation)."""
+- ``lowering``: the batched-matmul lowering with torch's calls (every feature), written
+  out as straight-line code;
+- ``einsum``: ``torch.einsum``, for floating dtypes on CUDA (H100: 43.9 vs 49.4 us,
+  83.2 vs 90.2 us, 41.7 vs 63.0 us on the MXNet-issue patterns) and for half precision
+  (its GEMMs accumulate as torch's own results do);
+- ``numpy_loop`` (CPU, no feature needed): ``numpy.einsum``'s fused loop on zero-copy
+  views, where it beats the lowering (``nc,nc->n``, 10^6 x 2, 2-core AMD EPYC: 4.6 ms,
+  against 12-16 ms in torch.einsum and 47 ms in the lowering).
+
+While torch.compile traces, :func:`traced` calls ``torch.einsum`` directly."""
 
 from __future__ import annotations
 
@@ -20,10 +20,19 @@ import numpy as np
 import torch
 
 from ... import _torch_state, extend
-from ..._einsum.execute import ArrayAPIOps, cast, run
+from ..._arrays import TORCH as LIBRARY
+from ..._einsum.execute import ArrayAPIOps, cast, run, with_casts
+from ..._einsum.options import (
+    check_cast,
+    check_keywords,
+    check_operand_casts,
+    with_order,
+    write_out,
+)
+from ..._einsum.parse import label_names, parse, spell
 from ..._einsum.plan import Plan
 from ..._einsum.program import Program, Programs, Spelling, runner
-from ..._ops.einsum import EinsumArgs
+from ..._ops.einsum import EinsumArgs, result_dtype_of, split_operands
 from ..._strategy import FEATURES, Strategies, Strategy
 from ..._tables import TORCH
 from ...extend import Priority
@@ -39,14 +48,10 @@ def integer_matmul(a: Any, b: Any) -> Any:
 
 
 def _as_batch_of_matrices(x: Any) -> Any:
-    """`x` (batch axes, then a matrix) as one ``[batch, rows, cols]`` array for bmm.
-
-    A view where the batch axes merge into one stride; otherwise one copy that keeps
-    the unit-stride axis innermost (a transposed view is copied as its transpose and
-    handed over transposed again, for BLAS's transpose flag). torch.matmul would copy
-    in row-major order; looping over a batch axis instead runs one parallel region per
-    slice (``bind,bjnd->bnij``, 64 slices: 0.4-1 s against 30 ms on a loaded 2-core host).
-    """
+    """`x` (batch axes, then a matrix) as one ``[batch, rows, cols]`` array for bmm: a
+    view where the batch axes merge, else one copy that keeps the unit-stride axis
+    innermost (torch.matmul copies in row-major order; a loop over a batch axis runs a
+    parallel region per slice: ``bind,bjnd->bnij``, 0.4-1 s against 30 ms)."""
     rows, cols = x.shape[-2], x.shape[-1]
     if x.stride(-2) == 1 and x.stride(-1) != 1 and rows > 1:
         return x.transpose(-1, -2).reshape(-1, cols, rows).transpose(1, 2)
@@ -59,26 +64,13 @@ class TorchOps(ArrayAPIOps):
     reshape = staticmethod(torch.Tensor.reshape)  # type: ignore[assignment]
     permute = staticmethod(torch.Tensor.permute)  # type: ignore[assignment]
 
-    def astype(self, x: Any, dtype: Any) -> Any:
-        return x.to(dtype)
-
-    def swap(self, x: Any) -> Any:
-        return x.transpose(-1, -2)
-
     def sum(self, x: Any, axes: tuple[int, ...]) -> Any:
         return torch.sum(x, dim=axes, dtype=x.dtype)
-
-    def any(self, x: Any, axes: tuple[int, ...]) -> Any:
-        return torch.any(x, dim=axes)
-
-    def logical_and(self, a: Any, b: Any) -> Any:
-        return torch.logical_and(a, b)
 
     def matmul(self, a: Any, b: Any) -> Any:
         if not a.is_cpu and not (a.dtype.is_floating_point or a.dtype.is_complex):
             return integer_matmul(a, b)
-        if a.ndim >= 3 and a.shape[:-2] == b.shape[:-2]:
-            # torch.matmul does this too, but copies without regard to the layout.
+        if a.ndim >= 3 and a.shape[:-2] == b.shape[:-2]:  # bmm, minding the layout
             r = torch.bmm(_as_batch_of_matrices(a), _as_batch_of_matrices(b))
             return r.view(*a.shape[:-2], a.shape[-2], b.shape[-1])
         return torch.matmul(a, b)
@@ -87,32 +79,24 @@ class TorchOps(ArrayAPIOps):
 _OPS = TorchOps(compat_torch)
 
 
-def _with_casts(a: EinsumArgs, body: Any) -> Any:
-    """`body` (of operands in the result dtype) as a plan of the call's operands: cast
-    when they must be, a result that may be a view of one copied."""
-    dtype = a.dtype
-    plan = (lambda *ops: body(*cast(ops, dtype, _OPS))) if a.casts else body
-    return (lambda *ops: plan(*ops).clone()) if a.may_alias else plan
-
-
 def _lowering_plan(a: EinsumArgs) -> Any:
-    """The lowering with its plan written out as straight-line code (from the second
-    call of the signature; the first interprets it)."""
-    plan, plan_for = a.plan, a.plan_for
+    """The lowering, written out as straight-line code from the signature's second call."""
+    plan, plan_for = a.plan, a.lowering.plan_for
 
     def lowered(*operands: Any) -> Any:
         return run(plan, operands, _OPS, plan_for)
 
-    if a.lowering.slices:
-        return _with_casts(a, lowered)
-    dtype, device = a.dtype, a.operands[0].device.type  # not the operands: kept
-    return _with_casts(a, runner(lambda: _program_of(plan, dtype, device), lowered))
+    body: Any = lowered
+    if not a.lowering.slices:
+        dtype, device = a.dtype, a.operands[0].device.type  # not the operands: kept
+        body = runner(lambda: _program_of(plan, dtype, device), lowered)
+    return with_casts(a, _OPS, torch.clone, body)
 
 
 def _einsum_plan(a: EinsumArgs) -> Any:
     """torch.einsum with its subscripts fixed."""
     subscripts, einsum = a.subscripts, torch.einsum
-    return _with_casts(a, lambda *operands: einsum(subscripts, *operands))
+    return with_casts(a, _OPS, torch.clone, lambda *operands: einsum(subscripts, *operands))
 
 
 SPELLING = Spelling(
@@ -151,8 +135,7 @@ def _einsum_applies(a: EinsumArgs) -> str | None:
     return None
 
 
-# Dtypes NumPy shares with torch at full precision (half precision stays in torch, whose
-# float16 products accumulate in float32; bfloat16 and the unsigned ones have no view).
+# Dtypes NumPy shares with torch at full precision (bfloat16 and unsigned: no view).
 _NUMPY_DTYPES = frozenset(
     {torch.float32, torch.float64, torch.complex64, torch.complex128}
     | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
@@ -169,7 +152,7 @@ def _numpy_loop_plan(a: EinsumArgs) -> Any:
         return torch.from_numpy(np.array(r))  # a copy: never a view of an operand
 
     dtype = a.dtype
-    return (lambda *ops: loop(*cast(ops, dtype, _OPS))) if a.casts else loop
+    return (lambda *ops: loop(*cast(ops, dtype, _OPS))) if a.casts else loop  # copies
 
 
 def _shares_dtypes(a: EinsumArgs) -> bool:
@@ -188,9 +171,8 @@ def _numpy_loop_wins(a: EinsumArgs) -> str | None:
     """None when NumPy's loop on views beats the lowering here, else why not."""
     if not _shares_dtypes(a):
         return "a dtype NumPy does not share at full precision"
-    # Not for outer products: torch's broadcast multiply holds its own on large ones
-    # (2048^2 float32: 1.7 ms against 2.3 ms in NumPy's loop on the views). For every
-    # matrix-vector product: torch.mv waits on its thread pool (see loop_wins).
+    # Not for outer products: torch's multiply holds its own (2048^2 float32: 1.7 ms,
+    # against 2.3 ms in NumPy's loop on the views).
     reason = loop_wins(a, outer_products=False)
     if reason is not None:
         return reason
@@ -201,8 +183,7 @@ def _numpy_loop_wins(a: EinsumArgs) -> str | None:
             return "tiny, and the lowering is as few torch calls as the loop's own overhead"
         return None
     if not any(step.kind == "multiply-and-sum" for step in a.plan.steps):
-        # Sums and diagonals alone: torch's reduction reads the operand once too, and on
-        # every core (``ij->i``, 2048^2 float32: 0.33 ms against 0.65 ms in the loop).
+        # ``ij->i``, 2048^2 float32: 0.33 ms against 0.65 ms in the loop.
         return "no product to fuse: torch's own reduction reads the operand once, threaded"
     return None
 
@@ -214,6 +195,8 @@ def _needs(a: EinsumArgs) -> frozenset[str]:
 def choose(a: EinsumArgs, device: str | None = None) -> tuple[str, str]:
     """(strategy, rule) of a torch einsum call (on `device`, by default the operands')."""
     device = a.operands[0].device.type if device is None else device
+    if a.dtype in (torch.float16, torch.bfloat16) and _einsum_applies(a) is None:
+        return "einsum", "half precision: torch.einsum's GEMMs round each sum once, as torch does"
     if device == "cuda":
         if (a.dtype.is_floating_point or a.dtype.is_complex) and _einsum_applies(a) is None:
             return "einsum", "CUDA, floating dtype: torch.einsum's own batched GEMMs"
@@ -260,3 +243,38 @@ extend.register(
     summary="batched-matmul lowering, torch.einsum (CUDA) or NumPy's loop on views (CPU)",
     strategies=STRATEGIES,
 )
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+def _traced_facts(
+    key: Any, ndims: tuple[int, ...], dtypes: tuple[Any, ...], keywords: tuple[Any, ...]
+) -> tuple[str, Any, bool, str]:
+    """(equation in letters, result dtype, whether the result may alias an operand,
+    order) of a call torch.compile traces, its keywords checked: found from the ranks
+    and dtypes outside the graph (NumPy's rules), constants of it."""
+    dtype, casting, order, strict_out, out_dtype = keywords
+    casting, order, wanted = check_keywords(casting, order, dtype)
+    if wanted is not None:
+        check_operand_casts(dtypes, wanted, casting)
+    eq = parse(key, ndims)
+    letters = spell(eq.inputs, eq.output, label_names([x for t in eq.inputs for x in t]))
+    result = result_dtype_of(compat_torch, dtypes, wanted)
+    if out_dtype is not None and strict_out:  # as einsum: optimized, out takes any cast
+        check_cast("the result", result, out_dtype, casting)
+    return letters, result, eq.may_alias, order
+
+
+def traced(operands: tuple[Any, ...], out: Any, keywords: tuple[Any, ...]) -> Any:
+    """einsum while torch.compile traces: torch.einsum, which dynamo traces at every size
+    (no planning, caches or dispatch in the graph; memory_limit makes no chunks)."""
+    key, ops = split_operands(operands)
+    ndims, dtypes = tuple(x.ndim for x in ops), tuple(x.dtype for x in ops)
+    out_dtype = None if out is None else out.dtype
+    letters, result, alias, order = _traced_facts(key, ndims, dtypes, (*keywords, out_dtype))
+    ops = tuple(x.to(result) for x in ops)
+    if result == torch.bool:  # torch.einsum takes no bool: count the true products
+        r = torch.einsum(letters, *[x.double() for x in ops]) != 0
+    else:
+        r = torch.einsum(letters, *ops)
+    r = r.clone() if alias else r
+    return with_order(r, order, LIBRARY, ops) if out is None else write_out(r, out, LIBRARY, None)
