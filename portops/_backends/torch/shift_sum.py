@@ -9,8 +9,9 @@ kernel). Strategies:
 
 - forward ``slice_add``: one in-place slice-add per channel into a cache-resident ``y``
   (``addcmul_`` fuses the mask), each spread over ATen's threads;
-- forward ``numpy`` (CPU): NumPy's strategies on zero-copy views, for a small x (each of
-  torch's adds pays its dispatch) and for a large x with strided rows;
+- forward ``numpy`` (CPU, calls that need no feature): NumPy's strategies on zero-copy
+  views, for a small x (each of torch's adds pays its dispatch) and for a large x with
+  strided rows;
 - adjoint ``windows``: one strided copy (or multiply) of every window into the result
   (``unfold`` gives all windows as one view when the offsets are evenly spaced);
 - ``triton`` (CUDA): one launch of a row kernel (or a general one), mask fused.
@@ -47,6 +48,7 @@ __all__ = ["PAIR", "empty", "forward_kernel", "result_dtype", "x_shape", "y_shap
 
 Run = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 _HALF = (torch.float16, torch.bfloat16)
+_GRAD = frozenset({"grad"})
 # Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
 _NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
 _NUMPY_MASKS = _NUMPY_ARRAYS | {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32}
@@ -270,7 +272,8 @@ def _plain_kernel(direction: str, arr: torch.Tensor, geometry: Any, mask: Any) -
         a = ShiftSumArgs.make(direction, arr, tuple(offsets), axis, cax, mask, True, xp)
         adjoint = direction == "adjoint"
         choose = choose_adjoint if adjoint else choose_forward
-        run = _kernel(choose(a, plain=True)[0], a, adjoint)
+        # Only torch.compile runs these operators: torch's kernels or Triton's, no NumPy.
+        run = _kernel(choose(a, _GRAD)[0], a, adjoint)
         if key is not None:
             _OP_PLANS.put(key, run)
     return run
@@ -344,16 +347,18 @@ def _triton_applies(a: ShiftSumArgs) -> str | None:
     return None if _triton() is not None else "Triton is not installed"
 
 
-def choose_forward(a: ShiftSumArgs, plain: bool = False) -> tuple[str, str]:
-    """(strategy, rule) of a forward call (`plain`: a call that needs no feature)."""
+def choose_forward(a: ShiftSumArgs, needs: frozenset[str] | None = None) -> tuple[str, str]:
+    """(strategy, rule) of a forward call that needs `needs` (default: `a`'s needs)."""
     x = a.array
-    needs = frozenset() if plain else _needs(a)
-    if needs - {"grad"}:
+    needs = _needs(a) if needs is None else needs
+    if needs - _GRAD:
         return "slice_add", "the call needs forward-mode AD, torch.func or compile"
     if x.device.type == "cuda":
         if _triton() is not None:
             return "triton", "one Triton launch, mask fused"
         return "slice_add", "Triton is not installed: torch's slice-adds"
+    if needs:
+        return "slice_add", "the call needs gradients: it stays in torch (no NumPy views)"
     reason = _numpy_applies(a)
     if reason is not None:
         return "slice_add", reason
@@ -369,10 +374,10 @@ def choose_forward(a: ShiftSumArgs, plain: bool = False) -> tuple[str, str]:
     return "slice_add", "torch's adds, each over its threads, into a cache-resident y"
 
 
-def choose_adjoint(a: ShiftSumArgs, plain: bool = False) -> tuple[str, str]:
-    """(strategy, rule) of an adjoint call."""
-    needs = frozenset() if plain else _needs(a)
-    if a.array.device.type == "cuda" and not needs - {"grad"} and _triton() is not None:
+def choose_adjoint(a: ShiftSumArgs, needs: frozenset[str] | None = None) -> tuple[str, str]:
+    """(strategy, rule) of an adjoint call that needs `needs` (default: `a`'s needs)."""
+    needs = _needs(a) if needs is None else needs
+    if a.array.device.type == "cuda" and not needs - _GRAD and _triton() is not None:
         return "triton", "one Triton launch, mask fused"
     return "windows", "one strided copy (or multiply) of every window into the result"
 
@@ -411,7 +416,6 @@ def _strategy(name: str, summary: str, adjoint: bool, **kw: Any) -> Strategy:
     return Strategy(name, summary, lambda a: _linear_plan(a, name, adjoint), **kw)
 
 
-_GRAD = frozenset({"grad"})
 FORWARD = Strategies(
     [
         _strategy(
@@ -425,7 +429,6 @@ FORWARD = Strategies(
             "numpy",
             "NumPy's strategies on zero-copy views (small x, or strided rows past the cache)",
             False,
-            features=_GRAD,
             threads=_numpy_threads,
             applies=_numpy_applies,
         ),
