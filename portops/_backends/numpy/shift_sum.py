@@ -312,14 +312,14 @@ def _blocked_forward_plan(a: ShiftSumArgs) -> Run:
 # sum of C runs: one ``np.add.reduce`` over a strided view for evenly spaced offsets. Two
 # NumPy calls, where the loop makes one per channel, each restarting NumPy's inner loop
 # on every row of its strided window. Channels are summed in the loop's order. Each
-# thread keeps its buffers for its _SHEARED_KEPT most recent geometries, so their zeros
-# are written once; they serve an x that fits a core's L2, so they stay small.
-_SHEARED_KEPT = 2
+# thread keeps the buffers of its most recent geometries, so their zeros are written
+# once, as long as they fit its share of the caches (the newest always stays).
 
 
 class _Sheared(NamedTuple):
     """One thread's buffer of the sheared sum for one geometry, with its views."""
 
+    nbytes: int  # of the whole buffer
     windows: np.ndarray  # (C, *outer, W, inner): where x's rows go
     rows: np.ndarray  # the same as (C, rows, W * inner)
     total: np.ndarray | None  # (C, n): sums to y over axis 0 (evenly spaced offsets)
@@ -351,17 +351,20 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Run:
             strides = ((n - step * inner) * acc.itemsize, acc.itemsize)
             total = np.lib.stride_tricks.as_strided(start, (channels, n), strides)
         runs = [buf[head + c * n - o * inner :][:n] for c, o in enumerate(offsets)]
-        return _Sheared(windows, rows_view, total, runs)
+        return _Sheared(buf.nbytes, windows, rows_view, total, runs)
 
     def sheared() -> _Sheared:
         kept: OrderedDict[Any, _Sheared] | None = getattr(_local, "sheared", None)
         if kept is None:
             kept = _local.sheared = OrderedDict()
+            _local.sheared_bytes = 0
         found = kept.get(key)
         if found is None:
             found = kept[key] = make()
-            while len(kept) > _SHEARED_KEPT:
-                kept.popitem(last=False)
+            _local.sheared_bytes += found.nbytes
+            m = _machine.current()
+            while len(kept) > 1 and _local.sheared_bytes > max(m.l2, m.l3_per_core):
+                _local.sheared_bytes -= kept.popitem(last=False)[1].nbytes
         kept.move_to_end(key)
         return found
 
