@@ -34,6 +34,7 @@ from ... import _machine, _torch_state, extend
 from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import linear_step
+from ..._ops import shift_sum as ops
 from ..._ops.shift_sum import ShiftSumArgs
 from ..._plans import PlanCache
 from ..._plans import key as plan_key
@@ -51,8 +52,14 @@ _HALF = (torch.float16, torch.bfloat16)
 _GRAD = frozenset({"grad"})
 # Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
 _NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
-_NUMPY_MASKS = _NUMPY_ARRAYS | {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32}
-_NUMPY_MASKS |= {torch.int64}
+_NUMPY_MASKS = _NUMPY_ARRAYS | {
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+}
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -114,9 +121,8 @@ def forward_kernel(
 def _windows(
     shape_y: list[int], offsets: tuple[int, ...], axis: int, cax: int, dtype: torch.dtype
 ) -> Run:
-    """The adjoint of ``y``s shaped `shape_y` (channel axis kept), worked out once: every
-    channel's window (times the conjugated mask) into a new result, as one ``unfold``
-    view copied (or multiplied) in one call when the offsets are evenly spaced."""
+    """The adjoint of ``y``s shaped `shape_y` (channel axis kept): every channel's window
+    (times the conjugated mask), one ``unfold`` view in one call for even offsets."""
     shape = x_shape(shape_y, (offsets, axis, cax))
     width, k = shape[axis], axis - (axis > cax)
     lin = linear_step(offsets)
@@ -163,25 +169,15 @@ def shift_sum_adjoint_op(
     return _plain_kernel("adjoint", y, (offsets, axis, channel_axis), mask)(y, mask)
 
 
-def _public(adjoint: bool) -> Callable[[torch.Tensor, Any, Any], torch.Tensor]:
-    """The public forward or adjoint, channel axis kept, as the pair calls it."""
-
-    def call(arr: torch.Tensor, mask: torch.Tensor | None, geometry: Any) -> torch.Tensor:
-        from ..._ops import shift_sum as ops
-
-        offsets, axis, cax = geometry
-        fn = ops.shift_sum_adjoint if adjoint else ops.shift_sum
-        out: torch.Tensor = fn(
-            arr, list(offsets), axis=axis, channel_axis=cax, mask=mask, keepdims=True
-        )
-        return out
-
-    return call
+def _public(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """The public `fn`, channel axis kept, called as the pair calls it."""
+    return lambda arr, m, g: fn(
+        arr, list(g[0]), axis=g[1], channel_axis=g[2], mask=m, keepdims=True
+    )
 
 
-PAIR = LinearPair(
-    shift_sum_op, shift_sum_adjoint_op, y_shape, x_shape, _public(False), _public(True), axes=(1, 2)
-)
+_PUBLIC = (_public(ops.shift_sum), _public(ops.shift_sum_adjoint))
+PAIR = LinearPair(shift_sum_op, shift_sum_adjoint_op, y_shape, x_shape, *_PUBLIC, axes=(1, 2))
 PAIR.register()
 
 
@@ -416,6 +412,7 @@ def _strategy(name: str, summary: str, adjoint: bool, **kw: Any) -> Strategy:
     return Strategy(name, summary, lambda a: _linear_plan(a, name, adjoint), **kw)
 
 
+_TRITON = "CUDA: one Triton launch"
 FORWARD = Strategies(
     [
         _strategy(
@@ -434,7 +431,7 @@ FORWARD = Strategies(
         ),
         _strategy(
             "triton",
-            "CUDA: one Triton launch (row or general kernel), mask fused",
+            f"{_TRITON} (row or general kernel), mask fused",
             False,
             features=_GRAD,
             applies=_triton_applies,
@@ -454,7 +451,7 @@ ADJOINT = Strategies(
         ),
         _strategy(
             "triton",
-            "CUDA: one Triton launch writing every channel's window, mask fused",
+            f"{_TRITON} writing every channel's window, mask fused",
             True,
             features=_GRAD,
             applies=_triton_applies,
@@ -463,15 +460,10 @@ ADJOINT = Strategies(
     choose=choose_adjoint,
     needs=_needs,
 )
+_COMPOSED = "Phi by the forward, then the adjoint of y / Phi"
 PINV = Strategies(
     [
-        Strategy(
-            "composed",
-            "Phi by the forward, then the adjoint of y / Phi (every feature)",
-            _composed_pinv,
-            FEATURES,
-            _threads,
-        ),
+        Strategy("composed", f"{_COMPOSED} (every feature)", _composed_pinv, FEATURES, _threads),
         Strategy(
             "triton", "CUDA: fused, one or two launches", _triton_pinv, applies=_triton_applies
         ),
