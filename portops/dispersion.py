@@ -19,8 +19,9 @@ from typing import Any
 
 from . import _validate as check
 from ._arrays import inspect_arrays
+from ._generic import shift_sum as generic
 from ._ops.shear import dispersion_offsets, growth, shear, unshear
-from ._ops.shift_sum import _normalize_mask, shift_sum, shift_sum_adjoint
+from ._ops.shift_sum import ShiftSumArgs, _normalize_mask, shift_sum, shift_sum_adjoint
 
 __all__ = ["Dispersion"]
 
@@ -243,31 +244,17 @@ class Dispersion:
             if xp.isdtype(y.dtype, "complex floating")
             else y.dtype
         )
-        y_shape = list(y.shape)
-        if not keepdims:
-            y_shape.insert(cax, 1)
-        width = y_shape[ax] - self.grow
+        width = (y.shape[ax] if keepdims else y.shape[ax - (ax > cax)]) - self.grow
         key = (lib.library, str(getattr(y, "device", lib.device)), str(real), width, ndim)
         kept = self._kept.get(key)
         if kept is not None:
             return kept
-        shape = [1] * ndim
-        shape[cax], shape[ax] = self.channels, width
-        if self.mask is None:
-            like = xp.ones(tuple(shape), dtype=real, device=_device(y))
-        else:
-            x_shape = list(y_shape)
-            x_shape[cax], x_shape[ax] = self.channels, width
-            m = _normalize_mask(xp, self.mask, tuple(x_shape), real)
-            m2 = xp.abs(m) ** 2 if xp.isdtype(m.dtype, "complex floating") else m * m
-            m2 = xp.astype(m2, xp.result_type(m2.dtype, real), copy=False)
-            full = [max(s, t) for s, t in zip(m2.shape, shape, strict=True)]
-            like = xp.broadcast_to(m2, tuple(full))
-        phi = shift_sum(like, self._whole, axis=ax, channel_axis=cax, keepdims=True)
-        positive = phi > 0
-        inverse = xp.where(
-            positive, 1 / xp.where(positive, phi, xp.ones_like(phi)), xp.zeros_like(phi)
-        )
+        y1 = y if keepdims else xp.expand_dims(y, axis=cax)
+        a = ShiftSumArgs.make("adjoint", y1, self._whole, ax, cax, None, True, xp)
+        if self.mask is not None:
+            a = a._replace(mask=_normalize_mask(xp, self.mask, a.shape, real))
+        phi = generic.overlap(a, _public_forward)
+        inverse = generic.divide_where_positive(xp, xp.ones_like(phi), phi)
         if not _traced(phi):  # Phi comes from the mask alone
             with self._lock:
                 self._kept[key] = (phi, inverse)
@@ -301,7 +288,5 @@ class Dispersion:
         return self._scaled(x, 1 / self.scale)
 
 
-def _device(a: Any) -> Any:
-    import array_api_compat as compat
-
-    return compat.device(a)
+def _public_forward(a: ShiftSumArgs) -> Any:
+    return shift_sum(a.array, a.offsets, axis=a.axis, channel_axis=a.channel_axis, keepdims=True)

@@ -50,7 +50,7 @@ def test_measurement_shape_rejects_bad_arguments():
         measurement_shape((3, 4, 5), 1, axis=0, channel_axis=-3)
     with pytest.raises(ValueError, match="out of range"):
         measurement_shape((3, 4, 5), 1, axis=3)
-    with pytest.raises(ValueError, match="2 offsets but x_shape has 3 channels"):
+    with pytest.raises(ValueError, match="2 offsets but there are 3 channels"):
         measurement_shape((3, 4, 5), [0, 1])
 
 

@@ -485,18 +485,25 @@ def _both_sides(shape, step, axis, cax, mask_shape, kind, dtype):
         np.testing.assert_array_equal(sheared, kernels.forward_plan(a, "loop")(x, m))
 
 
-@pytest.mark.parametrize("kept", [1, 2])
-def test_sheared_sum_buffers_switch_between_geometries(monkeypatch, kept):
-    """Calls that alternate between more shapes than the buffers kept stay right."""
+@pytest.mark.parametrize("l2", [1 << 10, 1 << 20])
+def test_sheared_sum_buffers_switch_between_geometries(monkeypatch, l2):
+    """Calls that alternate between more shapes than the buffers kept (one of them in a
+    1 KiB cache, all in 1 MiB) stay right."""
     from portops._backends.numpy import shift_sum as kernels
 
-    monkeypatch.setattr(kernels, "_SHEARED_KEPT", kept)
-    xs = [_make(None, (2, 3, 4, 5 + i), np.float32, seed=i) for i in range(3)]
+    monkeypatch.delattr(kernels._local, "sheared", raising=False)  # this thread's buffers
+    xs = [_make(None, (1, 3, 4, 5 + i), np.float32, seed=i) for i in range(3)]
     masks = [None, _make(None, (4, 6), np.float32, seed=9), None]
-    for _ in range(2):
-        for x, mask in zip(xs, masks, strict=True):
-            got = portops.shift_sum(x, 2, mask=mask)
-            np.testing.assert_allclose(got, ref.forward(x, 2, mask=mask), rtol=1e-5, atol=1e-5)
+    with portops.machine(l2=l2, l3=0):
+        for _ in range(2):
+            for x, mask in zip(xs, masks, strict=True):
+                assert portops.explain("shift_sum", x, 2, mask=mask).strategy == "sheared"
+                got = portops.shift_sum(x, 2, mask=mask)
+                want = ref.forward(x, 2, mask=mask)
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        kept = kernels._local.sheared
+        assert len(kept) == (1 if l2 < 1 << 20 else 3)
+        assert kernels._local.sheared_bytes == sum(s.nbytes for s in kept.values())
 
 
 def test_small_masked_forward_results_do_not_share_its_buffer():

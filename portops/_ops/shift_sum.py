@@ -27,15 +27,12 @@ __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
 class ShiftSumArgs(NamedTuple):
     """Normalised arguments shared by every shift_sum implementation.
 
-    ``array`` is ``x`` for the forward operator and ``y`` for the adjoint and the
-    pseudo-inverse. For ``y`` the channel axis is present with size 1, so ``axis`` and
-    ``channel_axis`` index both layouts alike. ``mask`` is ``None`` or has ``x.ndim``
-    dimensions, each of size 1 or the size of ``x``'s.
-
-    ``dtype``, ``shape`` and ``acc_dtype`` describe the call's result: its dtype
-    (``result_type(array, mask)``), its shape and the dtype sums are accumulated in
-    (float32 for half precision). The front end computes them once; a record made
-    elsewhere comes from :meth:`make`, which computes them too.
+    ``array`` is ``x`` for the forward and ``y`` for the adjoint and the pseudo-inverse,
+    whose channel axis is present with size 1, so ``axis`` and ``channel_axis`` index
+    both layouts alike. ``mask`` is ``None`` or has ``x.ndim`` dimensions, each of size 1
+    or the size of ``x``'s. ``dtype``, ``shape`` and ``acc_dtype`` describe the result:
+    ``result_type(array, mask)``, its shape and the accumulation dtype (float32 for half
+    precision), computed by :meth:`make`.
     """
 
     array: Any
@@ -80,10 +77,8 @@ class ShiftSumArgs(NamedTuple):
 
 def _integer_step(step: Any) -> int | None:
     """`step` as an int when it is one (not a bool), else None."""
-    if isinstance(step, bool):
-        return None
     try:
-        return operator.index(step)
+        return None if isinstance(step, bool) else operator.index(step)
     except TypeError:
         return None
 
@@ -347,20 +342,10 @@ def _call(
             plan = plans.get(key)
             if plan is not None:
                 return plan(array, mask)
-    kwargs = {} if op == "shift_sum" else {"channels": channels}
-    return _dispatch.invoke_planned(
-        op,
-        plans,
-        key,
-        (array, mask),
-        array,
-        step,
-        axis=axis,
-        channel_axis=channel_axis,
-        mask=mask,
-        keepdims=keepdims,
-        **kwargs,
-    )
+    kw = {"axis": axis, "channel_axis": channel_axis, "mask": mask, "keepdims": keepdims}
+    if op != "shift_sum":
+        kw["channels"] = channels
+    return _dispatch.invoke_planned(op, plans, key, (array, mask), array, step, **kw)
 
 
 def shift_sum(

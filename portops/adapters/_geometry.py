@@ -5,6 +5,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
+from .. import _validate as check
+from .._ops.shift_sum import _normalize_offsets
+
 
 def measurement_shape(
     x_shape: Sequence[int],
@@ -14,32 +17,11 @@ def measurement_shape(
     channel_axis: int = -3,
     keepdims: bool = False,
 ) -> tuple[int, ...]:
-    """The shape of ``shift_sum(x, step, ...)`` for ``x`` of shape `x_shape`.
-
-    Arguments are checked only as far as the shape needs; :func:`portops.shift_sum`
-    validates them fully on the first application.
-    """
+    """The shape of ``shift_sum(x, step, ...)`` for ``x`` of shape `x_shape`, with the
+    checks of :func:`portops.shift_sum` on the axes and the offsets."""
     shape = [operator.index(n) for n in x_shape]
-    ndim = len(shape)
-    for name, value in (("axis", axis), ("channel_axis", channel_axis)):
-        if not -ndim <= value < ndim:
-            raise ValueError(f"{name}={value} is out of range for x_shape {tuple(shape)}")
-    ax, cax = axis % ndim, channel_axis % ndim
-    if ax == cax:
-        raise ValueError(f"axis={axis} and channel_axis={channel_axis} name the same axis")
-    channels = shape[cax]
-    try:
-        s = operator.index(step)  # type: ignore[arg-type]
-    except TypeError:
-        offsets = [operator.index(o) for o in step]  # type: ignore[union-attr]
-        if len(offsets) != channels:
-            raise ValueError(
-                f"step has {len(offsets)} offsets but x_shape has {channels} channels"
-            ) from None
-        span = max(offsets) - min(offsets)
-    else:
-        span = abs(s) * (channels - 1)
-    shape[ax] += span
+    ax, cax = check.axis_pair(axis, channel_axis, len(shape))
+    shape[ax] += max(_normalize_offsets(step, shape[cax]))
     if keepdims:
         shape[cax] = 1
     else:

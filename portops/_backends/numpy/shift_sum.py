@@ -1,22 +1,18 @@
 """NumPy shift_sum family: cache-blocked kernels over threads, and plans for small arrays.
 
-The forward is memory-bound, and a slice-add into a window of ``y`` is strided (rows of
-``W`` elements at a stride of ``W + max(o)``), which NumPy runs several times slower
-than a contiguous add. So ``blocked`` sums each block of rows into a flat accumulator
-whose rows have x's length ``W``: channel ``c`` is one contiguous add at flat offset
-``o_c``. Element ``(r, j)`` lands at flat position ``r * W + j``, shared with
-``(r + 1, j - W)``: a channel's last ``o_c`` columns wrap into the next row. Channels go
-in ascending offset, so once all channels of offset ``<= o`` are in, the columns
-``[o, next offset)`` are complete: they are copied out and zeroed before the next
-channel wraps into them. Nothing is subtracted, so the sums are as exact as a loop's.
-An x with strided rows (channels last) is gathered channel by channel from blocks that
-fit the cache.
+A slice-add into a window of ``y`` is strided (rows of ``W`` at a stride of
+``W + max(o)``), several times slower in NumPy than a contiguous add. So ``blocked``
+sums each block of rows into a flat accumulator whose rows have x's length ``W``:
+channel ``c`` is one contiguous add at flat offset ``o_c``, its last ``o_c`` columns
+wrapping into the next row. Channels go in ascending offset, so once all of offset
+``<= o`` are in, the columns ``[o, next offset)`` are complete: copied out and zeroed
+before the next channel wraps into them (nothing is subtracted: exact sums). An x with
+strided rows is gathered channel by channel from cache-sized blocks.
 
-For a small x with few rows per channel, ``sheared`` and ``loop`` pay less set-up than
-blocks. The adjoint copies each channel's window of ``y`` (times the mask) into the
-result: ``windows`` for a small result, ``blocked`` over threads otherwise. NumPy
-releases the GIL inside ufuncs, so portops' thread pool spreads blocks over the cores,
-one thread per ``thread_grain`` bytes moved (see :func:`portops._threads.workers`).
+A small x with few rows per channel takes ``sheared`` or ``loop`` (less set-up). The
+adjoint copies each channel's window (times the mask): ``windows`` for a small result,
+``blocked`` over threads otherwise. NumPy releases the GIL inside ufuncs, so blocks
+spread over portops' thread pool, one thread per ``thread_grain`` bytes moved.
 """
 
 from __future__ import annotations
@@ -61,13 +57,7 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
     if a.mask is None:
         return lambda m: m
     shape, dtype = a.mask.shape, a.mask.dtype
-
-    def normalize(m: Any) -> Any:
-        if m.dtype != dtype:
-            m = m.astype(dtype)
-        return m if m.shape == shape else m.reshape(shape)
-
-    return normalize
+    return lambda m: m.astype(dtype, copy=False).reshape(shape)
 
 
 class _Canonical:
@@ -304,22 +294,18 @@ def _blocked_forward_plan(a: ShiftSumArgs) -> Run:
     return run
 
 
-# The sheared sum, for small x with few rows per channel. Each channel's rows are written
-# once (one NumPy call for all channels, times the mask on the way) into a per-thread
-# buffer laid out like y, one copy per channel: rows of W + grow elements whose last grow
-# are zeros never written. Channel c's copy, moved back by o_c, is a contiguous run of y's
-# length lined up with y (the zeros fill in where the channel has nothing), so y is the
-# sum of C runs: one ``np.add.reduce`` over a strided view for evenly spaced offsets. Two
-# NumPy calls, where the loop makes one per channel, each restarting NumPy's inner loop
-# on every row of its strided window. Channels are summed in the loop's order. Each
-# thread keeps its buffers for its _SHEARED_KEPT most recent geometries, so their zeros
-# are written once; they serve an x that fits a core's L2, so they stay small.
-_SHEARED_KEPT = 2
+# The sheared sum (small x, few rows per channel): all channels' rows written in one call
+# (times the mask) into a per-thread buffer of one y-like copy per channel, whose rows'
+# last grow elements stay zero. Channel c's copy moved back by o_c is a run lined up with
+# y, so y is the sum of C runs: one np.add.reduce over a strided view for even offsets,
+# in the loop's order. A thread keeps its recent geometries' buffers (zeros written
+# once) while they fit its share of the caches (the newest always stays).
 
 
 class _Sheared(NamedTuple):
     """One thread's buffer of the sheared sum for one geometry, with its views."""
 
+    nbytes: int  # of the whole buffer
     windows: np.ndarray  # (C, *outer, W, inner): where x's rows go
     rows: np.ndarray  # the same as (C, rows, W * inner)
     total: np.ndarray | None  # (C, n): sums to y over axis 0 (evenly spaced offsets)
@@ -351,17 +337,20 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Run:
             strides = ((n - step * inner) * acc.itemsize, acc.itemsize)
             total = np.lib.stride_tricks.as_strided(start, (channels, n), strides)
         runs = [buf[head + c * n - o * inner :][:n] for c, o in enumerate(offsets)]
-        return _Sheared(windows, rows_view, total, runs)
+        return _Sheared(buf.nbytes, windows, rows_view, total, runs)
 
     def sheared() -> _Sheared:
         kept: OrderedDict[Any, _Sheared] | None = getattr(_local, "sheared", None)
         if kept is None:
             kept = _local.sheared = OrderedDict()
+            _local.sheared_bytes = 0
         found = kept.get(key)
         if found is None:
             found = kept[key] = make()
-            while len(kept) > _SHEARED_KEPT:
-                kept.popitem(last=False)
+            _local.sheared_bytes += found.nbytes
+            m = _machine.current()
+            while len(kept) > 1 and _local.sheared_bytes > max(m.l2, m.l3_per_core):
+                _local.sheared_bytes -= kept.popitem(last=False)[1].nbytes
         kept.move_to_end(key)
         return found
 
@@ -538,30 +527,9 @@ def choose_adjoint(a: ShiftSumArgs) -> tuple[str, str]:
     return "blocked", "window copies block by block, over threads"
 
 
-_FORWARD_PLANS = {"sheared": _sheared_forward_plan, "loop": _loop_forward_plan}
-
-
-def forward_plan(a: ShiftSumArgs, name: str) -> Run:
-    """The plan of forward strategy `name` for `a`'s signature."""
-    return _FORWARD_PLANS.get(name, _blocked_forward_plan)(a)
-
-
-def _normalizer(a: ShiftSumArgs) -> Callable[[Any, Any], tuple[np.ndarray, Any]]:
-    """Raw (array, mask) -> the normalised pair `a` was made from (a ``y`` without its
-    channel axis gets it)."""
-    ndim, cax, normalize_mask = len(a.shape), a.channel_axis, _mask_normalizer(a)
-
-    def normalize(arr: Any, mask: Any) -> tuple[np.ndarray, Any]:
-        if arr.ndim < ndim:
-            arr = np.expand_dims(arr, cax)
-        return arr, None if mask is None else normalize_mask(mask)
-
-    return normalize
-
-
 def _pinv_plan(a: ShiftSumArgs) -> Run:
     """``A^H (y / Phi)``, with ``Phi`` by the forward's strategies."""
-    normalize = _normalizer(a)
+    ndim, cax, normalize_mask = len(a.shape), a.channel_axis, _mask_normalizer(a)
     template = a._replace(array=None, mask=None)  # the plan keeps no array alive
 
     def forward(b: ShiftSumArgs) -> np.ndarray:
@@ -571,8 +539,9 @@ def _pinv_plan(a: ShiftSumArgs) -> Run:
         return _adjoint_plan(b, choose_adjoint(b)[0] == "blocked")(b.array, b.mask)
 
     def run(y: Any, mask: Any) -> np.ndarray:
-        y, mask = normalize(y, mask)
-        x: np.ndarray = generic.pinv(template._replace(array=y, mask=mask), forward, adjoint)
+        y = y if y.ndim == ndim else np.expand_dims(y, cax)
+        b = template._replace(array=y, mask=None if mask is None else normalize_mask(mask))
+        x: np.ndarray = generic.pinv(b, forward, adjoint)
         return x
 
     return run
@@ -584,10 +553,6 @@ def _forward_threads(a: ShiftSumArgs) -> int:
 
 def _adjoint_threads(a: ShiftSumArgs) -> int:
     return _workers(2 * math.prod(a.shape) * np.dtype(a.dtype).itemsize)
-
-
-def _one(a: ShiftSumArgs) -> int:
-    return 1
 
 
 FORWARD = Strategies(
@@ -630,6 +595,13 @@ ADJOINT = Strategies(
     ],
     choose=choose_adjoint,
 )
+
+
+def forward_plan(a: ShiftSumArgs, name: str) -> Run:
+    """The plan of forward strategy `name` for `a`'s signature."""
+    return FORWARD.by_name[name].plan(a)
+
+
 PINV = Strategies(
     [
         Strategy(

@@ -1,15 +1,11 @@
 """One definition of a masked linear operator pair for every torch feature.
 
-The shift_sum family and shear / unshear are each a pair of operators, ``A(m * x)`` and
-its adjoint ``conj(m) * A^H y``, bilinear in the array and the mask. Each pair is defined
-here once, so that every feature behaves the same for all of them, at every size:
-gradients to any order (the backward of one operator calls the other through the public
-functions, which keep these features themselves), forward-mode AD (the tangent of a
-bilinear map), the ``torch.func`` transforms (an ``autograd.Function`` with
-``setup_context``, a ``jvp`` and a ``vmap`` rule that moves the batch dimension in front
-and the axes one to the right), ``torch.compile`` (``torch.library`` custom operators
-with fake implementations, the same formulas and rule) and plain eager calls (the
-kernel itself, without the Function's cost).
+The shift_sum family and shear / unshear are each a pair, ``A(m * x)`` and its adjoint
+``conj(m) * A^H y``, bilinear in the array and the mask, defined here once so that every
+feature behaves the same for all of them: gradients to any order (each backward calls
+the other operator's public function), forward-mode AD, ``torch.func`` (an
+``autograd.Function`` with ``setup_context``, ``jvp`` and ``vmap``), ``torch.compile``
+(custom operators with fake implementations) and plain eager calls (the bare kernel).
 """
 
 from __future__ import annotations

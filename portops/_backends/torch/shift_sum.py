@@ -9,8 +9,9 @@ kernel). Strategies:
 
 - forward ``slice_add``: one in-place slice-add per channel into a cache-resident ``y``
   (``addcmul_`` fuses the mask), each spread over ATen's threads;
-- forward ``numpy`` (CPU): NumPy's strategies on zero-copy views, for a small x (each of
-  torch's adds pays its dispatch) and for a large x with strided rows;
+- forward ``numpy`` (CPU, calls that need no feature): NumPy's strategies on zero-copy
+  views, for a small x (each of torch's adds pays its dispatch) and for a large x with
+  strided rows;
 - adjoint ``windows``: one strided copy (or multiply) of every window into the result
   (``unfold`` gives all windows as one view when the offsets are evenly spaced);
 - ``triton`` (CUDA): one launch of a row kernel (or a general one), mask fused.
@@ -33,6 +34,7 @@ from ... import _machine, _torch_state, extend
 from ..._arrays import namespace_of
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import linear_step
+from ..._ops import shift_sum as ops
 from ..._ops.shift_sum import ShiftSumArgs
 from ..._plans import PlanCache
 from ..._plans import key as plan_key
@@ -47,10 +49,17 @@ __all__ = ["PAIR", "empty", "forward_kernel", "result_dtype", "x_shape", "y_shap
 
 Run = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 _HALF = (torch.float16, torch.bfloat16)
+_GRAD = frozenset({"grad"})
 # Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
 _NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
-_NUMPY_MASKS = _NUMPY_ARRAYS | {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32}
-_NUMPY_MASKS |= {torch.int64}
+_NUMPY_MASKS = _NUMPY_ARRAYS | {
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+}
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -112,9 +121,8 @@ def forward_kernel(
 def _windows(
     shape_y: list[int], offsets: tuple[int, ...], axis: int, cax: int, dtype: torch.dtype
 ) -> Run:
-    """The adjoint of ``y``s shaped `shape_y` (channel axis kept), worked out once: every
-    channel's window (times the conjugated mask) into a new result, as one ``unfold``
-    view copied (or multiplied) in one call when the offsets are evenly spaced."""
+    """The adjoint of ``y``s shaped `shape_y` (channel axis kept): every channel's window
+    (times the conjugated mask), one ``unfold`` view in one call for even offsets."""
     shape = x_shape(shape_y, (offsets, axis, cax))
     width, k = shape[axis], axis - (axis > cax)
     lin = linear_step(offsets)
@@ -161,25 +169,15 @@ def shift_sum_adjoint_op(
     return _plain_kernel("adjoint", y, (offsets, axis, channel_axis), mask)(y, mask)
 
 
-def _public(adjoint: bool) -> Callable[[torch.Tensor, Any, Any], torch.Tensor]:
-    """The public forward or adjoint, channel axis kept, as the pair calls it."""
-
-    def call(arr: torch.Tensor, mask: torch.Tensor | None, geometry: Any) -> torch.Tensor:
-        from ..._ops import shift_sum as ops
-
-        offsets, axis, cax = geometry
-        fn = ops.shift_sum_adjoint if adjoint else ops.shift_sum
-        out: torch.Tensor = fn(
-            arr, list(offsets), axis=axis, channel_axis=cax, mask=mask, keepdims=True
-        )
-        return out
-
-    return call
+def _public(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """The public `fn`, channel axis kept, called as the pair calls it."""
+    return lambda arr, m, g: fn(
+        arr, list(g[0]), axis=g[1], channel_axis=g[2], mask=m, keepdims=True
+    )
 
 
-PAIR = LinearPair(
-    shift_sum_op, shift_sum_adjoint_op, y_shape, x_shape, _public(False), _public(True), axes=(1, 2)
-)
+_PUBLIC = (_public(ops.shift_sum), _public(ops.shift_sum_adjoint))
+PAIR = LinearPair(shift_sum_op, shift_sum_adjoint_op, y_shape, x_shape, *_PUBLIC, axes=(1, 2))
 PAIR.register()
 
 
@@ -270,7 +268,8 @@ def _plain_kernel(direction: str, arr: torch.Tensor, geometry: Any, mask: Any) -
         a = ShiftSumArgs.make(direction, arr, tuple(offsets), axis, cax, mask, True, xp)
         adjoint = direction == "adjoint"
         choose = choose_adjoint if adjoint else choose_forward
-        run = _kernel(choose(a, plain=True)[0], a, adjoint)
+        # Only torch.compile runs these operators: torch's kernels or Triton's, no NumPy.
+        run = _kernel(choose(a, _GRAD)[0], a, adjoint)
         if key is not None:
             _OP_PLANS.put(key, run)
     return run
@@ -344,16 +343,18 @@ def _triton_applies(a: ShiftSumArgs) -> str | None:
     return None if _triton() is not None else "Triton is not installed"
 
 
-def choose_forward(a: ShiftSumArgs, plain: bool = False) -> tuple[str, str]:
-    """(strategy, rule) of a forward call (`plain`: a call that needs no feature)."""
+def choose_forward(a: ShiftSumArgs, needs: frozenset[str] | None = None) -> tuple[str, str]:
+    """(strategy, rule) of a forward call that needs `needs` (default: `a`'s needs)."""
     x = a.array
-    needs = frozenset() if plain else _needs(a)
-    if needs - {"grad"}:
+    needs = _needs(a) if needs is None else needs
+    if needs - _GRAD:
         return "slice_add", "the call needs forward-mode AD, torch.func or compile"
     if x.device.type == "cuda":
         if _triton() is not None:
             return "triton", "one Triton launch, mask fused"
         return "slice_add", "Triton is not installed: torch's slice-adds"
+    if needs:
+        return "slice_add", "the call needs gradients: it stays in torch (no NumPy views)"
     reason = _numpy_applies(a)
     if reason is not None:
         return "slice_add", reason
@@ -369,10 +370,10 @@ def choose_forward(a: ShiftSumArgs, plain: bool = False) -> tuple[str, str]:
     return "slice_add", "torch's adds, each over its threads, into a cache-resident y"
 
 
-def choose_adjoint(a: ShiftSumArgs, plain: bool = False) -> tuple[str, str]:
-    """(strategy, rule) of an adjoint call."""
-    needs = frozenset() if plain else _needs(a)
-    if a.array.device.type == "cuda" and not needs - {"grad"} and _triton() is not None:
+def choose_adjoint(a: ShiftSumArgs, needs: frozenset[str] | None = None) -> tuple[str, str]:
+    """(strategy, rule) of an adjoint call that needs `needs` (default: `a`'s needs)."""
+    needs = _needs(a) if needs is None else needs
+    if a.array.device.type == "cuda" and not needs - _GRAD and _triton() is not None:
         return "triton", "one Triton launch, mask fused"
     return "windows", "one strided copy (or multiply) of every window into the result"
 
@@ -411,7 +412,7 @@ def _strategy(name: str, summary: str, adjoint: bool, **kw: Any) -> Strategy:
     return Strategy(name, summary, lambda a: _linear_plan(a, name, adjoint), **kw)
 
 
-_GRAD = frozenset({"grad"})
+_TRITON = "CUDA: one Triton launch"
 FORWARD = Strategies(
     [
         _strategy(
@@ -425,13 +426,12 @@ FORWARD = Strategies(
             "numpy",
             "NumPy's strategies on zero-copy views (small x, or strided rows past the cache)",
             False,
-            features=_GRAD,
             threads=_numpy_threads,
             applies=_numpy_applies,
         ),
         _strategy(
             "triton",
-            "CUDA: one Triton launch (row or general kernel), mask fused",
+            f"{_TRITON} (row or general kernel), mask fused",
             False,
             features=_GRAD,
             applies=_triton_applies,
@@ -451,7 +451,7 @@ ADJOINT = Strategies(
         ),
         _strategy(
             "triton",
-            "CUDA: one Triton launch writing every channel's window, mask fused",
+            f"{_TRITON} writing every channel's window, mask fused",
             True,
             features=_GRAD,
             applies=_triton_applies,
@@ -460,15 +460,10 @@ ADJOINT = Strategies(
     choose=choose_adjoint,
     needs=_needs,
 )
+_COMPOSED = "Phi by the forward, then the adjoint of y / Phi"
 PINV = Strategies(
     [
-        Strategy(
-            "composed",
-            "Phi by the forward, then the adjoint of y / Phi (every feature)",
-            _composed_pinv,
-            FEATURES,
-            _threads,
-        ),
+        Strategy("composed", f"{_COMPOSED} (every feature)", _composed_pinv, FEATURES, _threads),
         Strategy(
             "triton", "CUDA: fused, one or two launches", _triton_pinv, applies=_triton_applies
         ),
