@@ -1,10 +1,10 @@
 """PyTorch shear / unshear: strided views and ``copy_``, the same ops on CPU and CUDA.
 
-Kernels: on the CPU, shear of tensors of NumPy's dtypes without a mask or fractional
-offsets goes through zero-copy NumPy views to :mod:`portops._shear.blocked`
-(cache-sized blocks over portops' threads), writing the result tensor in place.
-Otherwise the strided kernels of :mod:`portops._shear.strided` run on torch's ops
-(``as_strided``, ``copy_``, ``mul``, ``lerp``).
+Kernels: a CPU shear that needs no autograd feature, of a NumPy dtype, without a mask
+or fractional offsets goes through zero-copy NumPy views to
+:mod:`portops._shear.blocked` (cache-sized blocks over portops' threads). Every other
+call, and every call that needs a feature, runs the strided kernels of
+:mod:`portops._shear.strided` on torch's ops (``as_strided``, ``copy_``, ``lerp``).
 
 Gradients: shear and unshear are one :class:`~.linear_op.LinearPair` (shear's
 backward is unshear and vice versa): the custom operators ``portops::shear`` /
@@ -118,8 +118,7 @@ def shear_op(
     mask: torch.Tensor | None,
 ) -> torch.Tensor:
     """The sheared cube; `fractions` is empty for integer dispersion."""
-    a = _args(False, x, offsets, fractions, axis, channel_axis, mask)
-    return _numpy_kernel(a) if _via_numpy(a) else _strided_kernel(False, a)
+    return _strided_kernel(False, _args(False, x, offsets, fractions, axis, channel_axis, mask))
 
 
 @torch.library.custom_op("portops::unshear", mutates_args=())
@@ -203,7 +202,10 @@ def _plan(a: ShearArgs, adjoint: bool, kernel: Callable[[ShearArgs], torch.Tenso
 
 
 def choose_shear(a: ShearArgs) -> tuple[str, str]:
-    if not _needs(a) - {"grad"} and _via_numpy(a):
+    needs = _needs(a)
+    if needs:
+        return "strided", f"needs {', '.join(sorted(needs))}: torch's own ops only"
+    if _via_numpy(a):
         return "numpy", "CPU, integer offsets, no mask: NumPy's cache-sized blocks on views"
     return "strided", "strided zero-fill and one copy into the windows' view"
 
@@ -214,7 +216,7 @@ _SHEAR = Strategies(
             "numpy",
             "NumPy's cache-sized blocks on zero-copy views (CPU, integer offsets, no mask)",
             lambda a: _plan(a, False, _numpy_kernel),
-            frozenset({"grad"}),
+            frozenset(),
             numpy_kernels.threads,
             lambda a: (
                 None
