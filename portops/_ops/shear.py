@@ -1,14 +1,8 @@
 """The sheared cube of CASSI: each channel shifted into a wider axis, without the sum.
 
-``shear(x)`` is what CASSI codes call ``shift``: channel ``c`` of ``x`` lands at offset
-``o_c`` of an axis lengthened by ``max(o)``, zeros elsewhere, so ``(B, C, H, W)``
-becomes ``(B, C, H, W + max(o))``. ``unshear(y)`` crops each channel's window back (the
-4-D ``shift_back``); it is the exact adjoint of ``shear`` and its left inverse. Summing
-``shear(x)`` over channels gives :func:`portops.shift_sum`.
-
-Both take the keyword arguments of the shift_sum family (offsets, axes, layouts, masks,
-dtypes) and also accept a fractional step (sub-pixel dispersion by linear
-interpolation). Validation happens here, once; implementations receive a
+``shear(x)`` (CASSI codes' ``shift``) puts channel ``c`` at offset ``o_c`` of an axis
+lengthened by ``max(o)``; ``unshear(y)`` (``shift_back``) crops the windows back, its
+adjoint and left inverse. Validation happens here, once; implementations receive a
 :class:`ShearArgs`.
 """
 
