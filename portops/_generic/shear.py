@@ -7,14 +7,9 @@ from typing import Any
 
 from .. import extend
 from .._ops.shear import ShearArgs, growth
+from .._shear.layout import take
 from ..extend import Priority
 from .shift_sum import conj_mask, pad_axis
-
-
-def _take(a: Any, axis: int, start: int, stop: int) -> Any:
-    idx = [slice(None)] * a.ndim
-    idx[axis] = slice(start, stop)
-    return a[tuple(idx)]
 
 
 def shear(a: ShearArgs) -> Any:
@@ -25,15 +20,12 @@ def shear(a: ShearArgs) -> Any:
     grow = growth(offsets, fractions)
     parts = []
     for c, n in enumerate(offsets):
-        zc = _take(z, cax, c, c + 1)
+        zc = take(z, cax, c, c + 1)
         f = 0.0 if fractions is None else fractions[c]
-        if f == 0:
-            parts.append(pad_axis(xp, zc, ax, n, grow - n))
-        else:  # linear interpolation between the two pixels it falls between
-            parts.append(
-                pad_axis(xp, zc * (1 - f), ax, n, grow - n)
-                + pad_axis(xp, zc * f, ax, n + 1, grow - n - 1)
-            )
+        part = pad_axis(xp, zc * (1 - f) if f else zc, ax, n, grow - n)
+        if f:  # linear interpolation between the two pixels it falls between
+            part = part + pad_axis(xp, zc * f, ax, n + 1, grow - n - 1)
+        parts.append(part)
     return xp.concat(parts, axis=cax)
 
 
@@ -43,11 +35,11 @@ def unshear(a: ShearArgs) -> Any:
     width = a.shape[ax]
     parts = []
     for c, n in enumerate(offsets):
-        yc = _take(y, cax, c, c + 1)
-        window = _take(yc, ax, n, n + width)
+        yc = take(y, cax, c, c + 1)
+        window = take(yc, ax, n, n + width)
         f = 0.0 if fractions is None else fractions[c]
         if f != 0:
-            window = window * (1 - f) + _take(yc, ax, n + 1, n + 1 + width) * f
+            window = window * (1 - f) + take(yc, ax, n + 1, n + 1 + width) * f
         parts.append(window)
     x = xp.concat(parts, axis=cax)
     if mask is not None:
@@ -56,9 +48,7 @@ def unshear(a: ShearArgs) -> Any:
 
 
 _GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"
-extend.register(
-    "shear", "generic", shear, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
-)
-extend.register(
-    "unshear", "generic", unshear, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
-)
+for _op, _fn in (("shear", shear), ("unshear", unshear)):
+    extend.register(
+        _op, "generic", _fn, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
+    )

@@ -1,14 +1,8 @@
 """The sheared cube of CASSI: each channel shifted into a wider axis, without the sum.
 
-``shear(x)`` is what CASSI codes call ``shift``: channel ``c`` of ``x`` lands at offset
-``o_c`` of an axis lengthened by ``max(o)``, zeros elsewhere, so ``(B, C, H, W)``
-becomes ``(B, C, H, W + max(o))``. ``unshear(y)`` crops each channel's window back (the
-4-D ``shift_back``); it is the exact adjoint of ``shear`` and its left inverse. Summing
-``shear(x)`` over channels gives :func:`portops.shift_sum`.
-
-Both take the keyword arguments of the shift_sum family (offsets, axes, layouts, masks,
-dtypes) and also accept a fractional step (sub-pixel dispersion by linear
-interpolation). Validation happens here, once; implementations receive a
+``shear(x)`` (CASSI codes' ``shift``) puts channel ``c`` at offset ``o_c`` of an axis
+lengthened by ``max(o)``; ``unshear(y)`` (``shift_back``) crops the windows back, its
+adjoint and left inverse. Validation happens here, once; implementations receive a
 :class:`ShearArgs`.
 """
 
@@ -34,16 +28,10 @@ __all__ = ["ShearArgs", "dispersion_offsets", "shear", "unshear"]
 class ShearArgs(NamedTuple):
     """Normalised arguments shared by every shear / unshear implementation.
 
-    ``array`` is ``x`` for :func:`shear` and ``y`` for :func:`unshear`; both have the
-    channel axis. ``offsets`` are the whole-pixel parts ``n_c`` of the offsets (ints,
-    ``min == 0`` for integer dispersion); ``fractions`` is ``None`` for integer
-    dispersion, else the sub-pixel parts ``f_c`` in ``[0, 1)`` (channel ``c`` goes
-    ``1 - f_c`` to ``n_c`` and ``f_c`` to ``n_c + 1``). ``mask`` is ``None`` or has the
-    number of dimensions of ``x``, each of size 1 or the size of ``x``'s.
-
-    ``dtype`` and ``shape`` are the result's (``result_type(array, mask)``; ``x``'s
-    shape with `axis` lengthened, or ``y``'s with it shortened, by
-    :func:`growth`), computed once by the front end or by :meth:`make`.
+    ``array`` is ``x`` (shear) or ``y`` (unshear). ``offsets`` are the whole-pixel parts
+    ``n_c``; ``fractions`` is None for integer dispersion, else the parts ``f_c`` in
+    ``[0, 1)`` (channel ``c`` goes ``1 - f_c`` to ``n_c`` and ``f_c`` to ``n_c + 1``).
+    ``mask`` is None or has ``x``'s ndim. ``dtype`` and ``shape`` are the result's.
     """
 
     array: Any
@@ -55,26 +43,6 @@ class ShearArgs(NamedTuple):
     xp: Any
     dtype: Any
     shape: tuple[int, ...]
-
-    @classmethod
-    def make(
-        cls,
-        kind: str,
-        array: Any,
-        offsets: tuple[int, ...],
-        fractions: tuple[float, ...] | None,
-        axis: int,
-        channel_axis: int,
-        mask: Any,
-        xp: Any,
-    ) -> ShearArgs:
-        """The record of a ``"shear"`` or ``"unshear"`` call, with its result's dtype
-        and shape computed."""
-        shape = list(array.shape)
-        grow = growth(offsets, fractions)
-        shape[axis] += grow if kind == "shear" else -grow
-        dtype = result_dtype(xp, array, mask)
-        return cls(array, offsets, fractions, axis, channel_axis, mask, xp, dtype, tuple(shape))
 
 
 def growth(offsets: tuple[int, ...], fractions: tuple[float, ...] | None) -> int:
@@ -94,9 +62,8 @@ def dispersion_offsets(
 ) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
     """Whole-pixel offsets ``n_c`` and sub-pixel fractions ``f_c`` (None if all are 0).
 
-    Integer steps and offsets give ``min(n) == 0`` and no fractions, as in the
-    shift_sum family; real ones are shifted so that ``min(o) == 0``, then split.
-    Type checks come first, without exceptions, so that torch.compile traces this.
+    Real offsets are shifted so that ``min(o) == 0``, then split. Type checks come first,
+    without exceptions, so that torch.compile traces this.
     """
     if not isinstance(step, (Sequence, numbers.Number, str, bytes)) and hasattr(step, "__len__"):
         step = list(step)  # NumPy or other 1-d arrays
@@ -113,8 +80,7 @@ def dispersion_offsets(
         values = [float(v) for v in step]
     else:
         return _normalize_offsets(step, channels, argname), None
-    # Plain comparisons rather than math.isfinite / math.floor: torch.compile traces
-    # those as tensor operations.
+    # Not math.isfinite / math.floor: torch.compile traces those as tensor operations.
     if not all(-math.inf < v < math.inf for v in values):
         raise ValueError(f"{argname} must be finite, got {step!r}")
     low = min(values)
@@ -155,33 +121,27 @@ def _prepare(
                 f"(linear interpolation), got {arr.dtype}"
             ) from None
     grow = growth(offsets, fractions)
-    x_shape = list(arr.shape)
+    x_shape, out_shape = list(arr.shape), list(arr.shape)
     if kind == "shear":
-        wide = [*x_shape[:ax], x_shape[ax] + grow, *x_shape[ax + 1 :]]
-        check.check_fits(wide, getattr(arr.dtype, "itemsize", 8), ("step", step), lib.library)
+        out_shape[ax] += grow
+        check.check_fits(out_shape, getattr(arr.dtype, "itemsize", 8), ("step", step), lib.library)
     elif arr.shape[ax] < grow:
         raise ValueError(
             f"y is too narrow: its axis {axis} has length {arr.shape[ax]}, but "
             f"{len(offsets)} channels with offsets up to {grow} need at least {grow}"
         )
     else:
-        x_shape[ax] -= grow
+        x_shape[ax] = out_shape[ax] = arr.shape[ax] - grow
     m = _normalize_mask(xp, mask, tuple(x_shape), arr.dtype)
-    args = ShearArgs.make(kind, arr, offsets, fractions, ax, cax, m, xp)
+    dtype = result_dtype(xp, arr, m)
+    args = ShearArgs(arr, offsets, fractions, ax, cax, m, xp, dtype, tuple(out_shape))
     return _dispatch.Call(lib.library, lib.device, args)
 
 
 _prepare_shear = functools.partial(_prepare, "shear")
 _prepare_unshear = functools.partial(_prepare, "unshear")
-
-
-def _arrays(a: ShearArgs) -> tuple[Any, Any]:
-    return (a.array, a.mask)
-
-
-_dispatch.define_operation("shear", _prepare_shear, _arrays)
-_dispatch.define_operation("unshear", _prepare_unshear, _arrays)
-
+_dispatch.define_operation("shear", _prepare_shear, lambda a: (a.array, a.mask))
+_dispatch.define_operation("unshear", _prepare_unshear, lambda a: (a.array, a.mask))
 # Plans of repeated calls (portops._plans): a plan takes the raw (array, mask).
 SHEAR_PLANS = PlanCache("shear")
 UNSHEAR_PLANS = PlanCache("unshear")

@@ -1,16 +1,10 @@
 """shear / unshear for NumPy on the CPU: one cache-sized block of the result at a time.
 
-The result is cut into blocks of about :func:`block_bytes` along the axes before the
-shifted one (never along it, so each block holds whole windows); the blocks are the
-units portops' threads share. Each block of the sheared cube is zeroed and its windows
-copied in while it sits in the core's cache, so the cube goes to memory once, never as
-a zero-fill followed by a second strided pass.
-
-Channels are handled in groups whose windows form one strided view (see
-:func:`portops._shear.layout.channel_groups`): one copy per group and block, with the
-mask multiplied in on the way. Fractional offsets take two passes per group:
-``(1 - f) * x`` at ``n`` and ``f * x`` added at ``n + 1``. torch CPU tensors come
-through zero-copy NumPy views.
+Blocks (about :func:`block_bytes`, cut before the shifted axis so each holds whole
+windows) are the units portops' threads share. Each block of the sheared cube is zeroed
+and its windows copied in while it sits in the cache, so the cube goes to memory once.
+Each channel group (:func:`~.layout.channel_groups`) is one copy per block, mask fused;
+a fractional group takes ``(1 - f) * x`` at ``n`` plus ``f * x`` at ``n + 1``.
 """
 
 from __future__ import annotations
@@ -33,22 +27,19 @@ __all__ = ["Run", "block_bytes", "blocks", "shear", "shear_into", "unshear"]
 
 _NP = numpy_like(np)
 Unit = tuple[slice, ...]
-# Runs ``work`` over every unit, maybe spread over threads (each call of `work` gets
-# an iterable of units).
+# Runs ``work`` over every unit, maybe over threads (each call gets some of the units).
 Run = Callable[[list[Any], Callable[[Iterable[Any]], None]], None]
 
 
 def block_bytes() -> int:
     """Bytes of the result per block: ``block_fraction`` of one core's L2, so that a
-    block and what it reads stay cached together, and large enough that the few NumPy
-    calls per block (microseconds each) stay small beside its copy."""
+    block and what it reads stay cached together."""
     return int(NUMPY["block_fraction"] * _machine.current().l2)
 
 
 def blocks(shape: tuple[int, ...], axis: int, itemsize: int) -> list[Unit]:
-    """Index tuples that tile a C-contiguous array of `shape` into contiguous blocks of
-    about :func:`block_bytes`, each whole along `axis` and every axis after it (a block
-    may be larger to stay so)."""
+    """Index tuples tiling a C-contiguous array of `shape` into contiguous blocks of about
+    :func:`block_bytes`, each whole along `axis` and the axes after it."""
     target = block_bytes()
     if axis == 0 or math.prod(shape) == 0:
         return [tuple(slice(None) for _ in shape)]
@@ -72,21 +63,22 @@ def _sub(a: Any, unit: Unit) -> Any:
 
 
 def _fill_zero(block: Any) -> None:
-    """Zero a block; as bytes where it is contiguous (NumPy then calls ``memset``,
-    about 1.7 times faster in the cache)."""
+    """Zero a block; as bytes where contiguous (a ``memset``, 1.7 times faster)."""
     if block.flags.c_contiguous:
         block = block.reshape(-1).view(np.uint8)
     block.fill(0)
 
 
 class _Group(NamedTuple):
-    """One channel group, as whole-array views that each unit slices."""
+    """One channel group as whole-array views that each unit slices: its windows in the
+    cube, the same moved on by one (fractional groups, else None), its channels of x
+    (shear) or of the result (unshear), and of the mask (or None)."""
 
     group: ChannelGroup
-    windows: Any  # the group's windows in the sheared cube (x's shape, group's channels)
-    later: Any  # the same moved on by one (fractional groups), else None
-    array: Any  # the group's channels of x (shear) or of the result (unshear)
-    mask: Any  # the group's channels of the mask, or None
+    windows: Any
+    later: Any
+    array: Any
+    mask: Any
 
 
 def _groups(cube: Any, flat: Any, mask: Any, a: ShearArgs) -> list[_Group]:
@@ -106,8 +98,7 @@ def _groups(cube: Any, flat: Any, mask: Any, a: ShearArgs) -> list[_Group]:
 
 
 def _in_unit(unit: Unit, cax: int, g: ChannelGroup, channels: int) -> Unit | None:
-    """`unit` with its channel range turned into positions within the group, or None
-    when none of the group's channels fall in it."""
+    """`unit` with its channel range as positions within the group (None if empty)."""
     s = unit[cax]
     start, stop = s.start or 0, channels if s.stop is None else s.stop
     first = max(0, -(-(start - g.start) // g.every))
@@ -117,65 +108,57 @@ def _in_unit(unit: Unit, cax: int, g: ChannelGroup, channels: int) -> Unit | Non
     return (*unit[:cax], slice(first, last), *unit[cax + 1 :])
 
 
-def shear_into(out: np.ndarray, a: ShearArgs, run: Run) -> None:
-    """Fill the C-contiguous sheared cube `out` block by block."""
-    x, ax, cax = a.array, a.axis, a.channel_axis
+def _fill(out: np.ndarray, a: ShearArgs, run: Run, adjoint: bool) -> None:
+    """Write `out` block by block: the sheared cube of x (each block zeroed first), or
+    (`adjoint`) every window of y times the conjugated mask."""
     if out.size == 0:
         return
-    groups = _groups(out, x, a.mask, a)
+    cax = a.channel_axis
+    cube, flat = (a.array, out) if adjoint else (out, a.array)
+    mask = _NP.conj(a.mask) if adjoint and a.mask is not None else a.mask
+    groups, channels = _groups(cube, flat, mask, a), flat.shape[cax]
 
     def work(todo: Iterable[Unit]) -> None:
         for unit in todo:
-            _fill_zero(out[unit])
+            if not adjoint:
+                _fill_zero(out[unit])
             for g in groups:
-                part = _in_unit(unit, cax, g.group, x.shape[cax])
+                part = _in_unit(unit, cax, g.group, channels)
                 if part is None:
                     continue
-                dst, xg = g.windows[part], g.array[part]
+                windows, xs, f = g.windows[part], g.array[part], g.group.fraction
                 mg = None if g.mask is None else _sub(g.mask, part)
-                f = g.group.fraction
                 if f == 0:
-                    write(_NP, dst, xg, mg)
-                    continue
-                z = xg if mg is None else np.multiply(xg, mg, dtype=out.dtype)
-                np.multiply(z, 1 - f, out=dst)
-                later = g.later[part]
-                np.add(later, z * f, out=later)
+                    write(_NP, xs if adjoint else windows, windows if adjoint else xs, mg)
+                elif adjoint:
+                    _NP.lerp(windows, g.later[part], f, xs)
+                    if mg is not None:
+                        np.multiply(xs, mg, out=xs)
+                else:
+                    z = xs if mg is None else np.multiply(xs, mg, dtype=out.dtype)
+                    np.multiply(z, 1 - f, out=windows)
+                    later = g.later[part]
+                    np.add(later, z * f, out=later)
 
-    run(blocks(tuple(out.shape), ax, out.itemsize), work)
+    run(blocks(tuple(out.shape), a.axis, out.itemsize), work)
+
+
+def shear_into(out: np.ndarray, a: ShearArgs, run: Run) -> None:
+    """Fill the C-contiguous sheared cube `out` block by block."""
+    _fill(out, a, run, False)
+
+
+def _new(a: ShearArgs, run: Run, adjoint: bool) -> np.ndarray:
+    out = buffers.empty(list(a.shape), a.dtype)
+    _fill(out, a, run, adjoint)
+    return out
 
 
 def shear(a: ShearArgs, run: Run) -> np.ndarray:
-    """The sheared cube, from :func:`shear_into`."""
-    out = buffers.empty(list(a.shape), a.dtype)
-    shear_into(out, a, run)
-    return out
+    """The sheared cube, block by block."""
+    return _new(a, run, False)
 
 
 def unshear(a: ShearArgs, run: Run) -> np.ndarray:
     """Every window of ``y`` times the conjugated mask, block by block."""
-    y, ax, cax = a.array, a.axis, a.channel_axis
-    out = buffers.empty(list(a.shape), a.dtype)
-    if out.size == 0:
-        return out
-    mask = a.mask if a.mask is None else _NP.conj(a.mask)
-    groups = _groups(y, out, mask, a)
-
-    def work(todo: Iterable[Unit]) -> None:
-        for unit in todo:
-            for g in groups:
-                part = _in_unit(unit, cax, g.group, out.shape[cax])
-                if part is None:
-                    continue
-                dst, now = g.array[part], g.windows[part]
-                mg = None if g.mask is None else _sub(g.mask, part)
-                f = g.group.fraction
-                if f == 0:
-                    write(_NP, dst, now, mg)
-                    continue
-                _NP.lerp(now, g.later[part], f, dst)
-                if mg is not None:
-                    np.multiply(dst, mg, out=dst)
-
-    run(blocks(tuple(out.shape), ax, out.itemsize), work)
-    return out
+    return _new(a, run, True)

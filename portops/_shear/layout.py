@@ -1,14 +1,9 @@
 """Strided views that turn shear / unshear into a few zero-fills and one copy.
 
 Channels whose offsets step evenly (``o_c = first + i * step``) form one
-:class:`ChannelGroup`: channel ``c``'s window of the sheared cube starts ``step``
-elements of the shifted axis further than the previous one's, so all the group's
-windows are one strided view of the cube (:func:`group_view`). Shear copies ``x``
-into that view, unshear copies it out.
-
-The zeros shear must write around the windows are strided views too (:func:`gap_views`).
-
-Pure Python on shapes and element strides: no array library is imported.
+:class:`ChannelGroup` whose windows are one strided view of the sheared cube
+(:func:`group_view`); the zeros around the windows are strided views too
+(:func:`gap_views`). Pure Python on shapes and element strides.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from typing import Any, NamedTuple
 
 from .._kernels.geometry import contiguous_strides, linear_step
 
-__all__ = ["ChannelGroup", "View", "channel_groups", "gap_views", "group_view", "select"]
+__all__ = ["ChannelGroup", "View", "channel_groups", "gap_views", "group_view", "select", "take"]
 
 
 class View(NamedTuple):
@@ -39,10 +34,9 @@ def gap_views(
     """Views covering every element of a C-contiguous sheared cube outside the windows.
 
     None (zero the whole cube) unless the offsets step evenly and the channel axis comes
-    before the rows (the axis before the shifted one). From the end of row ``h``'s
-    window to the start of row ``h + 1``'s, ``grow`` positions are contiguous, at the
-    same place in each row; the first and last row of every channel are covered whole,
-    windows included, so zero them before copying the windows in.
+    before the rows. Between row ``h``'s window and row ``h + 1``'s, ``grow`` positions
+    are contiguous; the first and last rows are covered whole, windows included, so
+    zero them before copying the windows in.
     """
     lin = linear_step(offsets)
     row = axis - 1
@@ -116,6 +110,13 @@ def group_view(
     view_strides[channel_axis] = group.every * strides[channel_axis] + group.step * strides[axis]
     offset = group.start * strides[channel_axis] + (group.first + shift) * strides[axis]
     return View(tuple(view_shape), tuple(view_strides), offset)
+
+
+def take(a: Any, axis: int, start: int, stop: int) -> Any:
+    """``a[start:stop]`` along `axis`."""
+    idx: list[Any] = [slice(None)] * a.ndim
+    idx[axis] = slice(start, stop)
+    return a[tuple(idx)]
 
 
 def select(a: Any, channel_axis: int, group: ChannelGroup) -> Any:

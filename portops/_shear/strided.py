@@ -1,10 +1,8 @@
 """shear / unshear by strided views, for torch and CuPy (NumPy in tests).
 
-Shear zeroes the gaps around the windows (:func:`~.layout.gap_views`; the whole cube
-for fractional or unevenly spaced offsets), then writes ``x`` (times the mask) into the
-strided view of each channel group's windows with one copy (one group for evenly spaced
-integer offsets); unshear copies those views of ``y`` out. A fractional group takes one
-linear interpolation. The library comes in as an :class:`Ops`.
+Shear zeroes the gaps around the windows (:func:`~.layout.gap_views`, else the whole
+cube), then copies ``x`` (times the mask) into each channel group's windows; unshear
+copies them out; a fractional group takes one ``lerp``. The library comes as :class:`Ops`.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .._ops.shear import ShearArgs
-from .layout import ChannelGroup, View, channel_groups, gap_views, group_view, select
+from .layout import ChannelGroup, View, channel_groups, gap_views, group_view, select, take
 
 Empty = Callable[[list[int], Any], Any]
 
@@ -67,12 +65,6 @@ def write(ops: Ops, dst: Any, src: Any, mask: Any) -> None:
         ops.lib.multiply(src, mask, out=dst)
 
 
-def _take(a: Any, axis: int, start: int, stop: int) -> Any:
-    idx: list[Any] = [slice(None)] * a.ndim
-    idx[axis] = slice(start, stop)
-    return a[tuple(idx)]
-
-
 def _groups(strides: tuple[int, ...], a: ShearArgs) -> list[ChannelGroup]:
     """Channel groups whose views need no negative stride (torch allows none): a group
     that would is split into its channels."""
@@ -115,10 +107,10 @@ def shear(ops: Ops, empty: Empty, a: ShearArgs) -> Any:
             write(ops, windows(g, 0, width), z, m)
         elif width > 0:  # output n + w interpolates inputs w and w - 1
             z = ops.astype(z, a.dtype) if m is None else z * m
-            ops.copy(windows(g, 0, 1), _take(z, ax, 0, 1) * (1 - f))
-            ops.copy(windows(g, width, 1), _take(z, ax, width - 1, width) * f)
+            ops.copy(windows(g, 0, 1), take(z, ax, 0, 1) * (1 - f))
+            ops.copy(windows(g, width, 1), take(z, ax, width - 1, width) * f)
             if width > 1:
-                later, earlier = _take(z, ax, 1, width), _take(z, ax, 0, width - 1)
+                later, earlier = take(z, ax, 1, width), take(z, ax, 0, width - 1)
                 ops.lerp(later, earlier, f, windows(g, 1, width - 1))
     return out
 

@@ -7,6 +7,7 @@ the work stays parallel over batch and rows. The result stays lazy.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ... import extend
@@ -15,8 +16,9 @@ from ...extend import Priority
 from .operands import blockwise
 
 
-def _blockwise(a: ShearArgs, fn: Any) -> Any:
-    # The normalised offsets as one list that each block's call normalises to itself.
+def _blockwise(fn: Any, a: ShearArgs) -> Any:
+    """``fn`` (shear or unshear) of each block, lazily; every block's call normalises
+    the offsets, as one list, to itself."""
     step: list[Any] = list(a.offsets)
     if a.fractions is not None:
         step = [n + f for n, f in zip(a.offsets, a.fractions, strict=True)]
@@ -24,20 +26,11 @@ def _blockwise(a: ShearArgs, fn: Any) -> Any:
     return blockwise(fn, a, whole, adjust, step=step, axis=a.axis, channel_axis=a.channel_axis)
 
 
-def shear_blockwise(a: ShearArgs) -> Any:
-    """``shear`` of each block (channels and the shifted axis whole), lazily."""
-    return _blockwise(a, shear)
-
-
-def unshear_blockwise(a: ShearArgs) -> Any:
-    """``unshear`` of each block (channels and the shifted axis whole), lazily."""
-    return _blockwise(a, unshear)
-
-
-_SUMMARY = "blockwise over the other axes; each block runs its library's fast path"
-extend.register(
-    "shear", "dask_blockwise", libraries=["dask"], priority=Priority.SPECIALIZED, summary=_SUMMARY
-)(shear_blockwise)
-extend.register(
-    "unshear", "dask_blockwise", libraries=["dask"], priority=Priority.SPECIALIZED, summary=_SUMMARY
-)(unshear_blockwise)
+for _op, _fn in (("shear", shear), ("unshear", unshear)):
+    extend.register(
+        _op,
+        "dask_blockwise",
+        libraries=["dask"],
+        priority=Priority.SPECIALIZED,
+        summary="blockwise over the other axes; each block runs its library's fast path",
+    )(functools.partial(_blockwise, _fn))

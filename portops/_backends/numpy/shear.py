@@ -1,10 +1,5 @@
-"""NumPy shear / unshear: one cache-sized block of the result at a time, over threads.
-
-See :mod:`portops._shear.blocked`: each block of the sheared cube is zeroed and its
-windows copied in while it is in the core's cache, so the cube goes to memory once.
-Blocks are shared out to portops' thread pool (NumPy releases the GIL inside each
-copy), one thread per ``thread_grain`` bytes moved.
-"""
+"""NumPy shear / unshear: cache-sized blocks (:mod:`portops._shear.blocked`) shared out
+to portops' threads, one per ``thread_grain`` bytes moved."""
 
 from __future__ import annotations
 
@@ -26,8 +21,7 @@ __all__ = ["runner", "threads"]
 
 
 def threads(a: ShearArgs) -> int:
-    """Threads a call uses: one per ``thread_grain`` bytes moved (its input read, its
-    result written)."""
+    """Threads a call uses: one per ``thread_grain`` bytes read and written."""
     moved = (math.prod(a.array.shape) + math.prod(a.shape)) * int(a.dtype.itemsize)
     return _threads.workers(moved, NUMPY["thread_grain"])
 

@@ -1,15 +1,14 @@
 """PyTorch shear / unshear: strided views and ``copy_``, the same ops on CPU and CUDA.
 
-Kernels: on the CPU, shear of tensors of NumPy's dtypes without a mask or fractional
-offsets goes through zero-copy NumPy views to :mod:`portops._shear.blocked`
-(cache-sized blocks over portops' threads), writing the result tensor in place.
-Otherwise the strided kernels of :mod:`portops._shear.strided` run on torch's ops
-(``as_strided``, ``copy_``, ``mul``, ``lerp``).
+Kernels: a CPU shear that needs no autograd feature, of a NumPy dtype, without a mask
+or fractional offsets goes through zero-copy NumPy views to
+:mod:`portops._shear.blocked` (cache-sized blocks over portops' threads). Every other
+call, and every call that needs a feature, runs the strided kernels of
+:mod:`portops._shear.strided` on torch's ops (``as_strided``, ``copy_``, ``lerp``).
 
-Gradients: shear and unshear are one :class:`~.linear_op.LinearPair` (shear's
-backward is unshear and vice versa): the custom operators ``portops::shear`` /
-``portops::unshear`` for ``torch.compile``, an ``autograd.Function`` for eager calls
-that need gradients, forward-mode AD or ``torch.func``, the kernel itself otherwise.
+Gradients: shear and unshear are one :class:`~.linear_op.LinearPair` (each one's
+backward is the other): custom operators under ``torch.compile``, an
+``autograd.Function`` for other calls that need a feature, the kernel itself otherwise.
 """
 
 from __future__ import annotations
@@ -33,8 +32,6 @@ from .linear_op import LinearPair, result_dtype
 from .views import numpy_view
 
 _NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
-# CPU dtypes whose shear the NumPy kernels write through zero-copy views (see
-# _via_numpy); half precision and bool stay in torch.
 _VIA_NUMPY = (
     torch.float32, torch.float64, torch.complex64, torch.complex128,
     torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
@@ -51,10 +48,9 @@ def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.
 
 
 def _via_numpy(a: ShearArgs) -> bool:
-    """Whether shear can go to the NumPy kernels: CPU, a dtype NumPy has, integer
-    offsets and no mask. There its cache-sized blocks beat torch's zero-fill and
-    strided ``copy_``; with a mask or fractions (one ``mul`` / ``lerp`` pass) and for
-    unshear (one strided read) torch's own vectorised loops are as fast or faster."""
+    """Whether shear can go to the NumPy kernels (CPU, a dtype NumPy has, integer offsets,
+    no mask): there its cache-sized blocks beat torch's zero-fill and strided ``copy_``
+    several times; elsewhere torch's own loops are as fast."""
     x = a.array
     return (
         x.device.type == "cpu" and x.dtype in _VIA_NUMPY and a.fractions is None and a.mask is None
@@ -97,15 +93,16 @@ def _shape(adjoint: bool, shape: list[int], geometry: tuple[Any, ...]) -> list[i
     return out
 
 
-def _args(adjoint: bool, arr: torch.Tensor, *rest: Any) -> ShearArgs:
-    """The record of a custom operator's call (``*geometry, mask``)."""
+def _op_kernel(adjoint: bool, arr: torch.Tensor, *rest: Any) -> torch.Tensor:
+    """A custom operator's call (``*geometry, mask``): always torch's strided kernel."""
     *geometry, mask = rest
     offsets, fractions, axis, cax = geometry
     shape = tuple(_shape(adjoint, list(arr.shape), tuple(geometry)))
-    dtype = result_dtype(arr, mask)
-    return ShearArgs(
-        arr, tuple(offsets), tuple(fractions) or None, axis, cax, mask, torch, dtype, shape
+    fractions = tuple(fractions) or None
+    a = ShearArgs(
+        arr, tuple(offsets), fractions, axis, cax, mask, torch, result_dtype(arr, mask), shape
     )
+    return _strided_kernel(adjoint, a)
 
 
 @torch.library.custom_op("portops::shear", mutates_args=())
@@ -118,8 +115,7 @@ def shear_op(
     mask: torch.Tensor | None,
 ) -> torch.Tensor:
     """The sheared cube; `fractions` is empty for integer dispersion."""
-    a = _args(False, x, offsets, fractions, axis, channel_axis, mask)
-    return _numpy_kernel(a) if _via_numpy(a) else _strided_kernel(False, a)
+    return _op_kernel(False, x, offsets, fractions, axis, channel_axis, mask)
 
 
 @torch.library.custom_op("portops::unshear", mutates_args=())
@@ -132,7 +128,7 @@ def unshear_op(
     mask: torch.Tensor | None,
 ) -> torch.Tensor:
     """Every channel's window of the sheared cube `y`, times the conjugated mask."""
-    return _strided_kernel(True, _args(True, y, offsets, fractions, axis, channel_axis, mask))
+    return _op_kernel(True, y, offsets, fractions, axis, channel_axis, mask)
 
 
 def _public(
@@ -162,37 +158,21 @@ def _needs(a: ShearArgs) -> frozenset[str]:
     return _torch_state.needs((a.array, a.mask))
 
 
-def _geometry(a: ShearArgs) -> tuple[Any, ...]:
-    return (list(a.offsets), list(a.fractions or ()), a.axis, a.channel_axis)
-
-
-def _normalizer(a: ShearArgs) -> Callable[[Any], Any]:
-    """The mask as validation made it (cast from bool, reshaped); idempotent."""
-    if a.mask is None:
-        return lambda m: m
-    shape, dtype = tuple(a.mask.shape), a.mask.dtype
-
-    def normalize(m: torch.Tensor) -> torch.Tensor:
-        if m.dtype != dtype:
-            m = m.to(dtype)
-        return m if m.shape == shape else m.reshape(shape)
-
-    return normalize
-
-
 def _plan(a: ShearArgs, adjoint: bool, kernel: Callable[[ShearArgs], torch.Tensor]) -> Any:
     """The kernel directly, through the Function when the call needs autograd,
     forward-mode AD or torch.func, or the custom operator under torch.compile."""
-    geometry = _geometry(a)
-    normalize = _normalizer(a)
+    geometry = (list(a.offsets), list(a.fractions or ()), a.axis, a.channel_axis)
     needs = _needs(a)
     template = a._replace(array=None, mask=None)  # the plan keeps no tensor alive
+    shape, dtype = ((), None) if a.mask is None else (tuple(a.mask.shape), a.mask.dtype)
 
     def direct(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
         return kernel(template._replace(array=arr, mask=m))
 
     def run(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        m = normalize(m)
+        if m is not None:  # cast from bool and reshaped, as validation did (idempotent)
+            m = m.to(dtype) if m.dtype != dtype else m
+            m = m if m.shape == shape else m.reshape(shape)
         if "compile" in needs:
             return PAIR.call_op(adjoint, arr, m, geometry)
         if needs:
@@ -203,7 +183,10 @@ def _plan(a: ShearArgs, adjoint: bool, kernel: Callable[[ShearArgs], torch.Tenso
 
 
 def choose_shear(a: ShearArgs) -> tuple[str, str]:
-    if not _needs(a) - {"grad"} and _via_numpy(a):
+    needs = _needs(a)
+    if needs:
+        return "strided", f"needs {', '.join(sorted(needs))}: torch's own ops only"
+    if _via_numpy(a):
         return "numpy", "CPU, integer offsets, no mask: NumPy's cache-sized blocks on views"
     return "strided", "strided zero-fill and one copy into the windows' view"
 
@@ -214,12 +197,10 @@ _SHEAR = Strategies(
             "numpy",
             "NumPy's cache-sized blocks on zero-copy views (CPU, integer offsets, no mask)",
             lambda a: _plan(a, False, _numpy_kernel),
-            frozenset({"grad"}),
+            frozenset(),
             numpy_kernels.threads,
             lambda a: (
-                None
-                if _via_numpy(a)
-                else "CPU, a dtype NumPy shares, integer offsets and no mask only"
+                None if _via_numpy(a) else "CPU, a NumPy dtype, integer offsets, no mask only"
             ),
         ),
         Strategy(
@@ -245,19 +226,15 @@ _UNSHEAR = Strategies(
     needs=_needs,
 )
 
-extend.register(
-    "shear",
-    "torch_strided",
-    libraries=["torch"],
-    priority=Priority.SPECIALIZED,
-    summary="strided zero-fill and one copy_ into the windows' view; every autograd feature",
-    strategies=_SHEAR,
-)
-extend.register(
-    "unshear",
-    "torch_strided",
-    libraries=["torch"],
-    priority=Priority.SPECIALIZED,
-    summary="one copy_ of the windows' strided view, mask fused; every autograd feature",
-    strategies=_UNSHEAR,
-)
+for _op, _what, _strategies in (
+    ("shear", "strided zero-fill and one copy_ into the windows' view", _SHEAR),
+    ("unshear", "one copy_ of the windows' strided view, mask fused", _UNSHEAR),
+):
+    extend.register(
+        _op,
+        "torch_strided",
+        libraries=["torch"],
+        priority=Priority.SPECIALIZED,
+        summary=f"{_what}; every autograd feature",
+        strategies=_strategies,
+    )
