@@ -87,19 +87,12 @@ def _plan_mv(a: VecdotArgs) -> Run:
 def _plan_numpy(a: VecdotArgs) -> Run:
     """NumPy's choice of strategy on zero-copy views; the result wraps NumPy's array."""
     dtype = a.dtype
-    cast1, cast2 = a.x1.dtype is not dtype, a.x2.dtype is not dtype
-    v1 = numpy_view(a.x1.to(dtype) if cast1 else a.x1)
-    v2 = numpy_view(a.x2.to(dtype) if cast2 else a.x2)
-    run = numpy_vecdot.plan(v1, v2, a.axis, a.keepdims)
 
-    def via_numpy(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        if cast1:
-            x1 = x1.to(dtype)
-        if cast2:
-            x2 = x2.to(dtype)
-        return torch.from_numpy(run(numpy_view(x1), numpy_view(x2)))
+    def view(x: torch.Tensor) -> Any:
+        return numpy_view(x if x.dtype is dtype else x.to(dtype))
 
-    return via_numpy
+    run = numpy_vecdot.plan(view(a.x1), view(a.x2), a.axis, a.keepdims)
+    return lambda x1, x2: torch.from_numpy(run(view(x1), view(x2)))
 
 
 def _plan_row_dots(a: VecdotArgs) -> Run:
@@ -174,42 +167,36 @@ def _columns_applies(a: VecdotArgs) -> str | None:
 
 
 def _threaded(
-    name: str, summary: str, plan: Callable[[VecdotArgs], Run], applies: Any, features: Any
+    name: str, summary: str, plan: Callable[[VecdotArgs], Run], applies: Any = None
 ) -> Strategy:
-    """A strategy that runs on torch's threads."""
-    return Strategy(name, summary, plan, features, lambda a: torch.get_num_threads(), applies)
+    """A strategy on torch's threads that keeps every autograd feature."""
+    return Strategy(name, summary, plan, FEATURES, lambda a: torch.get_num_threads(), applies)
 
 
 STRATEGIES = Strategies(
     [
         _threaded(
-            "native",
-            "torch.linalg.vecdot (half precision and unsigned: product and sum in a wider "
-            "dtype): every autograd feature",
-            _plan_native,
-            None,
-            FEATURES,
+            "native", "torch.linalg.vecdot, or product and sum in a wider dtype", _plan_native
         ),
-        _threaded("mv", "one vector against many: torch's GEMV", _plan_mv, _mv_applies, FEATURES),
+        _threaded("mv", "one vector against many: torch's GEMV", _plan_mv, _mv_applies),
         Strategy(
             "numpy",
             "NumPy's fused loops (or BLAS) on zero-copy views: each input read once",
             _plan_numpy,
             applies=_numpy_applies,
         ),
-        _threaded(
+        Strategy(
             "row_dots",
             "one BLAS dot per long contiguous vector, on torch's threads",
             _plan_row_dots,
-            _row_dots_applies,
-            frozenset(),
+            threads=lambda a: torch.get_num_threads(),
+            applies=_row_dots_applies,
         ),
         _threaded(
             "columns",
             "short vectors along a strided axis: one streaming pass per column",
             _plan_columns,
             _columns_applies,
-            FEATURES,
         ),
     ],
     choose=lambda a: choose(a),
