@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ... import _machine, extend
+from ..._ops.vecdot import VecdotArgs
 from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
@@ -164,18 +165,14 @@ def _plan_gemm(x1: np.ndarray, x2: np.ndarray, axis: int, shape: tuple[int, ...]
     return run
 
 
-def plan(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool, name: str = "") -> Run:
-    """The plan of strategy `name` (default: the one :func:`choose` picks) for operands
-    of this signature. It returns an ndarray of the call's result shape, and is one
-    NumPy call where that needs nothing around it (a tiny call is mostly its Python)."""
+def plan(x1: np.ndarray, x2: np.ndarray, a: VecdotArgs, name: str = "") -> Run:
+    """The plan of strategy `name` (default: the one :func:`choose` picks) for the NumPy
+    operands of call `a` (or views of its tensors), giving an ndarray of the result's
+    shape: one NumPy call where that needs nothing around it (a tiny call is mostly its
+    Python)."""
+    axis, shape = a.axis, a.shape
     strategy = name or choose(x1, x2, axis)[0]
-    out = list(np.broadcast_shapes(x1.shape, x2.shape))
-    if keepdims:
-        out[axis] = 1
-    else:
-        del out[axis]
-    shape = tuple(out)
-    plain = axis == -1 and not keepdims and len(shape) > 0  # NumPy's result as it is
+    plain = axis == -1 and not a.keepdims and len(shape) > 0  # NumPy's result as it is
     if strategy == "vecdot":
         if plain:
             return np.vecdot
@@ -193,7 +190,7 @@ def _strategy(name: str, summary: str) -> Strategy:
     return Strategy(
         name,
         summary,
-        lambda a: plan(a.x1, a.x2, a.axis, a.keepdims, name),
+        lambda a: plan(a.x1, a.x2, a, name),
         applies=lambda a: applies(name, a.x1, a.x2, a.axis),
     )
 

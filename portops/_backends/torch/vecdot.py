@@ -22,7 +22,7 @@ from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
 from .views import numpy_view
 
-__all__ = ["STRATEGIES", "choose", "mul_sum"]
+__all__ = ["STRATEGIES", "choose"]
 
 Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -43,25 +43,6 @@ except (AttributeError, RuntimeError):
     _ROW_DOTS = None
 
 
-def mul_sum(
-    x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool, dtype: torch.dtype
-) -> torch.Tensor:
-    """``sum(conj(x1) * x2)`` by torch's differentiable calls: half precision multiplied
-    and summed in float32; unsigned integers (no torch CPU product) in int64, the same
-    result modulo the dtype's range."""
-    acc = torch.int64 if dtype in _UNSIGNED else _ACCUMULATE.get(dtype, dtype)
-    if x1.dtype is not acc:
-        x1 = x1.to(acc)
-    if x2.dtype is not acc:
-        x2 = x2.to(acc)
-    if acc.is_complex:
-        x1 = x1.conj()
-    r = torch.sum(x1 * x2, dim=axis, keepdim=keepdims, dtype=acc)
-    if dtype == torch.uint64:
-        return r.view(torch.uint64)
-    return r if acc is dtype else r.to(dtype)
-
-
 def _plan_native(a: VecdotArgs) -> Run:
     axis, keepdims, dtype = a.axis, a.keepdims, a.dtype
     if a.x1.dtype is a.x2.dtype and dtype in _LINALG:
@@ -73,7 +54,18 @@ def _plan_native(a: VecdotArgs) -> Run:
             return r.unsqueeze(axis) if keepdims else r
 
         return linalg
-    return lambda x1, x2: mul_sum(x1, x2, axis, keepdims, dtype)
+    # Half precision is multiplied and summed in float32; unsigned integers (no torch CPU
+    # product) in int64, the same result modulo the dtype's range.
+    acc = torch.int64 if dtype in _UNSIGNED else _ACCUMULATE.get(dtype, dtype)
+
+    def mul_sum(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        x1, x2 = x1.to(acc), x2.to(acc)
+        if acc.is_complex:
+            x1 = x1.conj()
+        r = torch.sum(x1 * x2, dim=axis, keepdim=keepdims, dtype=acc)
+        return r.view(torch.uint64) if dtype == torch.uint64 else r.to(dtype)
+
+    return mul_sum
 
 
 def _plan_mv(a: VecdotArgs) -> Run:
@@ -91,7 +83,7 @@ def _plan_numpy(a: VecdotArgs) -> Run:
     def view(x: torch.Tensor) -> Any:
         return numpy_view(x if x.dtype is dtype else x.to(dtype))
 
-    run = numpy_vecdot.plan(view(a.x1), view(a.x2), a.axis, a.keepdims)
+    run = numpy_vecdot.plan(view(a.x1), view(a.x2), a)
     return lambda x1, x2: torch.from_numpy(run(view(x1), view(x2)))
 
 
