@@ -1,10 +1,6 @@
-"""vecdot on torch CPU tensors (CUDA ones: ``vecdot_cuda.py``).
-
-``torch.linalg.vecdot`` (like ``(a*b).sum(-1)``) writes the whole product and reads it
-back: three times the bytes of one fused pass. Calls that need nothing but the result
-read less (see the strategies' summaries); calls that need gradients, forward-mode AD,
-``torch.func`` or ``torch.compile`` take ``native`` or ``mv``: torch's own calls.
-"""
+"""vecdot on torch CPU tensors. ``torch.linalg.vecdot`` writes the product and reads it
+back (three times the bytes of a fused pass): calls that need only the result read less;
+calls that need autograd, ``torch.func`` or compile keep to torch's own calls."""
 
 from __future__ import annotations
 
@@ -103,8 +99,7 @@ def _plan_row_dots(a: VecdotArgs) -> Run:
 
 
 def _plan_columns(a: VecdotArgs) -> Run:
-    """The products summed one column (a contiguous slice along the axis) at a time,
-    each a streaming elementwise pass on torch's threads."""
+    """Summed one column (a contiguous slice along the axis) at a time: streaming passes."""
     axis, keepdims = a.axis, a.keepdims
 
     def columns(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -124,7 +119,6 @@ def _real(a: VecdotArgs) -> str | None:
 
 
 def _mv_applies(a: VecdotArgs) -> str | None:
-    """One input a 1-d vector along the last axis, the other a matrix or stack of them."""
     x1, x2 = a.x1, a.x2
     many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
     if a.axis != -1 or a.keepdims or one.ndim != 1 or many.ndim == 1 or one.shape[0] < 2:
