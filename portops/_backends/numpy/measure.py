@@ -1,6 +1,5 @@
-"""Measurements of the NumPy tuning parameters on this machine, for :func:`portops.tune`:
-best-of timings of small, cache-resident workloads (a second or two each), which
-another process's load moves little."""
+"""The NumPy tuning parameters measured for :func:`portops.tune`: best-of timings of
+small, cache-resident workloads, which another process's load moves little."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ def _best(fn: Callable[[], Any], repeat: int = 7, number: int = 20) -> float:
 
 
 def vecdot_short() -> int:
-    """The shortest contiguous vectors for which ``np.vecdot`` (a loop restart per
-    vector) is as fast as einsum's single loop, at a cache-sized input."""
+    """The shortest contiguous vectors on which ``np.vecdot`` is as fast as einsum's loop."""
     rng = np.random.default_rng(0)
     for n in (4, 8, 16, 32, 64, 128):
         a = rng.standard_normal((1 << 16) // n * 2, dtype=np.float32).reshape(-1, n)

@@ -1,9 +1,6 @@
-"""vecdot on NumPy without a product temporary: ``np.vecdot``, einsum's C loop
-(``columns``: in Fortran order, one pass per column of short rows) or BLAS (``matvec``:
-one vector against many; ``gemm``: outer-product broadcasting). :func:`choose` picks by
-how many vectors there are, how long and how strided; the torch CPU specialisation runs
-the same choice on zero-copy views (:func:`plan`).
-"""
+"""vecdot on NumPy without a product temporary: ``np.vecdot``, einsum's C loop or BLAS,
+chosen by how many vectors there are, how long and how strided; the torch CPU
+specialisation runs the same choice on zero-copy views (:func:`plan`)."""
 
 from __future__ import annotations
 
@@ -15,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ... import _machine, extend
+from ..._ops.vecdot import VecdotArgs
 from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
@@ -120,8 +118,7 @@ def _plan_matvec(x1: np.ndarray, x2: np.ndarray, axis: int, shape: tuple[int, ..
     first_is_many = x2.size == n
     complex_ = x1.dtype.kind == "c"
     if not complex_ and x1.ndim + x2.ndim == 3 and len(shape) == 1:
-        # ndarray.dot reaches the same GEMV as np.matmul at a third of its fixed cost,
-        # for a matrix it does not copy first (C or Fortran order).
+        # ndarray.dot: np.matmul's GEMV at a third of its fixed cost (C or Fortran order).
         many = x1 if first_is_many else x2
         dot = np.ndarray.dot if many.flags.c_contiguous or many.flags.f_contiguous else np.matmul
         return dot if first_is_many else lambda x1, x2: dot(x2, x1)
@@ -164,18 +161,12 @@ def _plan_gemm(x1: np.ndarray, x2: np.ndarray, axis: int, shape: tuple[int, ...]
     return run
 
 
-def plan(x1: np.ndarray, x2: np.ndarray, axis: int, keepdims: bool, name: str = "") -> Run:
-    """The plan of strategy `name` (default: the one :func:`choose` picks) for operands
-    of this signature. It returns an ndarray of the call's result shape, and is one
-    NumPy call where that needs nothing around it (a tiny call is mostly its Python)."""
+def plan(x1: np.ndarray, x2: np.ndarray, a: VecdotArgs, name: str = "") -> Run:
+    """Strategy `name`'s plan (default: :func:`choose`'s) for NumPy operands of call `a`
+    (or views of its tensors): a bare NumPy call where possible (tiny calls are mostly Python)."""
+    axis, shape = a.axis, a.shape
     strategy = name or choose(x1, x2, axis)[0]
-    out = list(np.broadcast_shapes(x1.shape, x2.shape))
-    if keepdims:
-        out[axis] = 1
-    else:
-        del out[axis]
-    shape = tuple(out)
-    plain = axis == -1 and not keepdims and len(shape) > 0  # NumPy's result as it is
+    plain = axis == -1 and not a.keepdims and len(shape) > 0  # NumPy's result as it is
     if strategy == "vecdot":
         if plain:
             return np.vecdot
@@ -193,7 +184,7 @@ def _strategy(name: str, summary: str) -> Strategy:
     return Strategy(
         name,
         summary,
-        lambda a: plan(a.x1, a.x2, a.axis, a.keepdims, name),
+        lambda a: plan(a.x1, a.x2, a, name),
         applies=lambda a: applies(name, a.x1, a.x2, a.axis),
     )
 

@@ -1,10 +1,6 @@
-"""vecdot on torch CPU tensors (CUDA ones: ``vecdot_cuda.py``).
-
-``torch.linalg.vecdot`` (like ``(a*b).sum(-1)``) writes the whole product and reads it
-back: three times the bytes of one fused pass. Calls that need nothing but the result
-read less (see the strategies' summaries); calls that need gradients, forward-mode AD,
-``torch.func`` or ``torch.compile`` take ``native`` or ``mv``: torch's own calls.
-"""
+"""vecdot on torch CPU tensors. ``torch.linalg.vecdot`` writes the product and reads it
+back (three times the bytes of a fused pass): calls that need only the result read less;
+calls that need autograd, ``torch.func`` or compile keep to torch's own calls."""
 
 from __future__ import annotations
 
@@ -22,7 +18,7 @@ from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
 from .views import numpy_view
 
-__all__ = ["STRATEGIES", "choose", "mul_sum"]
+__all__ = ["STRATEGIES", "choose"]
 
 Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -41,26 +37,6 @@ try:
     _ROW_DOTS: Any = torch.ops.aten._embedding_bag_per_sample_weights_backward.default
 except (AttributeError, RuntimeError):
     _ROW_DOTS = None
-_GRAIN = 64  # the operator's rows per task (ATen's grain): fewer than two run on one thread
-
-
-def mul_sum(
-    x1: torch.Tensor, x2: torch.Tensor, axis: int, keepdims: bool, dtype: torch.dtype
-) -> torch.Tensor:
-    """``sum(conj(x1) * x2)`` by torch's differentiable calls: half precision multiplied
-    and summed in float32; unsigned integers (no torch CPU product) in int64, the same
-    result modulo the dtype's range."""
-    acc = torch.int64 if dtype in _UNSIGNED else _ACCUMULATE.get(dtype, dtype)
-    if x1.dtype is not acc:
-        x1 = x1.to(acc)
-    if x2.dtype is not acc:
-        x2 = x2.to(acc)
-    if acc.is_complex:
-        x1 = x1.conj()
-    r = torch.sum(x1 * x2, dim=axis, keepdim=keepdims, dtype=acc)
-    if dtype == torch.uint64:
-        return r.view(torch.uint64)
-    return r if acc is dtype else r.to(dtype)
 
 
 def _plan_native(a: VecdotArgs) -> Run:
@@ -74,7 +50,18 @@ def _plan_native(a: VecdotArgs) -> Run:
             return r.unsqueeze(axis) if keepdims else r
 
         return linalg
-    return lambda x1, x2: mul_sum(x1, x2, axis, keepdims, dtype)
+    # Half precision is multiplied and summed in float32; unsigned integers (no torch CPU
+    # product) in int64, the same result modulo the dtype's range.
+    acc = torch.int64 if dtype in _UNSIGNED else _ACCUMULATE.get(dtype, dtype)
+
+    def mul_sum(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        x1, x2 = x1.to(acc), x2.to(acc)
+        if acc.is_complex:
+            x1 = x1.conj()
+        r = torch.sum(x1 * x2, dim=axis, keepdim=keepdims, dtype=acc)
+        return r.view(torch.uint64) if dtype == torch.uint64 else r.to(dtype)
+
+    return mul_sum
 
 
 def _plan_mv(a: VecdotArgs) -> Run:
@@ -88,19 +75,12 @@ def _plan_mv(a: VecdotArgs) -> Run:
 def _plan_numpy(a: VecdotArgs) -> Run:
     """NumPy's choice of strategy on zero-copy views; the result wraps NumPy's array."""
     dtype = a.dtype
-    cast1, cast2 = a.x1.dtype is not dtype, a.x2.dtype is not dtype
-    v1 = numpy_view(a.x1.to(dtype) if cast1 else a.x1)
-    v2 = numpy_view(a.x2.to(dtype) if cast2 else a.x2)
-    run = numpy_vecdot.plan(v1, v2, a.axis, a.keepdims)
 
-    def via_numpy(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        if cast1:
-            x1 = x1.to(dtype)
-        if cast2:
-            x2 = x2.to(dtype)
-        return torch.from_numpy(run(numpy_view(x1), numpy_view(x2)))
+    def view(x: torch.Tensor) -> Any:
+        return numpy_view(x if x.dtype is dtype else x.to(dtype))
 
-    return via_numpy
+    run = numpy_vecdot.plan(view(a.x1), view(a.x2), a)
+    return lambda x1, x2: torch.from_numpy(run(view(x1), view(x2)))
 
 
 def _plan_row_dots(a: VecdotArgs) -> Run:
@@ -119,8 +99,7 @@ def _plan_row_dots(a: VecdotArgs) -> Run:
 
 
 def _plan_columns(a: VecdotArgs) -> Run:
-    """The products summed one column (a contiguous slice along the axis) at a time,
-    each a streaming elementwise pass on torch's threads."""
+    """Summed one column (a contiguous slice along the axis) at a time: streaming passes."""
     axis, keepdims = a.axis, a.keepdims
 
     def columns(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -140,7 +119,6 @@ def _real(a: VecdotArgs) -> str | None:
 
 
 def _mv_applies(a: VecdotArgs) -> str | None:
-    """One input a 1-d vector along the last axis, the other a matrix or stack of them."""
     x1, x2 = a.x1, a.x2
     many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
     if a.axis != -1 or a.keepdims or one.ndim != 1 or many.ndim == 1 or one.shape[0] < 2:
@@ -175,42 +153,36 @@ def _columns_applies(a: VecdotArgs) -> str | None:
 
 
 def _threaded(
-    name: str, summary: str, plan: Callable[[VecdotArgs], Run], applies: Any, features: Any
+    name: str, summary: str, plan: Callable[[VecdotArgs], Run], applies: Any = None
 ) -> Strategy:
-    """A strategy that runs on torch's threads."""
-    return Strategy(name, summary, plan, features, lambda a: torch.get_num_threads(), applies)
+    """A strategy on torch's threads that keeps every autograd feature."""
+    return Strategy(name, summary, plan, FEATURES, lambda a: torch.get_num_threads(), applies)
 
 
 STRATEGIES = Strategies(
     [
         _threaded(
-            "native",
-            "torch.linalg.vecdot (half precision and unsigned: product and sum in a wider "
-            "dtype): every autograd feature",
-            _plan_native,
-            None,
-            FEATURES,
+            "native", "torch.linalg.vecdot, or product and sum in a wider dtype", _plan_native
         ),
-        _threaded("mv", "one vector against many: torch's GEMV", _plan_mv, _mv_applies, FEATURES),
+        _threaded("mv", "one vector against many: torch's GEMV", _plan_mv, _mv_applies),
         Strategy(
             "numpy",
             "NumPy's fused loops (or BLAS) on zero-copy views: each input read once",
             _plan_numpy,
             applies=_numpy_applies,
         ),
-        _threaded(
+        Strategy(
             "row_dots",
             "one BLAS dot per long contiguous vector, on torch's threads",
             _plan_row_dots,
-            _row_dots_applies,
-            frozenset(),
+            threads=lambda a: torch.get_num_threads(),
+            applies=_row_dots_applies,
         ),
         _threaded(
             "columns",
             "short vectors along a strided axis: one streaming pass per column",
             _plan_columns,
             _columns_applies,
-            FEATURES,
         ),
     ],
     choose=lambda a: choose(a),
@@ -236,8 +208,8 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
     nbytes = (x1.numel() + x2.numel()) * item
     threads = torch.get_num_threads()
     # Long vectors past one core's L2 (below, NumPy's one thread reads them at the
-    # cache's speed), in at least two of the operator's tasks, on two threads or more.
-    long_rows = n * item >= TORCH["row_dots_bytes"] and size >= 2 * _GRAIN * n
+    # cache's speed). Few rows run on one thread: still as fast as NumPy's (0.6-1.1x).
+    long_rows = n * item >= TORCH["row_dots_bytes"]
     if long_rows and nbytes >= m.l2 and threads >= 2 and _row_dots_applies(a) is None:
         return "row_dots", "long contiguous vectors past one core's L2: a BLAS dot each"
     if _real(a) is None and x1.shape == x2.shape and n <= NUMPY["vecdot_short"]:
