@@ -10,7 +10,8 @@ with NumPy or torch operands and default keywords runs its signature's plan.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from .._einsum.report import EinsumReport, describe
 from .._plans import PlanCache
 from .._plans import key as plan_key
 from .._tracing import memo, tracing
+from .._types import ArrayT
 
 __all__ = ["EinsumArgs", "einsum", "einsum_path"]
 
@@ -254,6 +256,35 @@ def _planned_call(operands: tuple[Any, ...], optimize: Any) -> Any:
             return impl.func(call.args)
         PLANS.put(key, plan)
     return plan(*ops)
+
+
+@overload
+def einsum(
+    subscripts: str,
+    /,
+    *operands: ArrayT,
+    out: Any = None,
+    dtype: Any = None,
+    order: str = "K",
+    casting: str = "safe",
+    optimize: Any = "auto",
+    memory_limit: Any = None,
+) -> ArrayT: ...
+
+
+@overload
+def einsum(
+    operand: ArrayT,
+    sublist: Sequence[Any],
+    /,
+    *rest: Any,
+    out: Any = None,
+    dtype: Any = None,
+    order: str = "K",
+    casting: str = "safe",
+    optimize: Any = "auto",
+    memory_limit: Any = None,
+) -> ArrayT: ...
 
 
 def einsum(

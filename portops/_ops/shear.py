@@ -20,6 +20,7 @@ from .._arrays import inspect_arrays
 from .._dtypes import result_dtype
 from .._plans import PlanCache
 from .._plans import key as plan_key
+from .._types import ArrayT
 from .shift_sum import _check_array, _normalize_mask, _normalize_offsets
 
 __all__ = ["ShearArgs", "dispersion_offsets", "shear", "unshear"]
@@ -156,7 +157,9 @@ def _step_key(step: Any) -> Any:
     return None
 
 
-def _call(op: str, plans: PlanCache, array: Any, step: Any, axis: Any, cax: Any, mask: Any) -> Any:
+def _call(
+    op: str, plans: PlanCache, array: ArrayT, step: Any, axis: Any, cax: Any, mask: Any
+) -> ArrayT:
     """Run `op` through the plan of this call's signature, planning it on a first call."""
     key = None
     step_key = _step_key(step)
@@ -165,20 +168,22 @@ def _call(op: str, plans: PlanCache, array: Any, step: Any, axis: Any, cax: Any,
         if key is not None and not _dispatch.preferences_active():
             plan = plans.get(key)
             if plan is not None:
-                return plan(array, mask)
-    return _dispatch.invoke_planned(
+                result: ArrayT = plan(array, mask)
+                return result
+    planned: ArrayT = _dispatch.invoke_planned(
         op, plans, key, (array, mask), array, step, axis=axis, channel_axis=cax, mask=mask
     )
+    return planned
 
 
 def shear(
-    x: Any,
+    x: ArrayT,
     step: float | Sequence[float],
     *,
     axis: int = -1,
     channel_axis: int = -3,
     mask: Any = None,
-) -> Any:
+) -> ArrayT:
     """Shift channel ``c`` of `x` by ``o_c`` into an axis lengthened by ``max(o)``.
 
     ``out[..., c, h, w + o_c] = (mask * x)[..., c, h, w]`` and 0 elsewhere, with
@@ -233,13 +238,13 @@ def shear(
 
 
 def unshear(
-    y: Any,
+    y: ArrayT,
     step: float | Sequence[float],
     *,
     axis: int = -1,
     channel_axis: int = -3,
     mask: Any = None,
-) -> Any:
+) -> ArrayT:
     """Crop each channel's window of a sheared cube: the adjoint of :func:`shear`.
 
     ``x[..., c, h, w] = conj(mask) * y[..., c, h, w + o_c]`` (the 4-D ``shift_back``

@@ -20,6 +20,7 @@ from .._arrays import DASK, as_dask_operands, inspect_arrays
 from .._dtypes import accumulation_dtype, result_dtype
 from .._plans import PlanCache, int_key
 from .._plans import key as plan_key
+from .._types import ArrayT
 
 __all__ = ["ShiftSumArgs", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv"]
 
@@ -325,14 +326,14 @@ def _params(
 def _call(
     op: str,
     plans: PlanCache,
-    array: Any,
+    array: ArrayT,
     step: Any,
     channels: Any,
     axis: Any,
     channel_axis: Any,
     mask: Any,
     keepdims: Any,
-) -> Any:
+) -> ArrayT:
     """Run `op` through the plan of this call's signature, planning it on a first call."""
     key = None
     params = _params(step, channels, axis, channel_axis, keepdims)
@@ -341,22 +342,24 @@ def _call(
         if key is not None and not _dispatch.preferences_active():
             plan = plans.get(key)
             if plan is not None:
-                return plan(array, mask)
+                result: ArrayT = plan(array, mask)
+                return result
     kw = {"axis": axis, "channel_axis": channel_axis, "mask": mask, "keepdims": keepdims}
     if op != "shift_sum":
         kw["channels"] = channels
-    return _dispatch.invoke_planned(op, plans, key, (array, mask), array, step, **kw)
+    planned: ArrayT = _dispatch.invoke_planned(op, plans, key, (array, mask), array, step, **kw)
+    return planned
 
 
 def shift_sum(
-    x: Any,
+    x: ArrayT,
     step: int | Sequence[int],
     *,
     axis: int = -1,
     channel_axis: int = -3,
     mask: Any = None,
     keepdims: bool = False,
-) -> Any:
+) -> ArrayT:
     """Shift channel ``c`` of `x` by ``o_c`` along `axis` and sum over channels.
 
     ``y[..., h, w'] = sum_c (mask * x)[..., c, h, w' - o_c]`` with ``o_c = c * step``
@@ -409,7 +412,7 @@ def shift_sum(
 
 
 def shift_sum_adjoint(
-    y: Any,
+    y: ArrayT,
     step: int | Sequence[int],
     *,
     channels: int | None = None,
@@ -417,7 +420,7 @@ def shift_sum_adjoint(
     channel_axis: int = -3,
     mask: Any = None,
     keepdims: bool = False,
-) -> Any:
+) -> ArrayT:
     """The exact adjoint of :func:`shift_sum`: crop each channel's window and mask it.
 
     ``x[..., c, h, w] = conj(mask) * y[..., h, w + o_c]`` (the conjugate only matters
@@ -456,7 +459,7 @@ def shift_sum_adjoint(
 
 
 def shift_sum_pinv(
-    y: Any,
+    y: ArrayT,
     step: int | Sequence[int],
     *,
     channels: int | None = None,
@@ -464,7 +467,7 @@ def shift_sum_pinv(
     channel_axis: int = -3,
     mask: Any = None,
     keepdims: bool = False,
-) -> Any:
+) -> ArrayT:
     """The Moore-Penrose pseudo-inverse of :func:`shift_sum`.
 
     ``pinv(y) = A^H (y / Phi)`` with ``Phi = sum_c shift_c(|mask_c|^2)`` and 0 where

@@ -11,6 +11,7 @@ from .._arrays import DASK, as_dask_operands, inspect_arrays
 from .._dtypes import accumulation_dtype
 from .._plans import PlanCache
 from .._plans import key as _key
+from .._types import ArrayT
 
 __all__ = ["VecdotArgs", "vecdot"]
 
@@ -126,7 +127,7 @@ _lookup = PLANS._plans.get
 _preferences = _dispatch.current_preferences
 
 
-def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> Any:
+def vecdot(x1: ArrayT, x2: ArrayT, /, *, axis: int = -1, keepdims: bool = False) -> ArrayT:
     """Dot product of the vectors along `axis`: ``sum(conj(x1) * x2, axis=axis)``.
 
     Follows the array API standard's ``vecdot``: the dimensions other than `axis`
@@ -183,7 +184,9 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> An
         if key is not None and _preferences() is None:
             plan = _lookup(key)
             if plan is not None:
-                return plan(x1, x2)
-    return _dispatch.invoke_planned(
+                result: ArrayT = plan(x1, x2)
+                return result
+    planned: ArrayT = _dispatch.invoke_planned(
         "vecdot", PLANS, key, (x1, x2), x1, x2, axis=axis, keepdims=keepdims
     )
+    return planned
