@@ -30,6 +30,13 @@ NOT_SPEED = {
     "MIN_BYTES": "buffer cache policy (memory kept, documented in portops._buffers)",
     "RECENT": "buffer cache policy (memory kept, documented in portops._buffers)",
     "_CACHE_MAX": "a memory bound of a cache",
+    # einsum's path search budgets (as opt_einsum's "auto"): they bound planning time,
+    # which grows factorially with the operands, and do not depend on the machine.
+    "_EXHAUSTIVE_MAX": "einsum path search budget",
+    "_SUBSETS_MAX": "einsum path search budget",
+    "_SEARCH_MAX": "einsum path search budget",
+    "_SHORTLIST": "einsum path search budget",
+    "_SHORTLIST_RATIO": "einsum path search budget",
 }
 
 
@@ -56,6 +63,23 @@ def test_every_parameter_says_why_and_where():
         assert isinstance(p.default, (int, float)) and p.default > 0, p.name
     text = str(portops.tuning())
     assert all(p.name in text for p in params)
+
+
+def test_no_speed_constant_outside_the_tables() -> None:
+    """A module-level number in the package is a tuning parameter or a stated fact."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "_tables.py":
+            continue
+        for node in ast.parse(path.read_text("utf-8")).body:
+            target = node.target if isinstance(node, ast.AnnAssign) else None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            value = getattr(node, "value", None)
+            if isinstance(target, ast.Name) and value is not None and _numeric(value):
+                if target.id.lstrip("_").isupper() and target.id not in NOT_SPEED:
+                    found.append(f"{path.relative_to(PACKAGE)}: {target.id}")
+    assert found == []
 
 
 def test_measurements_name_importable_functions():
