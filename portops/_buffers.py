@@ -1,19 +1,6 @@
-"""A bounded cache of large CPU result buffers, for result sizes that recur.
-
-A fresh 100 MB result costs its page zeroing on first touch, and a solver loop asks for
-the same few shapes again and again: as PyTorch's CUDA caching allocator does, large
-results of a recently seen size are carved from kept buffers.
-
-Buffers are private anonymous mmaps (after ``fork()`` each process sees its own
-copy-on-write pages). Results are NumPy views of a buffer, so anything made from one
-references it; a buffer is reused only when its reference count shows that only this
-cache holds it, so reuse never aliases live data.
-
-A size is cached from its second request within :data:`RECENT` large requests; a free
-buffer unused for :data:`RECENT` requests is released; at most ``max_bytes`` are held
-(in use included), dropping least recently used free buffers, else the result is
-allocated normally. ``PORTOPS_BUFFER_CACHE_MB`` sets the bound at import (default 256
-MB, or 1/64 of the memory if less; 0: off).
+"""A bounded cache of large CPU result buffers: recurring result sizes reuse kept
+mmaps instead of paying fresh page zeroing; a buffer is reused only when no result
+references it. ``PORTOPS_BUFFER_CACHE_MB`` sets the bound (0: off).
 """
 
 from __future__ import annotations
@@ -111,8 +98,7 @@ def _drop(i: int) -> None:
 
 
 def _evict(target: int, stale: int = -1) -> None:
-    """Drop free buffers last used before request `stale`, and more, least recently
-    used first, until at most `target` bytes are held."""
+    """Drop free buffers unused since `stale`, then LRU ones until `target` bytes are held."""
     i = 0
     while i < len(_buffers):
         if (_held > target or _last_use[i] < stale) and _is_free(i):
@@ -122,8 +108,7 @@ def _evict(target: int, stale: int = -1) -> None:
 
 
 def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
-    """``np.empty(shape, dtype)``, from a reused buffer when the result is large and
-    its size recurs."""
+    """``np.empty(shape, dtype)``, from a reused buffer for large recurring sizes."""
     dtype = np.dtype(dtype)
     count = math.prod(shape)
     nbytes = count * dtype.itemsize

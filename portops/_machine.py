@@ -1,12 +1,5 @@
-"""The machine portops fits its choices to: cores, caches, memory.
-
-Strategy rules speak of the machine (does this fit one core's L2?) rather than of
-constants measured on one computer. The profile is read once, lazily, from sysfs,
-``sysconf`` or macOS's ``sysctl`` (stated defaults otherwise, named in ``source``). It
-can be overridden within a block (``with portops.machine(cores=64): ...``) or for a
-process (``PORTOPS_MACHINE`` naming a JSON file of the same fields); ``gpu_sms``
-overrides what GPU backends read from the device.
-"""
+"""The machine profile (cores, caches, memory) strategy rules are fitted to, read
+lazily from the OS; overridable per block or by the ``PORTOPS_MACHINE`` JSON file."""
 
 from __future__ import annotations
 
@@ -86,11 +79,7 @@ class Machine:
         return max(self.l3 * instances, self.l2 * self.cores)
 
     def replace(self, **fields: Any) -> Machine:
-        """A copy with some fields changed (checked as :func:`machine` checks them).
-
-        A new core count without ``l3_shared_by`` describes one L3 shared by all the
-        cores (one socket), not this machine's sharing scaled up.
-        """
+        """A copy with checked fields changed; new ``cores`` alone means one shared L3."""
         checked = _check_fields(fields)
         if "cores" in checked and "l3_shared_by" not in checked:
             checked = {**checked, "l3_shared_by": checked["cores"]}
@@ -262,8 +251,7 @@ _lock = threading.Lock()
 
 
 def _from_file(base: Machine) -> Machine:
-    """`base` with the fields of the JSON file ``PORTOPS_MACHINE`` names, if set; a bad
-    file warns and is ignored (it tunes speed, never results)."""
+    """`base` with ``PORTOPS_MACHINE``'s JSON fields; a bad file only warns."""
     path = os.environ.get(ENV_MACHINE, "").strip()
     if not path:
         return base
@@ -292,8 +280,7 @@ def _process_machine() -> Machine:
 
 
 def current() -> Machine:
-    """The profile in force: the innermost ``with portops.machine(...)``'s, else the
-    process's (detected, with ``PORTOPS_MACHINE``'s fields)."""
+    """The profile in force: the innermost ``with machine(...)``'s, else the process's."""
     scoped = _scoped.get()
     return scoped if scoped is not None else _process_machine()
 
@@ -304,8 +291,7 @@ def token() -> int:
     return 0 if scoped is None else scoped.token
 
 
-# torch.compile cannot trace a ContextVar read: it runs these eagerly, their results
-# constants (torch.compiler.assume_constant_result's mark, set without importing torch).
+# torch.compile runs these eagerly as constants (it cannot trace a ContextVar read).
 current._dynamo_marked_constant = True  # type: ignore[attr-defined]
 token._dynamo_marked_constant = True  # type: ignore[attr-defined]
 

@@ -1,15 +1,7 @@
 """Per-signature call plans: validate and choose once, then only run.
 
-A call's *signature* is all its cost and result depend on but the array values: the
-arrays' library, shapes, strides, dtypes and device, the other arguments, and the
-ambient state :func:`key` reads (the machine profile in force, the tuned parameters,
-torch's grad mode; calls while torch.compile traces, under a ``torch.func`` transform
-or with forward-mode AD get no plan). Thread counts are read when a plan runs.
-
-The first call with a signature runs the full path and keeps the chosen strategy's
-plan; later calls run it. Each operation keeps ``PORTOPS_PLAN_CACHE`` plans (default
-512, 0: none), dropping the oldest. Only NumPy, torch and CuPy arrays get plans (JAX
-and Dask pay dispatch once per trace or graph anyway); no library is imported here.
+A signature is everything but the array values that cost and result depend on (see
+:func:`key`); ``PORTOPS_PLAN_CACHE`` plans per operation (default 512, 0: none).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Strategies: the named ways an implementation can run a call, and the rule choosing one.
 
-NumPy's vecdot can call ``np.vecdot``, einsum's loop or one matrix-vector product; which
-is fastest depends on shapes and machine. Each way is a :class:`Strategy` (name,
-summary, the torch features it keeps, threads, and a *plan*: a function of the call's
-arrays with all that depends only on the signature worked out once); a
-:class:`Strategies` set adds the rule picking one. :func:`portops.explain` shows the
-choice, :func:`portops.prefer` forces one, and unplanned calls run the plan once.
-
-A plan takes later calls' arrays as passed to the public function, and the first
-call's normalised arrays (normalisation must be idempotent); it keeps no reference to
-the arrays it was planned from.
+A strategy's plan is worked out once per signature and takes later calls' arrays; it
+keeps no reference to the arrays it was planned from.
 """
 
 from __future__ import annotations

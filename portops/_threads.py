@@ -1,12 +1,5 @@
-"""portops' own thread pool, and how many threads it may use.
-
-The NumPy kernels spread large arrays over a pool of threads. The limit is, first
-found: :func:`threads` (this thread or task), :func:`set_num_threads` (the process),
-``PORTOPS_NUM_THREADS`` (read at import), the machine profile's cores; and never more
-than NumPy's BLAS may use now when ``threadpoolctl`` is installed (so
-``threadpool_limits`` and ``OMP_NUM_THREADS``, which dask's workers set to 1, hold).
-Concurrent calls share the limit: a helper starts only while fewer threads work.
-"""
+"""portops' thread pool and its limit (scoped, process, environment, cores; capped by
+BLAS's via threadpoolctl so dask workers' limits hold), shared by concurrent calls."""
 
 from __future__ import annotations
 
@@ -160,8 +153,7 @@ effective_threads._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def workers(work: int, grain: int) -> int:
-    """Threads for a kernel moving `work` bytes: one per `grain` bytes (what repays a
-    thread's start), at least one, at most :func:`effective_threads`."""
+    """Threads for `work` bytes: one per `grain` bytes, within [1, effective_threads()]."""
     if work < 2 * grain:
         return 1
     return max(1, min(work // grain, effective_threads()))
@@ -190,8 +182,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def _executor(helpers: int) -> ThreadPoolExecutor:
-    """A pool with at least `helpers` threads (grown by replacing it). Call with
-    ``_pool_lock`` held and submit before releasing it: a replaced pool is shut down."""
+    """A pool of at least `helpers` threads; hold ``_pool_lock`` until submitted."""
     global _pool, _pool_size
     if _pool is None or _pool_size < helpers:
         old = _pool
@@ -228,8 +219,7 @@ def _try_enter(limit: int) -> bool:
 
 
 def submit_helpers(work: Callable[[], None], count: int, limit: int) -> list[Future[None]]:
-    """Submit `count` helpers running `work`, each only if fewer than `limit` work
-    (the caller counted by :func:`enter` meanwhile)."""
+    """Submit `count` helpers running `work`, each only while fewer than `limit` work."""
 
     def helper() -> None:
         if not _try_enter(limit):

@@ -1,11 +1,5 @@
-"""What a torch call needs beyond its result, read from torch's own state.
-
-Imported once a tensor has been passed (it imports torch): the backends ask
-:func:`needs`, the plan keys :func:`plan_state`, :func:`array_key` and :func:`pair_key`.
-Whether a ``torch.func`` transform is active or a forward-AD level is open has no public
-query: torch's own functions are read where present (``autograd.Function.apply`` calls
-them), else the answer errs on the safe side (a transform is assumed active; dual
-tensors are found one by one with ``forward_ad.unpack_dual``).
+"""What a torch call needs beyond its result, read from torch's own state (imports
+torch); where torch has no public query the answer errs on the safe side.
 """
 
 from __future__ import annotations

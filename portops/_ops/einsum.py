@@ -1,10 +1,5 @@
-"""``einsum`` and ``einsum_path`` with numpy's semantics on every array-API library.
-
-Every pairwise step of the chosen contraction order is one batched ``matmul`` of the
-arrays' own namespace, so it runs wherever ``matmul``, ``reshape`` and ``permute_dims``
-do and keeps gradients. Lowerings are cached per signature (built when an
-implementation first asks: :class:`portops._einsum.lowering.Lowering`); a repeated call
-with NumPy or torch operands and default keywords runs its signature's plan.
+"""``einsum`` and ``einsum_path`` with numpy's semantics on every array-API library:
+each contraction step is one batched ``matmul``; lowerings are cached per signature.
 """
 
 from __future__ import annotations

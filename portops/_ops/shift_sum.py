@@ -1,10 +1,6 @@
 """The CASSI dispersion operator: shift each channel along an axis, then sum channels.
 
-All three public functions describe the same linear operator ``A`` with the same keyword
-arguments; axes always refer to the layout of ``x`` (the array that has the channel axis).
-Validation and normalisation happen here, once; implementations receive a
-:class:`ShiftSumArgs` with non-negative offsets, non-negative axes and a mask of the
-same number of dimensions as ``x``.
+The public functions validate once into a :class:`ShiftSumArgs` (axes in ``x``'s layout).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""shear / unshear for NumPy on the CPU: one cache-sized block of the result at a time.
-
-Blocks (about :func:`block_bytes`, cut before the shifted axis so each holds whole
-windows) are the units portops' threads share. Each block of the sheared cube is zeroed
-and its windows copied in while it sits in the cache, so the cube goes to memory once.
-Each channel group (:func:`~.layout.channel_groups`) is one copy per block, mask fused;
-a fractional group takes ``(1 - f) * x`` at ``n`` plus ``f * x`` at ``n + 1``.
+"""shear / unshear for NumPy on the CPU, one cache-sized block of the result at a
+time over portops' threads, so the cube goes to memory once.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """NumPy shift_sum family: cache-blocked kernels over threads, and plans for small arrays.
 
-A slice-add into a window of ``y`` is strided (rows of ``W`` at a stride of
-``W + max(o)``), several times slower in NumPy than a contiguous add. So ``blocked``
-sums each block of rows into a flat accumulator whose rows have x's length ``W``:
-channel ``c`` is one contiguous add at flat offset ``o_c``, its last ``o_c`` columns
-wrapping into the next row. Channels go in ascending offset, so once all of offset
-``<= o`` are in, the columns ``[o, next offset)`` are complete: copied out and zeroed
-before the next channel wraps into them (nothing is subtracted: exact sums). An x with
-strided rows is gathered channel by channel from cache-sized blocks.
-
-A small x with few rows per channel takes ``sheared`` or ``loop`` (less set-up). The
-adjoint copies each channel's window (times the mask): ``windows`` for a small result,
-``blocked`` over threads otherwise. NumPy releases the GIL inside ufuncs, so blocks
-spread over portops' thread pool, one thread per ``thread_grain`` bytes moved.
+``blocked`` sums rows into a flat accumulator of x's row length so each channel is one
+contiguous add (strided slice-adds are several times slower); exact, nothing subtracted.
 """
 
 from __future__ import annotations

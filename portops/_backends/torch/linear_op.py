@@ -1,11 +1,6 @@
-"""One definition of a masked linear operator pair for every torch feature.
-
-The shift_sum family and shear / unshear are each a pair, ``A(m * x)`` and its adjoint
-``conj(m) * A^H y``, bilinear in the array and the mask, defined here once so that every
-feature behaves the same for all of them: gradients to any order (each backward calls
-the other operator's public function), forward-mode AD, ``torch.func`` (an
-``autograd.Function`` with ``setup_context``, ``jvp`` and ``vmap``), ``torch.compile``
-(custom operators with fake implementations) and plain eager calls (the bare kernel).
+"""One masked linear operator pair ``A(m * x)`` / ``conj(m) * A^H y`` for every torch
+feature (grad to any order, forward AD, ``torch.func``, ``torch.compile``, eager),
+shared by shift_sum and shear so they all behave alike.
 """
 
 from __future__ import annotations

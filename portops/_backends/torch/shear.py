@@ -1,14 +1,6 @@
-"""PyTorch shear / unshear: strided views and ``copy_``, the same ops on CPU and CUDA.
-
-Kernels: a CPU shear that needs no autograd feature, of a NumPy dtype, without a mask
-or fractional offsets goes through zero-copy NumPy views to
-:mod:`portops._shear.blocked` (cache-sized blocks over portops' threads). Every other
-call, and every call that needs a feature, runs the strided kernels of
-:mod:`portops._shear.strided` on torch's ops (``as_strided``, ``copy_``, ``lerp``).
-
-Gradients: shear and unshear are one :class:`~.linear_op.LinearPair` (each one's
-backward is the other): custom operators under ``torch.compile``, an
-``autograd.Function`` for other calls that need a feature, the kernel itself otherwise.
+"""PyTorch shear / unshear on CPU and CUDA: zero-copy NumPy views to
+:mod:`portops._shear.blocked` for plain CPU calls, strided torch ops otherwise; one
+:class:`~.linear_op.LinearPair` for gradients.
 """
 
 from __future__ import annotations

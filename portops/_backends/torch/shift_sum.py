@@ -1,22 +1,6 @@
-"""PyTorch shift_sum family, CPU and CUDA.
-
-The forward and the adjoint are one :class:`~.linear_op.LinearPair`: the custom
-operators ``portops::shift_sum`` and ``portops::shift_sum_adjoint`` (what
-``torch.compile`` traces), an ``autograd.Function`` for eager calls that need gradients,
-forward-mode AD or ``torch.func``, and the bare kernel otherwise. The pseudo-inverse is
-composed from the two and keeps every feature (on CUDA a plain call runs a fused Triton
-kernel). Strategies:
-
-- forward ``slice_add``: one in-place slice-add per channel into a cache-resident ``y``
-  (``addcmul_`` fuses the mask), each spread over ATen's threads;
-- forward ``numpy`` (CPU, calls that need no feature): NumPy's strategies on zero-copy
-  views, for a small x (each of torch's adds pays its dispatch) and for a large x with
-  strided rows;
-- adjoint ``windows``: one strided copy (or multiply) of every window into the result
-  (``unfold`` gives all windows as one view when the offsets are evenly spaced);
-- ``triton`` (CUDA): one launch of a row kernel (or a general one), mask fused.
-
-Large CPU results come from :mod:`portops._buffers` (reused, huge-page backed).
+"""PyTorch shift_sum family, CPU and CUDA: forward and adjoint as one
+:class:`~.linear_op.LinearPair` (every torch feature); strategies ``slice_add``,
+``numpy``, ``windows`` and ``triton``; large CPU results from :mod:`portops._buffers`.
 """
 
 from __future__ import annotations
