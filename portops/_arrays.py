@@ -1,9 +1,5 @@
-"""Array inspection shared by every operation: library, device kind, namespace.
-
-Each array library is described by a :class:`Backend` (the built-in ones at the end of
-this module, others through :func:`portops.extend.register_backend` or the
-``portops.backends`` entry points). Answers are cached per array type, and nothing
-imports an array library the caller has not imported.
+"""Array inspection shared by every operation: library, device kind, namespace; cached
+per array type, never importing a library the caller has not.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The tuning tables: every constant that decides which strategy runs, or how fast.
-
-One table per backend; each entry says why it has its value and where that was measured
-(:func:`portops.tune` measures some here). All else comes from the machine profile, so
-one rule fits a laptop and a 64-core server. ``print(portops.tuning())`` shows them.
+"""The tuning tables: every constant that decides which strategy runs, or how fast,
+each with why and where it was measured. ``print(portops.tuning())`` shows them.
 """
 
 from __future__ import annotations

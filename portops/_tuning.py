@@ -1,7 +1,5 @@
-"""The machinery of the tuning tables (the tables themselves: :mod:`portops._tables`).
-
-Each parameter says why it has its value and where that was measured; :func:`tune`
-measures those it can on this machine and saves them for later processes here.
+"""The machinery of the tuning tables (the tables: :mod:`portops._tables`); :func:`tune`
+measures what it can here and saves it for later processes.
 """
 
 from __future__ import annotations

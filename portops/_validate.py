@@ -1,9 +1,5 @@
-"""Argument checks shared by every operation: integers, axes, counts, flags, dtypes.
-
-Messages read ``"<name> must be <what is accepted>, got <what came>"`` (the type's name
-for a TypeError, the value for a ValueError). Integers are read by
-:func:`operator.index`, as NumPy reads axes, refusing bool (a slip, as NumPy says too);
-flags take anything with a single truth value, as NumPy's do.
+"""Argument checks shared by every operation, with messages reading
+``"<name> must be <what is accepted>, got <what came>"``; integers as NumPy reads axes.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What one call signature plans to: cheap facts at once, the lowered plan on demand.
-
-Parsing, the label sizes (which validate the shapes) and the naive FLOP count decide,
-for small contractions, that ``numpy.einsum``'s loop wins, so a first call never builds
-a plan it does not run. Forms of `optimize` other than ``"auto"``, and `memory_limit`,
-are planned at once, so that their errors are raised by the call that gave them.
+"""What one call signature plans to: cheap facts at once (enough to pick
+``numpy.einsum`` for small contractions), the lowered plan on demand.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Parse numpy-style einsum subscripts (both formats) into integer labels: letters are
-their code points, sublist labels shifted past them, and ellipsis dimensions negative
-labels (``-1`` the last), so that they broadcast as size-1 labelled axes do.
-"""
+"""Parse numpy-style einsum subscripts into integer labels (ellipsis dims negative)."""
 
 from __future__ import annotations
 

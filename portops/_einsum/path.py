@@ -1,10 +1,5 @@
-"""Choosing the contraction order.
-
-``"auto"`` ranks orders by a quick estimate from the label sets (every order of up to
-four operands, a dynamic program over subsets, NumPy-style greedy beyond); a costly
-contraction lowers its best few and keeps the one the full cost model of
-:mod:`portops._einsum.plan` ranks first. ``"greedy"``/``"optimal"`` are NumPy's own
-path finders, other names opt_einsum's (an optional dependency).
+"""Choosing the contraction order (``"auto"``: estimate-ranked orders, the best few
+costed by :mod:`portops._einsum.plan`; else NumPy's or opt_einsum's finders).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Lower a parsed einsum equation to a program of array-API primitives over numbered
-slots (operands, then intermediates), run by :mod:`portops._einsum.execute`.
-
-Each operand is first reduced to distinct labels of size > 1; each pairwise step is then
-one batched ``matmul`` ``(batch..., M, K) @ (batch..., K, N)``, or a broadcast multiply
-when K is empty or tiny. Labels follow each operand's memory order, so the reshapes
-that merge them are views, and BLAS's transpose flag takes transposed operands.
+"""Lower a parsed einsum equation to array-API primitives over numbered slots: each
+pairwise step one batched ``matmul`` (or a broadcast multiply), reshapes kept as views.
 """
 
 from __future__ import annotations

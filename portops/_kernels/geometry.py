@@ -1,10 +1,5 @@
-"""Reduce any shift_sum layout to the fixed iteration space of the GPU kernels.
-
-``shift_sum.cu`` and the Triton kernels iterate over ``O0, O1, O2, W, I0, I1`` (three
-*outer* dims, the shifted axis, two *inner* dims) of the array with channels (*big*: x or
-the adjoint's result) and the one without (*small*: y), plus the channel dims. Strides are
-in elements (0 where a mask broadcasts); adjacent dims merge where every array allows it,
-and a layout that still needs more is reported (None) for the caller to fall back.
+"""Reduce any shift_sum layout to the GPU kernels' fixed iteration space
+``O0, O1, O2, W, I0, I1`` (element strides, merged dims); None where it does not fit.
 """
 
 from __future__ import annotations

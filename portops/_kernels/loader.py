@@ -1,7 +1,5 @@
-"""CUDA C sources of ``portops/_kernels`` and the names of their template instances.
-
-Imports no GPU library: the CuPy backend builds its modules from these, and the tests
-compile the same instances with ``nvcc`` on machines without a GPU.
+"""CUDA C sources of ``portops/_kernels`` and their template instance names (imports
+no GPU library, so tests can compile them with ``nvcc`` anywhere).
 """
 
 from __future__ import annotations

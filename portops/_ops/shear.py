@@ -1,9 +1,5 @@
-"""The sheared cube of CASSI: each channel shifted into a wider axis, without the sum.
-
-``shear(x)`` (CASSI codes' ``shift``) puts channel ``c`` at offset ``o_c`` of an axis
-lengthened by ``max(o)``; ``unshear(y)`` (``shift_back``) crops the windows back, its
-adjoint and left inverse. Validation happens here, once; implementations receive a
-:class:`ShearArgs`.
+"""The sheared cube of CASSI (``shear``: each channel shifted into a wider axis, no sum)
+and its left inverse ``unshear``; validated once into a :class:`ShearArgs`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Strided views that turn shear / unshear into a few zero-fills and one copy.
-
-Channels whose offsets step evenly (``o_c = first + i * step``) form one
-:class:`ChannelGroup` whose windows are one strided view of the sheared cube
-(:func:`group_view`); the zeros around the windows are strided views too
-(:func:`gap_views`). Pure Python on shapes and element strides.
+"""Strided views that turn shear / unshear into a few zero-fills and one copy per
+evenly stepped channel group. Pure Python on shapes and element strides.
 """
 
 from __future__ import annotations

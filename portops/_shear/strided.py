@@ -1,8 +1,5 @@
-"""shear / unshear by strided views, for torch and CuPy (NumPy in tests).
-
-Shear zeroes the gaps around the windows (:func:`~.layout.gap_views`, else the whole
-cube), then copies ``x`` (times the mask) into each channel group's windows; unshear
-copies them out; a fractional group takes one ``lerp``. The library comes as :class:`Ops`.
+"""shear / unshear by strided views (zero the gaps, copy each channel group's windows),
+for torch and CuPy through :class:`Ops`.
 """
 
 from __future__ import annotations

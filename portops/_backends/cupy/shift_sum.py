@@ -1,9 +1,5 @@
-"""CuPy shift_sum family: the CUDA gather kernels of ``portops/_kernels/shift_sum.cu``.
-
-Each thread owns output elements and loops over the channels that reach them: no
-atomics, one launch per operator (two for a masked pseudo-inverse), inputs read through
-their strides (see :mod:`portops._kernels.geometry`). NVRTC compiles each instance once
-per device; launches go to CuPy's current stream.
+"""CuPy shift_sum family: the CUDA gather kernels of ``portops/_kernels/shift_sum.cu``
+(no atomics, one launch per operator, strided inputs).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""vecdot on CuPy: one fused reduction kernel, no product temporary.
-
-Real and integer inputs whose batch dims merge into rows go to the planned raw kernels
-of ``portops/_kernels/vecdot.cu`` (a thread per short row, a block per long one; far
-less host time than a ``ReductionKernel``), the rest to ``cupy.ReductionKernel``. Half
-precision is summed in float32; complex inputs conjugate the first argument.
+"""vecdot on CuPy: one fused reduction kernel, no product temporary (raw kernels
+where rows merge, ``cupy.ReductionKernel`` otherwise).
 """
 
 from __future__ import annotations

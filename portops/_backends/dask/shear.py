@@ -1,8 +1,5 @@
-"""Dask shear / unshear: blockwise, each block run by its own library's fast path.
-
-Only the channel axis (each channel has its own offset) and the shifted axis (the
-channels move along it) become single chunks; every other axis keeps its chunks, so
-the work stays parallel over batch and rows. The result stays lazy.
+"""Dask shear / unshear, blockwise: only the channel and shifted axes become single
+chunks, so the work stays parallel; the result stays lazy.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Dask shift_sum family: blockwise, each block run by its own library's fast path.
-
-The channel axis (summed over) and the shifted axis (channels spread along it) become
-single chunks where needed; every other axis keeps its chunks. The result stays lazy.
-"""
+"""Dask shift_sum family, blockwise: channel and shifted axes single chunks, the result lazy."""
 
 from __future__ import annotations
 

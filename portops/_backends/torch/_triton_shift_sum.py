@@ -1,10 +1,5 @@
-"""Triton kernels of the shift_sum family for torch CUDA tensors.
-
-The gather formulation of ``_kernels/shift_sum.cu`` (no atomics, mask fused, half
-precision accumulated in float32) over the dimensions of :mod:`portops._kernels.geometry`.
-*Row* kernels cover the common layouts (``(B, C, H, W)`` shifted along W or H) with
-contiguous runs per program; a *general* forward kernel takes any strides and complex
-dtypes; other adjoints are left to torch. The tests run them under ``TRITON_INTERPRET=1``.
+"""Triton kernels of the shift_sum family for torch CUDA tensors: the gather
+formulation of ``_kernels/shift_sum.cu`` (no atomics, mask fused), row and general kernels.
 """
 
 from __future__ import annotations

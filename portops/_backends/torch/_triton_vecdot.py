@@ -1,8 +1,5 @@
-"""Triton row reduction for vecdot on CUDA tensors: ``sum(x1 * x2)`` in one pass.
-
-Inputs are read once, in tiles of rows by a block of the contracted axis, multiplied
-and summed in registers (float32 for half precision). Too few rows to fill the GPU: the
-contracted axis is split into chunks whose partial sums a second, tiny reduction adds.
+"""Triton row reduction for vecdot on CUDA tensors: ``sum(x1 * x2)`` in one pass,
+splitting the contracted axis when there are too few rows to fill the GPU.
 """
 
 from __future__ import annotations
