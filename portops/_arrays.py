@@ -121,9 +121,7 @@ def registered_backends() -> tuple[Backend, ...]:
 
 
 def load_entry_points() -> None:
-    """Register the backends declared in the ``portops.backends`` group, once: each
-    names a :class:`Backend` or a function returning one (or None, having registered
-    its own); one that fails warns, naming it, and is skipped."""
+    """Register the ``portops.backends`` entry points once; a failing one warns and is skipped."""
     if _entry_points_loaded[0]:
         return
     with _backend_lock:
@@ -230,9 +228,8 @@ class ArrayArgs(NamedTuple):
 
 
 def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
-    """Check that `arrays` (None: an absent optional one; `names` for messages) are of
-    one library on one device. Dask arrays may come with in-memory arrays of their
-    chunks' library, as Dask allows: a Dask call (:func:`as_dask_operands` wraps those)."""
+    """Check that `arrays` (None: absent) share one library and device; Dask arrays may
+    mix with in-memory arrays of their chunks' library, as Dask allows."""
     first_name = ""
     library: str | None = None
     first: Any = None
@@ -310,10 +307,8 @@ def _inspect_with_dask(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs
 def as_dask_operands(
     arrays: Sequence[Any], labels: Sequence[Sequence[Any]] | None = None
 ) -> tuple[Any, ...]:
-    """`arrays` of a Dask call with each in-memory array wrapped, lazily, as a Dask
-    array whose axes take the chunks of a Dask operand's axis of the same label and
-    length (`labels`, per axis of each array; default: position from the end), else
-    Dask's automatic chunks. None entries and Dask arrays are returned as they are."""
+    """`arrays` of a Dask call, in-memory ones wrapped lazily, chunked like the Dask
+    operand's axis of the same label (`labels`; default: position from the end)."""
     backend = get_backend(DASK)
     if backend is None or backend.package is None:
         raise RuntimeError("no Dask backend is registered")

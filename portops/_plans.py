@@ -136,9 +136,7 @@ def ambient() -> Hashable:
 
 
 def key(params: Hashable, *arrays: Any) -> Hashable | None:
-    """The signature of a call on `arrays` (None: an absent optional array) with its
-    other arguments `params` (hashable), or None for no plan. A tiny call's overhead
-    is mostly this: two arrays of one type (the commonest call) take no loop."""
+    """The signature of a call on `arrays` with hashable `params`, or None for no plan."""
     if _MAX_PLANS <= 0:
         return None
     first = arrays[0]

@@ -48,9 +48,7 @@ def needs(tensors: tuple[Any, ...]) -> frozenset[str]:
 
 
 def plan_state(tensors: tuple[Any, ...]) -> Hashable | None:
-    """The ambient part of a plan key: whether gradients are recorded; None (no plan)
-    while torch.compile traces, a torch.func transform is active or forward-mode AD
-    is open. (``requires_grad`` itself is in each tensor's part.)"""
+    """The ambient part of a plan key (grad mode), or None while tracing or transformed."""
     if _is_compiling() or _transforms_now() or _dual_level_now(tensors):
         return None
     return _grad_enabled()

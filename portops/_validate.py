@@ -127,9 +127,7 @@ def check_fits(
     library: str,
     what: str = "a result",
 ) -> None:
-    """Raise ValueError naming `cause` (a phrase, or an argument's name and value) when
-    an array of `shape` and `itemsize` would not fit this machine's memory, before any
-    work (Dask arrays, computed in chunks: the largest size any array can have)."""
+    """Raise ValueError naming `cause` when an array of `shape` would not fit in memory."""
     nbytes = math.prod(shape) * itemsize
     memory = sys.maxsize if library == "dask" else _machine.current().memory
     if nbytes > memory:
@@ -143,9 +141,7 @@ def check_fits(
 
 
 def setting(name: str, default: Any, what: str, parse: Any = int, minimum: float = 0) -> Any:
-    """The environment variable `name` read by `parse`, at least `minimum`; `default`
-    when unset, or (with a warning, not an error: it is set far from the code and
-    tunes speed only) when malformed."""
+    """Environment variable `name` read by `parse`; `default` when unset or (warning) malformed."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default

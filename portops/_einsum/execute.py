@@ -85,9 +85,7 @@ def cast(operands: Sequence[Any], dtype: Any, ops: ArrayAPIOps) -> list[Any]:
 def with_casts(
     a: Any, ops: ArrayAPIOps, copy: Callable[[Any], Any], body: Callable[..., Any]
 ) -> Callable[..., Any]:
-    """`body` (of operands in the result dtype) as a plan of the call's operands
-    (:class:`~portops._ops.einsum.EinsumArgs` `a`): cast when they must be, and a
-    result that may be a view of one copied by `copy`."""
+    """`body` as a plan of the call's operands: cast as needed, aliasing results copied."""
     dtype = a.dtype
     plan: Callable[..., Any] = (lambda *xs: body(*cast(xs, dtype, ops))) if a.casts else body
     return (lambda *xs: copy(plan(*xs))) if a.may_alias else plan

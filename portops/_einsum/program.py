@@ -35,9 +35,7 @@ class Program:
 
 @dataclass(frozen=True)
 class Spelling:
-    """How one library writes the program's calls: format strings over the variables
-    ``{a}``, ``{b}``, with the library bound as ``xp`` and the backend's primitives as
-    ``_ops``. A GEMM spelled None goes to ``_ops.matmul``."""
+    """How one library writes the program's calls (format strings; None: ``_ops.matmul``)."""
 
     module: Any
     permute: str  # "{a}.permute({perm})"

@@ -81,11 +81,7 @@ Kernel = Callable[[ShiftSumArgs], Any]
 
 
 def overlap(a: ShiftSumArgs, forward_impl: Kernel = forward) -> Any:
-    """``Phi = sum_c shift_c(|mask_c|^2)``, shaped to broadcast against ``y``.
-
-    Without a mask it is the number of channels that reach each position. Backends
-    pass their own forward kernel, which computes ``Phi`` as fast as the operator.
-    """
+    """``Phi = sum_c shift_c(|mask_c|^2)``, shaped to broadcast against ``y``."""
     y, offsets, ax, cax, mask, _, xp = a[:7]
     width = a.shape[ax]
     real = (
@@ -112,10 +108,7 @@ def divide_where_positive(xp: Any, y: Any, phi: Any) -> Any:
 
 
 def pinv(a: ShiftSumArgs, forward_impl: Kernel = forward, adjoint_impl: Kernel = adjoint) -> Any:
-    """``A^H (y / Phi)``: exact because ``A A^H`` is diagonal.
-
-    Backends pass their own forward and adjoint kernels.
-    """
+    """``A^H (y / Phi)``: exact because ``A A^H`` is diagonal."""
     xp = a.xp
     z = divide_where_positive(xp, a.array, overlap(a, forward_impl))
     if a.mask is None:

@@ -73,11 +73,7 @@ def geometry(
     channel_axis: int,
     out_width: int,
 ) -> Geometry | None:
-    """The kernels' view of one problem, or None when it needs more dims than they have.
-
-    Strides are in elements in the x layout (the small array's channel stride ignored, the
-    mask's 0 where it broadcasts); axes non-negative; `out_width`: the small array's width.
-    """
+    """The kernels' view of one problem (element strides), or None if it needs more dims."""
     ndim = len(big_shape)
     mstrides = mask_strides if mask_strides is not None else (0,) * ndim
     arrays = [big_strides, mstrides, small_strides]
@@ -140,9 +136,7 @@ class RowView(NamedTuple):
 
 
 def row_view(g: Geometry, has_mask: bool) -> RowView | None:
-    """`g` as rows and contiguous columns, or None when the row kernels do not cover it:
-    they need the shifted axis and those after it contiguous (one inner dim at most) in
-    both arrays, and the mask one linear run along the columns."""
+    """`g` as rows and contiguous columns, or None when the row kernels do not cover it."""
     inner = g.size[4]
     if g.size[5] != 1 or g.channels > CUDA["unroll_channels"]:  # Triton unrolls the loop
         return None

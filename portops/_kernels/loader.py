@@ -33,9 +33,7 @@ def kernel_source(name: str = "shift_sum.cu") -> str:
 def kernel_name(
     kernel: str, dtypes: tuple[str, ...], large: bool, constants: tuple[int, ...] = ()
 ) -> str:
-    """Template id of a kernel instance, e.g. ``portops::shift_sum_forward<float, ...>``;
-    `constants`: trailing integer template arguments (the row kernels' channel count, 0
-    for one read at run time)."""
+    """Template id of a kernel instance; `constants`: trailing integer template arguments."""
     args = [CTYPES[d] for d in dtypes] + ["long long" if large else "int"]
     args += [str(c) for c in constants]
     return f"portops::{kernel}<{', '.join(args)}>"

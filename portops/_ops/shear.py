@@ -57,11 +57,7 @@ def _fractional(v: Any) -> bool:
 def dispersion_offsets(
     step: Any, channels: int, argname: str = "step"
 ) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
-    """Whole-pixel offsets ``n_c`` and sub-pixel fractions ``f_c`` (None if all are 0).
-
-    Real offsets are shifted so that ``min(o) == 0``, then split. Type checks come first,
-    without exceptions, so that torch.compile traces this.
-    """
+    """Whole-pixel offsets ``n_c`` and fractions ``f_c`` (None if all 0), ``min(o) == 0``."""
     if not isinstance(step, (Sequence, numbers.Number, str, bytes)) and hasattr(step, "__len__"):
         step = list(step)  # NumPy or other 1-d arrays
     if _fractional(step):

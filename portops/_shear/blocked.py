@@ -65,9 +65,7 @@ def _fill_zero(block: Any) -> None:
 
 
 class _Group(NamedTuple):
-    """One channel group as whole-array views that each unit slices: its windows in the
-    cube, the same moved on by one (fractional groups, else None), its channels of x
-    (shear) or of the result (unshear), and of the mask (or None)."""
+    """One channel group as whole-array views that each work unit slices."""
 
     group: ChannelGroup
     windows: Any

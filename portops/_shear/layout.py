@@ -27,13 +27,7 @@ def gap_views(
     offsets: tuple[int, ...],
     width: int,
 ) -> list[View] | None:
-    """Views covering every element of a C-contiguous sheared cube outside the windows.
-
-    None (zero the whole cube) unless the offsets step evenly and the channel axis comes
-    before the rows. Between row ``h``'s window and row ``h + 1``'s, ``grow`` positions
-    are contiguous; the first and last rows are covered whole, windows included, so
-    zero them before copying the windows in.
-    """
+    """Views covering a sheared cube outside the windows (zero before copying), or None."""
     lin = linear_step(offsets)
     row = axis - 1
     if lin is None or row < 0 or channel_axis >= row:

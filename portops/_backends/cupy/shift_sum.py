@@ -365,9 +365,7 @@ def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
 
 
 def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
-    """The plan of a call (`raw`: taking the public call's arrays, else normalised ones).
-    Row kernels take raw arrays (through the signature's strides, a missing channel axis
-    is a size-1 view), only a bool mask cast; general kernels the normalised ones."""
+    """The plan of a call (`raw`: taking the public call's arrays, else normalised ones)."""
     shape = list(a.shape)
     if kind == "forward":
         row = _row_forward(a, shape)

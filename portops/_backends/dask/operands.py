@@ -17,11 +17,7 @@ def _right_aligned(arrays: Sequence[Any]) -> list[tuple[int, ...]]:
 
 
 def wrap(arrays: Sequence[Any], labels: Sequence[Sequence[Any]] | None = None) -> tuple[Any, ...]:
-    """Wrap each array that is not a Dask array with ``da.from_array``; nothing computes.
-
-    An axis of a wrapped array takes the chunks of the first Dask operand's axis with the
-    same label and length, else Dask's automatic chunks (what ``da.asarray`` gives).
-    """
+    """Wrap each non-Dask array lazily, chunked like a Dask operand's matching axis."""
     if labels is None:
         labels = _right_aligned(arrays)
     chunks_by_axis: dict[tuple[Any, int], tuple[int, ...]] = {}
@@ -55,15 +51,8 @@ def blockwise(
     drop: int | None = None,
     **kw: Any,
 ) -> Any:
-    """``fn(block, mask=mask_block, **kw)`` of each block of ``a.array``, lazily.
-
-    The axes in `whole` become single chunks, and so do the mask's channel and shifted
-    axes (its size-1 axes are one chunk of 1); every other axis keeps its chunks, so the
-    work stays parallel over batch and rows. `adjust` gives the result's length along
-    the axes it changes; `drop` is an axis the result does not have. The result's meta
-    is given, not inferred: Dask would call `fn` on empty blocks, which have no channels
-    to shift, and fall back to NumPy where the chunks are CuPy's.
-    """
+    """``fn(block, mask=mask_block, **kw)`` of each block of ``a.array``, lazily; axes in
+    `whole` single chunks, meta given since `fn` cannot run on empty blocks."""
     array = a.array.rechunk({ax: -1 for ax in whole})
     idx = "abcdefghijklmnopqrstuvwxyz"[: array.ndim]
     args: list[Any] = [array, idx]

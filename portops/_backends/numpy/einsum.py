@@ -128,9 +128,7 @@ def loop_wins(a: EinsumArgs, *, outer_products: bool = True) -> str | None:
 
 
 def loop_order(subscripts: str, operands: list[np.ndarray]) -> Literal["K", "F"]:
-    """``"F"`` for batched dot products of short C-contiguous rows (``ab,ab->a`` with
-    rows of at most ``column_bytes``): one pass per column beats a loop call per row
-    (see :mod:`portops._backends.numpy.vecdot`); ``"K"`` otherwise."""
+    """``"F"`` for batched dot products of short rows (one pass per column), else ``"K"``."""
     ins, _, out = subscripts.partition("->")
     terms = ins.split(",")
     if len(terms) != 2 or terms[0] != terms[1] or len(terms[0]) != 2 or out != terms[0][0]:

@@ -50,9 +50,8 @@ def _mask_normalizer(a: ShiftSumArgs) -> Callable[[Any], Any]:
 
 
 class _Canonical:
-    """Canonical views of arrays shaped `shape` (like x) and of the raw mask, their
-    permutation and shapes precomputed: np.moveaxis costs more than the rest of a small
-    call. Views are copies where the strides do not allow a view."""
+    """Canonical views of arrays shaped like x and of the mask, permutation precomputed
+    (np.moveaxis costs more than the rest of a small call)."""
 
     def __init__(self, a: ShiftSumArgs, shape: tuple[int, ...]) -> None:
         cax, ax = a.channel_axis, a.axis
@@ -89,12 +88,7 @@ def _rows_contiguous(xv: np.ndarray) -> bool:
 
 
 def _blocks(outer: tuple[int, ...], row_elements: int, target: int, workers: int) -> list[Unit]:
-    """Work units of about `target` elements, given the elements per outer row.
-
-    A unit is an index into the leading outer dims and a range of the next one (leading
-    dims of length 1 are indexed, never split). The range count is a multiple of
-    `workers` where the dim allows, so the threads finish together.
-    """
+    """Work units of about `target` elements, a multiple of `workers` where possible."""
     if not outer:
         return [((), slice(None))]
     first = next((d for d, n in enumerate(outer) if n > 1), len(outer) - 1)
@@ -120,11 +114,7 @@ def _block_elements(fraction: float, itemsize: int) -> int:
 
 
 def run_units(units: list[Any], work: Callable[[Iterable[Any]], None], workers: int) -> None:
-    """Run `work` over `units` on this thread and up to `workers - 1` of the pool's.
-
-    Each thread takes the next unit when it is free, so a core that is busy elsewhere
-    delays only its own units.
-    """
+    """Run `work` over `units` on this thread and up to `workers - 1` pool threads."""
     if workers <= 1 or len(units) == 1:
         work(units)
         return
@@ -370,9 +360,7 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Run:
 
 
 def _transpose_rows(out: np.ndarray, src: np.ndarray) -> None:
-    """``out[...] = src`` for ``(C, rows, k)`` arrays whose `src` rows are strided, a few
-    rows at a time: NumPy's strided copy reads each channel through the whole source,
-    which then must stay in the L1 cache."""
+    """``out[...] = src`` for strided `src` rows, a few rows at a time (stays in L1)."""
     per_row = src.shape[0] * src.shape[2] * src.itemsize
     chunk = int(NUMPY["block_fraction"] * _machine.current().l1)
     step = max(1, chunk // max(1, per_row))

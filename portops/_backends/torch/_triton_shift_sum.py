@@ -225,11 +225,7 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
 
 
 class Launcher:
-    """A kernel with its grid, scalars and constexprs fixed, called with the tensors.
-
-    After the first (JIT) launch, calls go straight to the compiled launcher while every
-    tensor stays 16-byte aligned (the one varying specialisation) and no hook is set.
-    """
+    """A kernel with grid, scalars and constexprs fixed; later calls skip Triton's JIT."""
 
     __slots__ = ("compiled", "constexprs", "device", "grid", "kernel", "n_scalars", "tail")
 
@@ -482,9 +478,7 @@ def _planner(kind: str) -> Callable[..., Run]:
         *,
         general_kernel: bool = False,
     ) -> Run:
-        """The plan for tensors laid out like `a` and `mask`: the row kernels' where they
-        cover it (unless `general_kernel`), else the general forward kernel's. Other
-        adjoints raise NotImplementedError: torch's windows copy moves as much memory."""
+        """The plan for tensors laid out like `a` and `mask` (row kernel, else general)."""
         shape = (y_shape if forward else x_shape)(list(a.shape), (list(offsets), axis, cax))
         alloc = shape if out_shape is None else out_shape
         c = _Call(a, offsets, axis, cax, mask, shape, alloc, result_dtype(a, mask))

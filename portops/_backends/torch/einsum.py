@@ -40,10 +40,8 @@ def integer_matmul(a: Any, b: Any) -> Any:
 
 
 def _as_batch_of_matrices(x: Any) -> Any:
-    """`x` (batch axes, then a matrix) as one ``[batch, rows, cols]`` array for bmm: a
-    view where the batch axes merge, else one copy that keeps the unit-stride axis
-    innermost (torch.matmul copies in row-major order; a loop over a batch axis runs a
-    parallel region per slice: ``bind,bjnd->bnij``, 0.4-1 s against 30 ms)."""
+    """`x` as one ``[batch, rows, cols]`` array for bmm: a view, else one copy keeping
+    the unit-stride axis innermost."""
     rows, cols = x.shape[-2], x.shape[-1]
     if x.stride(-2) == 1 and x.stride(-1) != 1 and rows > 1:
         return x.transpose(-1, -2).reshape(-1, cols, rows).transpose(1, 2)
@@ -241,9 +239,7 @@ extend.register(
 def _traced_facts(
     key: Any, ndims: tuple[int, ...], dtypes: tuple[Any, ...], keywords: tuple[Any, ...]
 ) -> tuple[str, Any, bool, str]:
-    """(equation in letters, result dtype, whether the result may alias an operand,
-    order) of a call torch.compile traces, its keywords checked: found from the ranks
-    and dtypes outside the graph (NumPy's rules), constants of it."""
+    """(equation, result dtype, may-alias, order) of a traced call, found outside the graph."""
     dtype, casting, order, strict_out, out_dtype = keywords
     casting, order, wanted = check_keywords(casting, order, dtype)
     if wanted is not None:

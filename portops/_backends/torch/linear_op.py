@@ -67,8 +67,7 @@ class LinearPair:
         grad: torch.Tensor,
         ops: bool = False,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Gradients in the array and the mask (`ops`: by the custom operators, so that
-        torch.compile traces nothing else).
+        """Gradients in the array and the mask (`ops`: through the custom operators).
 
         ``out = A(m * x)``: ``grad_x = conj(m) * A^H g``, ``grad_m = conj(x) * A^H g``.
         ``out = conj(m) * A^H y``: ``grad_y = A(m * g)``, ``grad_m = conj(g) * A^H y``.

@@ -40,9 +40,7 @@ def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.
 
 
 def _via_numpy(a: ShearArgs) -> bool:
-    """Whether shear can go to the NumPy kernels (CPU, a dtype NumPy has, integer offsets,
-    no mask): there its cache-sized blocks beat torch's zero-fill and strided ``copy_``
-    several times; elsewhere torch's own loops are as fast."""
+    """Whether shear can go to the (several times faster) NumPy kernels."""
     x = a.array
     return (
         x.device.type == "cpu" and x.dtype in _VIA_NUMPY and a.fractions is None and a.mask is None

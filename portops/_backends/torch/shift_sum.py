@@ -179,9 +179,7 @@ def _triton() -> Any:
 
 
 def _triton_plan(name: str, a: ShiftSumArgs) -> Run | None:
-    """The Triton kernel of `name` for tensors laid out like `a`'s (raw or normalised:
-    the kernels read them through data pointers and the signature's strides), or None
-    for a layout the kernels do not cover."""
+    """The Triton kernel of `name` for `a`'s layout, or None where none covers it."""
     kernels = _triton()
     if kernels is None:
         return None
@@ -283,9 +281,7 @@ def _normalizer(a: ShiftSumArgs) -> Callable[..., tuple[torch.Tensor, Any]]:
 
 
 def _linear_plan(a: ShiftSumArgs, name: str, adjoint: bool) -> Run:
-    """A plan of the forward or adjoint: the kernel directly, through the Function when
-    the call needs autograd, forward-mode AD or torch.func, or the custom operator
-    under torch.compile."""
+    """A plan of the forward or adjoint: bare kernel, the Function, or the custom operator."""
     normalize = _normalizer(a)
     geometry = (list(a.offsets), a.axis, a.channel_axis)
     cax, squeeze = a.channel_axis, not adjoint and not a.keepdims
@@ -458,10 +454,7 @@ PINV = Strategies(
 
 
 def scatter_add(a: ShiftSumArgs) -> torch.Tensor:
-    """``scatter_add_`` of every element to its shifted index (alternative).
-
-    Channels are merged with the shifted axis so one ``scatter_add_`` handles them all.
-    """
+    """One ``scatter_add_`` of every element to its shifted index (alternative)."""
     x, offsets, ax, cax, mask = a.array, a.offsets, a.axis, a.channel_axis, a.mask
     z = x if mask is None else x * mask
     out_dtype = z.dtype
