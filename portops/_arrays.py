@@ -18,8 +18,7 @@ import numpy as np
 
 from ._tracing import memo
 
-# The built-in backends' dispatch keys (a library without a backend is keyed by its
-# top-level module's name and runs the generic path).
+# Built-in dispatch keys (other libraries: their top-level module's name, generic path)
 NUMPY, TORCH, CUPY, JAX, DASK = "numpy", "torch", "cupy", "jax", "dask"
 # Entry-point group through which other packages declare backends (see portops.extend).
 ENTRY_POINT_GROUP = "portops.backends"
@@ -207,8 +206,7 @@ def _namespace_name(x: Any) -> str:
     return name
 
 
-# Run eagerly while torch.compile traces, results kept as constants (see
-# portops._machine.current): they fill caches keyed by type.
+# Run eagerly while torch.compile traces: constants (see portops._machine.current).
 library_of._dynamo_marked_constant = True  # type: ignore[attr-defined]
 _namespace_name._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
@@ -338,8 +336,7 @@ def _is_array_api_strict_array(x: object) -> bool:
     return t.__module__ == "array_api_strict._array_object" and t.__name__ == "Array"
 
 
-# The built-in backends, in detection order (JAX and array-api-strict run the generic
-# implementations: no package).
+# The built-in backends, in detection order (no package: the generic implementations).
 for _backend in (
     Backend(NUMPY, compat.is_numpy_array, package="portops._backends.numpy"),
     Backend(

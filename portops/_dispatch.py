@@ -182,8 +182,7 @@ def _load_backend(library: str) -> None:
     _loaded_backends.add(library)
 
 
-# torch.compile runs this eagerly while tracing, its result a constant (as
-# ``torch.compiler.assume_constant_result`` marks functions).
+# torch.compile runs this eagerly while tracing (assume_constant_result's mark).
 _load_backend._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 

@@ -20,11 +20,7 @@ from .plan import all_paths, effective_labels, sizes_of
 __all__ = ["PATH_NAMES", "candidates", "normalize_optimize"]
 
 PATH_NAMES = ("auto", "greedy", "optimal")
-# Search budgets (as opt_einsum's), bounding planning time, which grows factorially
-# with the operands: every order is ranked up to _EXHAUSTIVE_MAX operands (18 orders);
-# the subset dynamic program (3**n steps) runs up to _SUBSETS_MAX operands, or
-# _SEARCH_MAX for a costly contraction; at most _SHORTLIST orders, each estimated within
-# _SHORTLIST_RATIO of the best, are lowered and ranked by the full cost model.
+# Search budgets bounding planning time (factorial in the operands), as opt_einsum's.
 _EXHAUSTIVE_MAX = 4
 _SUBSETS_MAX = 6
 _SEARCH_MAX = 8

@@ -201,8 +201,7 @@ class _Builder:
         """Emit the step contracting slots i and j; return the result's slot."""
         a, b = self.values[i], self.values[j]
         if final:
-            # Put first the operand owning the output's leading non-shared label, so
-            # the matmul writes the output in (or close to) the requested order.
+            # Operand owning the output's leading label first: output in requested order.
             shared = set(a.labels) & set(b.labels)
             lead = [x for x in self.eq.output if x in keep and x not in shared]
             if lead and lead[0] in b.labels:

@@ -11,8 +11,7 @@ from .._tables import CUDA
 
 OUTER_SLOTS = 3
 INNER_SLOTS = 2
-# Offsets and counts from here need 64-bit indices; the margin keeps a grid-stride
-# loop's last increment (at most 2^24) from overflowing.
+# 64-bit indices from here; the margin keeps grid-stride increments from overflowing.
 INT32_LIMIT = 2**31 - 2**24
 
 

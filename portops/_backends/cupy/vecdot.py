@@ -108,8 +108,7 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
         block_size = CUDA["threads_per_block"]
         grid, block = (math.ceil(rows / block_size),), (block_size,)
     else:
-        # Few rows (fewer blocks than two per SM): the widest blocks CUDA allows, so
-        # that enough loads are in flight to fill the GPU.
+        # Few rows: the widest blocks, so enough loads are in flight to fill the GPU.
         threads = 1024 if rows < 2 * _sms(device_id) else CUDA["threads_per_block"]
         grid, block = (rows,), (min(threads, 32 * math.ceil(length / 32)),)
     scalars = tuple(index(v) for v in (rows, length, *strides))

@@ -60,8 +60,7 @@ def _lowering_plan(a: EinsumArgs) -> Callable[..., Any]:
     return with_casts(a, _OPS, np.array, body)
 
 
-# GEMMs of floating and complex operands that need no layout check spelled directly
-# (numpy.dot: BLAS's dot and gemv); the others through NumpyOps.matmul.
+# Floating GEMMs spelled as numpy.dot (BLAS dot and gemv); others via NumpyOps.matmul.
 SPELLING = Spelling(
     module=np,
     permute="{a}.transpose({perm!r})",
@@ -94,15 +93,8 @@ def numpy_einsum(a: EinsumArgs) -> Any:
     return np.array(r) if a.may_alias else r
 
 
-# When numpy.einsum's single C loop (no optimize) beats the lowering:
-# - one or two operands whose plan has no GEMM, only reductions of products (multiply-
-#   and-sum, diagonals, sums): the loop reads each operand once and makes no temporary
-#   (``nc,nc->n``, 10^6 x 2: 4.6 ms against 22 ms on a 2-core AMD EPYC);
-# - tiny inputs (see :func:`tiny`), decided from the label sizes alone, so that the plan
-#   is not built for them;
-# - an outer product of two operands (M and N over 1): the loop writes it in one pass
-#   (``i,j->ij`` float32, 256^2: 20-28 us against 29-47 us in the ufunc's multiply).
-# A matrix-vector product stays with BLAS's gemv, whose threads read the matrix faster.
+# numpy.einsum's C loop beats the lowering for GEMM-free plans of one or two operands,
+# tiny inputs and outer products (one pass, no temporary); gemv stays with BLAS.
 LOOP_KINDS = frozenset({"multiply-and-sum", "diagonal", "sum"})
 
 

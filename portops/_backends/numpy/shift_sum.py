@@ -273,12 +273,8 @@ def _blocked_forward_plan(a: ShiftSumArgs) -> Run:
     return run
 
 
-# The sheared sum (small x, few rows per channel): all channels' rows written in one call
-# (times the mask) into a per-thread buffer of one y-like copy per channel, whose rows'
-# last grow elements stay zero. Channel c's copy moved back by o_c is a run lined up with
-# y, so y is the sum of C runs: one np.add.reduce over a strided view for even offsets,
-# in the loop's order. A thread keeps its recent geometries' buffers (zeros written
-# once) while they fit its share of the caches (the newest always stays).
+# The sheared sum (small x): channels copied into a per-thread zero-padded buffer, then
+# summed as C runs lined up with y (one np.add.reduce for even offsets).
 
 
 class _Sheared(NamedTuple):
@@ -381,8 +377,7 @@ def _loop_forward_plan(a: ShiftSumArgs) -> Run:
     def run(x: Any, mask: Any) -> np.ndarray:
         y = np.zeros(shape, dtype=acc)
         if mask is not None:
-            # The mask multiplied into all channels in one call, into a reused buffer
-            # (no page faults for a fresh temporary).
+            # Mask applied in one call into a reused buffer (no fresh-page faults).
             z = _scratch("masked", x.size, out_dtype).reshape(x.shape)
             np.multiply(x, normalize(mask), out=z)
             x = z

@@ -240,8 +240,7 @@ class Launcher:
         self.kernel = kernel
         self.grid = grid
         self.constexprs = constexprs
-        # The compiled launcher takes every kernel parameter in order, constexprs
-        # included (it ignores them); launch options such as num_warps are none.
+        # The compiled launcher takes every parameter in order, constexprs included.
         params = [constexprs[n] for n in kernel.arg_names if n in constexprs]
         self.tail = (*scalars, *params)
         self.n_scalars = len(scalars)

@@ -119,8 +119,7 @@ def _windows(
         if m is not None and m.is_complex():
             m = m.conj()
         if step is not None:
-            # unfold makes the shifted axis the window index and appends each window's
-            # contents: they become the channel axis and the shifted axis of x.
+            # unfold: window index -> channel axis, window contents -> shifted axis.
             view = y.squeeze(cax).unfold(k, width, step).movedim((k, -1), (cax, axis))
             return out.copy_(view) if m is None else torch.mul(view, m, out=out)
         for c, o in enumerate(offsets):

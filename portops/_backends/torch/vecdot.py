@@ -29,10 +29,8 @@ _NUMPY_DTYPES = _LINALG | {torch.int8, torch.int16, torch.int32, torch.int64, to
 _UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 
-# The backward of embedding_bag's per-sample weights, out[i] = dot(grad[bag[i]],
-# weight[index[i]]), with the identity as indices: one BLAS dot per row, the rows split
-# over torch's threads, each input read once. A private operator without a derivative:
-# offered only where the installed torch has it, and to calls that need no gradient.
+# embedding_bag's per-sample-weights backward with identity indices: threaded row dots;
+# private and underivable, so only where torch has it and for calls needing no gradient.
 try:
     _ROW_DOTS: Any = torch.ops.aten._embedding_bag_per_sample_weights_backward.default
 except (AttributeError, RuntimeError):
@@ -50,8 +48,7 @@ def _plan_native(a: VecdotArgs) -> Run:
             return r.unsqueeze(axis) if keepdims else r
 
         return linalg
-    # Half precision is multiplied and summed in float32; unsigned integers (no torch CPU
-    # product) in int64, the same result modulo the dtype's range.
+    # Half precision summed in float32; unsigned in int64 (same result modulo the range).
     acc = torch.int64 if dtype in _UNSIGNED else _ACCUMULATE.get(dtype, dtype)
 
     def mul_sum(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -207,8 +204,7 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
     item = x1.element_size()
     nbytes = (x1.numel() + x2.numel()) * item
     threads = torch.get_num_threads()
-    # Long vectors past one core's L2 (below, NumPy's one thread reads them at the
-    # cache's speed). Few rows run on one thread: still as fast as NumPy's (0.6-1.1x).
+    # Long vectors past one core's L2 (below it NumPy's one thread is as fast).
     long_rows = n * item >= TORCH["row_dots_bytes"]
     if long_rows and nbytes >= m.l2 and threads >= 2 and _row_dots_applies(a) is None:
         return "row_dots", "long contiguous vectors past one core's L2: a BLAS dot each"
