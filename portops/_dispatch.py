@@ -1,11 +1,5 @@
-"""The registry: which implementation of an operation runs for which arguments.
-
-An operation's ``prepare`` validates the public arguments into a :class:`Call`; among
-the implementations registered for its (library, device), the highest-priority one
-whose ``applies`` passes runs (unless :func:`prefer` names one), and its strategies
-(:mod:`portops._strategy`) pick how. A backend's package is imported at the first call
-with its arrays. The public face of registration is :mod:`portops.extend`.
-"""
+"""The registry: the highest-priority applicable implementation of an operation runs
+for a (library, device), unless :func:`prefer` names one (public face: portops.extend)."""
 
 from __future__ import annotations
 
@@ -106,16 +100,14 @@ def define_operation(
     prepare: Callable[..., Call],
     arrays: Callable[[Any], tuple[Any, ...]] = lambda args: (),
 ) -> None:
-    """Declare operation `name`; `prepare` turns public arguments into a :class:`Call`,
-    `arrays` gives a call record's arrays in the order a plan takes them."""
+    """Declare operation `name`: `prepare` makes a :class:`Call`, `arrays` a record's arrays."""
     with _lock:
         _operations[name] = _Operation(prepare, arrays)
         _registry.setdefault(name, [])
 
 
 def add(impl: Implementation, replace: bool = False) -> None:
-    """Register `impl` (checked by :func:`portops.extend.register`); a replacement
-    keeps the place of the implementation it replaces."""
+    """Register `impl`; a replacement keeps the place of the one it replaces."""
     with _lock:
         impls = _registry.setdefault(impl.op, [])
         if all(i.name != impl.name for i in impls):
@@ -131,8 +123,7 @@ def add(impl: Implementation, replace: bool = False) -> None:
 
 
 def strategy_runner(op: str, strategies: Strategies) -> Callable[[Any], Any]:
-    """The ``func`` of an implementation defined by its strategies: the chosen
-    strategy's plan, made and run once."""
+    """The ``func`` of a strategies-defined implementation: the chosen plan, run once."""
 
     def run(args: Any) -> Any:
         choice = strategies.choose(args, _forced_strategy(op))
@@ -172,8 +163,7 @@ def forget_backend(library: str) -> None:
 
 
 def _load_backend(library: str) -> None:
-    """Import the package of `library`'s backend once (its modules register). Python's
-    import lock serialises this: lock-free, ``torch.compile`` traces through it."""
+    """Import `library`'s backend package once (lock-free, so torch.compile traces it)."""
     if library in _loaded_backends:
         return
     backend = _arrays.get_backend(library)
@@ -271,8 +261,7 @@ def invoke_planned(
     *args: Any,
     **kwargs: Any,
 ) -> Any:
-    """Validate, select and run a call of `op`, keeping its plan under `key` (None:
-    keep none); `arrays`: the raw arrays later calls pass to a planner's plan."""
+    """Validate, select and run a call of `op`, keeping its plan under `key` (None: none)."""
     operation = _operations[op]
     call = operation.prepare(*args, **kwargs)
     impl = select(op, call)

@@ -133,8 +133,7 @@ class ImplementationInfo:
     strategies: tuple[str, ...] = ("default",)
 
     def as_dict(self) -> dict[str, Any]:
-        """The row as a dict with keys ``name``, ``libraries``, ``devices`` (lists or
-        None), ``priority``, ``summary`` and ``strategies`` (a list of names)."""
+        """The row as a dict (``libraries``, ``devices`` and ``strategies`` as lists)."""
         return {
             "name": self.name,
             "libraries": None if self.libraries is None else list(self.libraries),
@@ -152,10 +151,7 @@ _COLUMNS = ("name", "priority", "libraries", "devices", "strategies", "summary")
 
 
 class ImplementationTable(tuple[ImplementationInfo, ...]):
-    """The implementations registered for one operation, highest priority first.
-
-    A tuple of :class:`ImplementationInfo` rows; ``str`` lays them out as a table.
-    """
+    """The :class:`ImplementationInfo` rows of one operation, highest priority first."""
 
     op: str
 

@@ -214,8 +214,7 @@ def _names(arg: str, values: Iterable[str] | None) -> frozenset[str] | None:
 
 
 def _load_packages(libraries: Iterable[str] | None) -> frozenset[str] | None:
-    """Load the named libraries' backend packages, so that a clash with one of their
-    implementations' names is caught now, and ``replace=True`` replaces it for good."""
+    """Load the libraries' backend packages now, so name clashes and replacements hold."""
     libs = _names("libraries", libraries)
     for library in sorted(libs or ()):
         backend = _arrays.get_backend(library)

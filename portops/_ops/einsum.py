@@ -112,8 +112,7 @@ def _shape(a: Any, k: int) -> tuple[int, ...]:
 
 
 def _inspect(ops: tuple[Any, ...]) -> ArrayArgs:
-    """inspect_arrays, with a shortcut for operands of one NumPy or torch type (and, for
-    torch, on one device)."""
+    """inspect_arrays, with a shortcut for operands of one NumPy or torch type."""
     first = ops[0]
     kind = type(first)
     fast = _fast_types.get(kind)
@@ -141,8 +140,7 @@ def _lookup(
     casting: str = "safe",
     split: tuple[Any, tuple[Any, ...]] | None = None,
 ) -> _dispatch.Call:
-    """The call, its arguments planned; `split` passes subscripts and operands already
-    split and converted."""
+    """The call, its arguments planned (`split`: already split and converted)."""
     if split is None:
         key_subs, ops = split_operands(operands)
         if not ops:
@@ -231,8 +229,7 @@ _preferences = _dispatch.current_preferences
 
 
 def _planned_call(operands: tuple[Any, ...], optimize: Any) -> Any:
-    """Run a string-subscripts call through its plan; NotImplemented when the call
-    does not qualify (non-array operands, an unhashable optimize, ...)."""
+    """Run a string-subscripts call through its plan; NotImplemented if it does not qualify."""
     if not isinstance(optimize, (str, bool)):
         return NotImplemented
     ops = operands[1:]

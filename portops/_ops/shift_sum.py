@@ -55,8 +55,7 @@ class ShiftSumArgs(NamedTuple):
         keepdims: bool,
         xp: Any,
     ) -> ShiftSumArgs:
-        """The record of a ``"forward"`` call or an ``"adjoint"``/``"pinv"`` one, with
-        its result's dtype, shape and accumulation dtype computed."""
+        """The record of a `kind` call, its result's dtype, shape and acc_dtype computed."""
         dtype = result_dtype(xp, array, mask)
         shape = list(array.shape)
         if kind == "forward":
@@ -118,8 +117,7 @@ def _check_array(a: Any, name: str) -> None:
 
 
 def _check_torch_dtype(library: str, device: str, a: Any, name: str, *, forward: bool) -> None:
-    """Reject the torch dtypes whose arithmetic torch lacks: addition of uint16/32/64
-    (the forward sums channels), copies and division of complex32 on the CPU."""
+    """Reject torch dtypes whose needed arithmetic torch lacks (uint16/32/64, CPU complex32)."""
     if library != "torch":
         return
     dtype = str(a.dtype)
@@ -269,8 +267,7 @@ def _prepare_transposed(
 def _x_shape(
     y: Any, keepdims: bool, ax: int, cax: int, axis: Any, n: int, grow: int, culprit: Any, lib: Any
 ) -> list[int]:
-    """The result's shape for `n` channels of offsets up to `grow`, once `y` is wide
-    enough and the result fits in memory (else the error names `culprit`)."""
+    """The result's shape, once checked that `y` is wide enough and it fits in memory."""
     shape = list(y.shape)
     if not keepdims:
         shape.insert(cax, 1)
@@ -309,8 +306,7 @@ PINV_PLANS = PlanCache("shift_sum_pinv")
 def _params(
     step: Any, channels: Any, axis: Any, channel_axis: Any, keepdims: Any
 ) -> tuple[Any, ...] | None:
-    """The call's arguments other than its arrays as a plan key part, or None when one
-    is of an unusual type (the full path validates it)."""
+    """The non-array arguments as a plan key part, or None for unusual types."""
     if type(axis) is not int or type(channel_axis) is not int or type(keepdims) is not bool:
         return None
     if channels is not None and type(channels) is not int:

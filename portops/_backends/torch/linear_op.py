@@ -24,21 +24,8 @@ def result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
 
 @dataclass(frozen=True)
 class LinearPair:
-    """A masked linear operator ``A(m * x)`` and its adjoint ``conj(m) * A^H y``.
-
-    Parameters
-    ----------
-    forward_op, adjoint_op
-        The ``torch.library`` custom operators, ``op(array, *geometry, mask)``, the
-        channel axis kept in both layouts.
-    forward_shape, adjoint_shape
-        ``(input shape, geometry) -> output shape`` of each (channel axis kept).
-    public_forward, public_adjoint
-        ``(array, mask, geometry) -> result``: the public functions with the channel
-        axis kept, used by the backward, the tangent and the vmap rule.
-    axes
-        Positions in the geometry that are (non-negative) axes.
-    """
+    """A masked linear operator ``A(m * x)`` and its adjoint ``conj(m) * A^H y``: custom
+    operators, shape functions and public functions (channel axis kept) of both."""
 
     forward_op: Any
     adjoint_op: Any
@@ -120,8 +107,7 @@ class LinearPair:
         mask: torch.Tensor | None,
         geometry: tuple[Any, ...],
     ) -> tuple[torch.Tensor, int]:
-        """The operator on inputs batched at ``in_dims[0]`` and ``in_dims[-1]``: the
-        batch moved to the front of both, the axes one to the right; batched at 0."""
+        """The operator on inputs batched at ``in_dims[0]``/``[-1]``; batched at 0."""
         arr_dim, mask_dim = in_dims[0], in_dims[-1]
         if arr_dim is None:
             arr = arr.unsqueeze(0).expand(batch, *arr.shape)
@@ -165,8 +151,7 @@ class LinearPair:
         geometry: tuple[Any, ...],
         kernel: Kernel,
     ) -> torch.Tensor:
-        """The operator on normalised inputs through autograd: `kernel` computes the
-        result; gradients, tangents and batching go through the public functions."""
+        """The operator through autograd: `kernel` computes, the public functions differentiate."""
         apply: Any = _Linear.apply
         out: torch.Tensor = apply(arr, mask, self, adjoint, geometry, kernel)
         return out
@@ -188,8 +173,7 @@ def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
 
 
 class _Linear(torch.autograd.Function):
-    """A pair's operator in eager mode: `kernel` forward, the pair's formulas for the
-    backward, the tangent and the vmap rule."""
+    """A pair's operator in eager mode: `kernel` forward, the pair's derivative rules."""
 
     @staticmethod
     def forward(
