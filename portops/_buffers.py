@@ -1,6 +1,5 @@
-"""A bounded cache of large CPU result buffers: recurring result sizes reuse kept
-mmaps instead of paying fresh page zeroing; a buffer is reused only when no result
-references it. ``PORTOPS_BUFFER_CACHE_MB`` sets the bound (0: off).
+"""A bounded cache of large CPU result buffers: recurring sizes reuse kept mmaps (no
+fresh page zeroing); ``PORTOPS_BUFFER_CACHE_MB`` sets the bound (0: off).
 """
 
 from __future__ import annotations

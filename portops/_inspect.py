@@ -119,11 +119,8 @@ class Explanation:
 
 @dataclass(frozen=True)
 class ImplementationInfo:
-    """One registered implementation, as listed by :func:`portops.implementations`.
-
-    ``libraries`` and ``devices`` are ``None`` for "any". ``row["name"]`` and the other
-    keys read a row as the dict that earlier versions returned (with lists).
-    """
+    """One row of :func:`portops.implementations` (``None``: any); ``row["name"]`` reads
+    it as the dict earlier versions returned."""
 
     name: str
     libraries: tuple[str, ...] | None

@@ -1,7 +1,5 @@
-"""Per-signature call plans: validate and choose once, then only run.
-
-A signature is everything but the array values that cost and result depend on (see
-:func:`key`); ``PORTOPS_PLAN_CACHE`` plans per operation (default 512, 0: none).
+"""Per-signature call plans: validate and choose once, then only run
+(``PORTOPS_PLAN_CACHE`` plans per operation, default 512, 0: none).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Strategies: the named ways an implementation can run a call, and the rule choosing one.
-
-A strategy's plan is worked out once per signature and takes later calls' arrays; it
-keeps no reference to the arrays it was planned from.
+"""Strategies: the named ways an implementation can run a call, and the rule choosing
+one; a plan is made once per signature and keeps no reference to its arrays.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The CASSI dispersion operator: shift each channel along an axis, then sum channels.
-
-The public functions validate once into a :class:`ShiftSumArgs` (axes in ``x``'s layout).
+"""The CASSI dispersion operator: shift each channel along an axis, then sum channels;
+the public functions validate once into a :class:`ShiftSumArgs`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""NumPy shift_sum family: cache-blocked kernels over threads, and plans for small arrays.
-
-``blocked`` sums rows into a flat accumulator of x's row length so each channel is one
-contiguous add (strided slice-adds are several times slower); exact, nothing subtracted.
+"""NumPy shift_sum family: cache-blocked kernels over threads (each channel one contiguous
+add into a flat accumulator, exact), and plans for small arrays.
 """
 
 from __future__ import annotations
