@@ -66,7 +66,7 @@ _fast_types: dict[type, tuple[str, Any]] = {}
 def result_dtype_of(xp: Any, dtypes: tuple[Any, ...], dtype: np.dtype[Any] | None) -> Any:
     """The result dtype, a dtype of `xp`: `dtype`, else numpy's result type of `dtypes`."""
     found = [numpy_dtype(d) for d in dtypes] if dtype is None else [dtype]
-    if None not in found:
+    if all(f is not None for f in found):  # not `None in`: dtype('float64') == None
         result = np.result_type(*found)
         if isinstance(dtypes[0], np.dtype):
             return result  # NumPy arrays: a dtype instance compares fastest with theirs
