@@ -48,6 +48,11 @@ nox.options.reuse_existing_virtualenvs = True
 CPU_BACKENDS = "all-cpu"
 GPU_BACKENDS = "all-gpu"
 HAS_NVIDIA_GPU = shutil.which("nvidia-smi") is not None
+TEST_EXTRAS = "test,torch,jax,dask" + (",cupy,triton" if HAS_NVIDIA_GPU else "")
+TRITON_MODULES = [
+    "portops/_backends/torch/_triton_shift_sum.py",
+    "portops/_backends/torch/_triton_vecdot.py",
+]
 
 
 def _installs_packages(session: nox.Session) -> bool:
@@ -85,7 +90,7 @@ def _install(session: nox.Session, extras: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite on every CPU backend (and CUDA ones where a GPU is present)."""
-    _install(session, "test,torch,jax,dask" + (",cupy,triton" if HAS_NVIDIA_GPU else ""))
+    _install(session, TEST_EXTRAS)
     default = CPU_BACKENDS + (f",{GPU_BACKENDS}" if HAS_NVIDIA_GPU else "")
     backends = os.environ.get("PORTOPS_TEST_BACKENDS", default)
     session.env["PORTOPS_TEST_BACKENDS"] = backends
@@ -98,8 +103,10 @@ def tests(session: nox.Session) -> None:
 
 def _run_doctests(session: nox.Session) -> None:
     """Every docstring example of the package, run as a doctest (pyproject.toml sets
-    the option flags). CuPy's backend modules import CuPy: skipped where it is absent."""
-    ignore = [] if HAS_NVIDIA_GPU else ["--ignore=portops/_backends/cupy"]
+    the option flags). The CuPy and Triton modules import their library, installed on GPU
+    machines only: skipped elsewhere (they hold no examples)."""
+    gpu_only = ["portops/_backends/cupy", *TRITON_MODULES]
+    ignore = [] if HAS_NVIDIA_GPU else [f"--ignore={path}" for path in gpu_only]
     session.run(
         *("python", "-m", "pytest", "--doctest-modules", "portops", "-q"),
         *("-p", "no:cacheprovider", *ignore),
@@ -118,7 +125,7 @@ def triton_interpret(session: nox.Session) -> None:
 @nox.session
 def doctests(session: nox.Session) -> None:
     """The docstring examples alone (``nox -s tests`` runs them after the suite)."""
-    _install(session, "test,torch")
+    _install(session, TEST_EXTRAS)
     _run_doctests(session)
 
 
