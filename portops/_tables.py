@@ -28,6 +28,10 @@ NUMPY = register(Table("numpy", [
           "bytes a thread must move to repay its start and the GIL hand-overs of its NumPy "
           "calls: threads = bytes moved / this, up to the threads allowed",
           measure="portops._backends.numpy.measure:thread_grain"),
+    Param("thread_call_bytes", 256 << 10, "bytes", XEON,
+          "a NumPy call on a helper thread moves at least this much, or waiting for the GIL "
+          "around it costs more than the thread gains (B1 C64 256x256 forward: 128 KiB "
+          "calls ran 2.2x slower on two threads than on one; 512 KiB ones 1.8x faster)"),
     Param("block_fraction", 0.5, "of a cache", EPYC,
           "blocks fill half the cache they are worked in: the other half holds what they read "
           "(adjoint and shear blocks in L2, transposes in L1)"),
@@ -55,10 +59,6 @@ TORCH = register(Table("torch", [
     Param("row_dots_bytes", 1024, "bytes", EPYC,
           "a BLAS call per vector costs what streaming a few hundred bytes does: from this "
           "length it is repaid (512-byte vectors: 1.0-1.4x, 1 KiB: 0.5-0.8x)"),
-    Param("native_threads", 4, "threads",
-          "derived from the traffic (not measured on a 2-core machine)",
-          "torch's product and sum moves 3x the bytes of NumPy's fused single-thread pass, on "
-          "all torch's threads: from this many it wins on memory-bound inputs"),
     Param("numpy_forward_l2", 0.5, "of an L2", EPYC,
           "a shift_sum forward whose x fits this much of a core's L2 runs NumPy's kernels on "
           "views: each of torch's per-channel adds pays its dispatch"),

@@ -181,7 +181,9 @@ def test_torch_choice_on_a_fixed_machine(two_threads) -> None:
         ((4096, 64), (64,)): "mv",
         ((2, 4096, 64), (64,)): "mv",
         ((1 << 17, 2), (1 << 17, 2)): "numpy",  # short contiguous vectors: einsum's loop
-        ((1 << 15, 16), (1 << 15, 16)): "numpy",
+        ((1 << 12, 16), (1 << 12, 16)): "native",  # within the cores' L2: torch's threads
+        ((1 << 15, 16), (1 << 15, 16)): "bmm",  # past it: threaded batched GEMM
+        ((1 << 15, 64), (1 << 15, 64)): "numpy",  # np.vecdot's length
         ((1024, 1024), (1024, 1024)): "row_dots",  # long vectors past one core's L2
         ((64, 256), (64, 256)): "numpy",  # NumPy's single pass
         ((16, 256), (16, 256)): "native",  # below views_min elements
@@ -193,6 +195,11 @@ def test_torch_choice_on_a_fixed_machine(two_threads) -> None:
         assert _strategy(strided, strided) == "columns"
         strided = torch.ones(2, 1 << 18)[:, ::2].T  # strided columns: NumPy's einsum
         assert _strategy(strided, strided) == "numpy"
+        strided = torch.ones(16, 1 << 15).T  # strided rows: NumPy's einsum, not bmm
+        assert _strategy(strided, strided) == "numpy"
+        torch.set_num_threads(1)  # one thread: NumPy's loop, as fast (restored after)
+        assert _strategy(torch.ones(1 << 15, 16), torch.ones(1 << 15, 16)) == "numpy"
+        torch.set_num_threads(2)
         x = torch.ones(500, 500, requires_grad=True)
         assert _strategy(x, x) == "native"  # gradients: torch's own calls
         with torch.no_grad():

@@ -255,6 +255,7 @@ def _blocked_forward_plan(a: ShiftSumArgs) -> Run:
     canon = _Canonical(a, a.array.shape)
     _, *outer, width, inner = canon.shape
     offsets, moved, final = a.offsets, _forward_bytes(a), a.shape
+    most = _forward_call_workers(a)
     y_shape = (*outer, width + max(offsets), inner)
     acc, out_dtype = np.dtype(a.acc_dtype), np.dtype(a.dtype)
 
@@ -264,7 +265,7 @@ def _blocked_forward_plan(a: ShiftSumArgs) -> Run:
         if xv.size == 0:
             y[...] = 0
         elif y.size:
-            _forward_into(y, xv, canon.mask(mask), offsets, _workers(moved))
+            _forward_into(y, xv, canon.mask(mask), offsets, min(most, _workers(moved)))
         # (*outer, W', inner) holds the elements in the order of x's layout without channels.
         return y.astype(out_dtype, copy=False).reshape(final)
 
@@ -455,7 +456,8 @@ def _blocked_adjoint(
                     m = mb[c if mb.shape[0] > 1 else 0]
                     np.multiply(window, m, out=ob[c], casting="unsafe")
 
-    workers = _workers(2 * out.size * out.itemsize)
+    nbytes = out.size * out.itemsize
+    workers = min(_call_workers(nbytes // len(offsets)), _workers(2 * nbytes))
     target = _block_elements(NUMPY["block_fraction"], out.itemsize)
     run_units(_blocks(tuple(outer), yv.shape[-2] * inner, target, workers), work, workers)
     if copied:
@@ -517,12 +519,25 @@ def _pinv_plan(a: ShiftSumArgs) -> Run:
     return run
 
 
+def _call_workers(channel_bytes: int) -> int:
+    """Most workers when each call adds or copies a worker's share of one channel's
+    `channel_bytes`: a call on a helper thread must move ``thread_call_bytes`` to repay
+    the wait for the GIL around it."""
+    return max(1, channel_bytes // NUMPY["thread_call_bytes"])
+
+
+def _forward_call_workers(a: ShiftSumArgs) -> int:
+    x = a.array
+    return _call_workers(x.size // max(1, x.shape[a.channel_axis]) * x.itemsize)
+
+
 def _forward_threads(a: ShiftSumArgs) -> int:
-    return _workers(_forward_bytes(a))
+    return min(_forward_call_workers(a), _workers(_forward_bytes(a)))
 
 
 def _adjoint_threads(a: ShiftSumArgs) -> int:
-    return _workers(2 * math.prod(a.shape) * np.dtype(a.dtype).itemsize)
+    nbytes = math.prod(a.shape) * np.dtype(a.dtype).itemsize
+    return min(_call_workers(nbytes // max(1, len(a.offsets))), _workers(2 * nbytes))
 
 
 FORWARD = Strategies(

@@ -95,6 +95,17 @@ def _plan_row_dots(a: VecdotArgs) -> Run:
     return row_dots
 
 
+def _plan_bmm(a: VecdotArgs) -> Run:
+    """Each pair of vectors as a (1, n) by (n, 1) product: one batched GEMM over the rows."""
+    keepdims = a.keepdims
+
+    def bmm(x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        r = torch.matmul(x1.unsqueeze(-2), x2.unsqueeze(-1)).squeeze(-1)
+        return r if keepdims else r.squeeze(-1)
+
+    return bmm
+
+
 def _plan_columns(a: VecdotArgs) -> Run:
     """Summed one column (a contiguous slice along the axis) at a time: streaming passes."""
     axis, keepdims = a.axis, a.keepdims
@@ -143,6 +154,12 @@ def _row_dots_applies(a: VecdotArgs) -> str | None:
     return _real(a)
 
 
+def _bmm_applies(a: VecdotArgs) -> str | None:
+    if a.axis != -1 or a.x1.shape != a.x2.shape:
+        return "needs equal shapes, contracted along the last axis"
+    return _real(a)
+
+
 def _columns_applies(a: VecdotArgs) -> str | None:
     if a.x1.shape != a.x2.shape or a.x1.shape[a.axis] == 0:
         return "needs equal shapes and vectors of at least one element"
@@ -174,6 +191,12 @@ STRATEGIES = Strategies(
             _plan_row_dots,
             threads=lambda a: torch.get_num_threads(),
             applies=_row_dots_applies,
+        ),
+        _threaded(
+            "bmm",
+            "short vectors: one batched (1, n) by (n, 1) GEMM, threaded across the rows",
+            _plan_bmm,
+            _bmm_applies,
         ),
         _threaded(
             "columns",
@@ -213,9 +236,18 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
         if c1.numel() * item >= m.l2 and c1.is_contiguous() and c2.is_contiguous():
             return "columns", "short vectors along a strided axis, columns past L2: by column"
     cores_l2 = m.l2 * m.cores
-    if threads >= TORCH["native_threads"] and nbytes >= cores_l2:
+    if threads > 3 and nbytes >= cores_l2:  # the product and sum move 3x NumPy's bytes
         return "native", f"{threads} threads move torch's 3x traffic faster than NumPy's one"
     kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
+    rows_contiguous = x1.stride(-1) == 1 == x2.stride(-1)  # (strided ones: 2x slower)
+    if kernel == "einsum" and rows_contiguous and threads >= 2 and nbytes >= cores_l2:
+        short = NUMPY["vecdot_short"]  # NumPy's one thread takes einsum's loop below it
+        if _bmm_applies(a) is None:
+            return (
+                "bmm",
+                f"contiguous vectors under {short} elements past the cores' L2: a "
+                "threaded batched GEMM",
+            )
     if kernel == "einsum" and size // max(n, 1) < NUMPY["vecdot_few"]:
         return "native", "few strided vectors: einsum's loop across them would be short"
     if kernel == "einsum" and nbytes < cores_l2 and threads > 1:
