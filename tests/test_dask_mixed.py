@@ -164,6 +164,27 @@ def test_wrapped_operands_take_the_dask_chunks(da: Any) -> None:
     assert not any("rechunk" in name for name in v.dask.layers)
 
 
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_blocks_are_not_copied_before_the_call(da: Any, monkeypatch, keepdims: bool) -> None:
+    """Each block goes to the kernel as it is: the only concatenation is the result's."""
+    import dask.array.core
+
+    calls = []
+    concatenate3 = dask.array.core.concatenate3
+
+    def counted(arrays: Any) -> Any:
+        calls.append(1)
+        return concatenate3(arrays)
+
+    monkeypatch.setattr(dask.array.core, "concatenate3", counted)
+    x = np.random.default_rng(0).random((8, 3, 5, 6))
+    y = portops.shift_sum(da.from_array(x, chunks=(2, 3, 5, 6)), 2, keepdims=keepdims)
+    np.testing.assert_allclose(
+        y.compute(scheduler="sync"), portops.shift_sum(x, 2, keepdims=keepdims)
+    )
+    assert len(calls) <= 1, f"{len(calls)} concatenations for 4 blocks"
+
+
 def test_bool_mask_beside_dask(da: Any) -> None:
     x = np.random.default_rng(1).standard_normal(X)
     mask = np.random.default_rng(2).random(MASK) > 0.5

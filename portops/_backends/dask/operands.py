@@ -48,7 +48,6 @@ def blockwise(
     a: Any,
     whole: tuple[int, ...],
     adjust: dict[int, int],
-    drop: int | None = None,
     **kw: Any,
 ) -> Any:
     """``fn(block, mask=mask_block, **kw)`` of each block of ``a.array``, lazily; axes in
@@ -62,11 +61,10 @@ def blockwise(
             for d, m in enumerate(a.mask.shape)
         )
         args += [a.mask.rechunk(chunks), idx]
-    out_idx = idx if drop is None else idx.replace(idx[drop], "")
-    meta = meta_from_array(array._meta, ndim=len(out_idx), dtype=a.dtype)  # type: ignore[no-untyped-call]
+    meta = meta_from_array(array._meta, ndim=array.ndim, dtype=a.dtype)  # type: ignore[no-untyped-call]
     return da.blockwise(  # type: ignore[no-untyped-call]
         _block,
-        out_idx,
+        idx,
         *args,
         adjust_chunks={idx[d]: (n,) for d, n in adjust.items()},
         concatenate=True,

@@ -17,11 +17,11 @@ def _geometry(a: ShiftSumArgs) -> dict[str, Any]:
 def forward(a: ShiftSumArgs) -> Any:
     """``shift_sum`` of each block (channels and the shifted axis whole), lazily."""
     ax, cax = a.axis, a.channel_axis
-    adjust = {ax: a.array.shape[ax] + max(a.offsets)}
-    if a.keepdims:
-        adjust[cax] = 1
-    drop = None if a.keepdims else cax
-    return blockwise(shift_sum, a, (cax, ax), adjust, drop, keepdims=a.keepdims, **_geometry(a))
+    adjust = {ax: a.array.shape[ax] + max(a.offsets), cax: 1}
+    # Blocks keep the channel axis: dropping it in blockwise would make Dask concatenate
+    # (copy) every input block along it first.
+    y = blockwise(shift_sum, a, (cax, ax), adjust, keepdims=True, **_geometry(a))
+    return y if a.keepdims else y.squeeze(axis=cax)
 
 
 def adjoint(a: ShiftSumArgs) -> Any:
