@@ -523,7 +523,7 @@ def _call_workers(channel_bytes: int) -> int:
     """Most workers when each call adds or copies a worker's share of one channel's
     `channel_bytes`: a call on a helper thread must move ``thread_call_bytes`` to repay
     the wait for the GIL around it."""
-    return max(1, channel_bytes // NUMPY["thread_call_bytes"])
+    return max(1, channel_bytes // int(NUMPY["thread_call_bytes"]))
 
 
 def _forward_call_workers(a: ShiftSumArgs) -> int:
