@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks.report bench.json [--text bench.txt] [--png bench.png]
     python -m benchmarks.report bench.json --readme-table   # the README's headline table
+    python -m benchmarks.report bench.json --compare earlier.json  # do two runs agree?
 
 Each comparison (``compare`` in ``benchmarks/conftest.py``) stores every candidate's
 seconds per call, a value per interleaved round; everything here is computed from them:
@@ -430,6 +431,31 @@ def readme_table(run: dict[str, Any]) -> str:
     return table(headers, rows) + "\n\n" + caption + "\n"
 
 
+AGREEMENT = 0.15  # two runs agree on a ratio when they differ by at most this much
+
+
+def compare_runs(run: dict[str, Any], earlier: dict[str, Any]) -> tuple[str, int]:
+    """Each headline ratio of `earlier` and `run` side by side, with their difference:
+    (the table, how many ratios differ by over ``AGREEMENT`` without being noisy in both)."""
+    before = {
+        (c.title, n): c.speedup(n) for c in headline(earlier["comparisons"]) for n in c.compared()
+    }
+    rows, disagree = [], 0
+    for c in headline(run["comparisons"]):
+        for n in c.compared():
+            old, new = before.get((c.title, n)), c.speedup(n)
+            if old is None:
+                rows.append([c.title, n, "—", speedup_text(new), "not in the earlier run"])
+                continue
+            diff = max(new.median / old.median, old.median / new.median) - 1
+            verdict = "agree" if diff <= AGREEMENT else "noisy in both"
+            if diff > AGREEMENT and not (old.noisy and new.noisy):
+                verdict, disagree = "DISAGREE", disagree + 1
+            rows.append([c.title, n, speedup_text(old), speedup_text(new), f"{diff:.0%} {verdict}"])
+    headers = ["comparison", "method", "earlier speedup", "this run's", "difference"]
+    return table(headers, rows), disagree
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the report (or the README table); write the text and the chart when asked."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__)
@@ -437,11 +463,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--text", help="also write the report to this text file")
     parser.add_argument("--png", help="write the chart to this PNG file")
     parser.add_argument("--readme-table", action="store_true", help="print the README's table")
+    parser.add_argument(
+        "--compare", metavar="EARLIER", help="compare the headline ratios with an earlier run's"
+    )
     args = parser.parse_args(argv)
     run = load(args.results)
     if not run["comparisons"] and not run["singles"]:
         print(f"no results in {args.results}: no benchmark ran", file=sys.stderr)
         return 1
+    if args.compare:
+        text, disagree = compare_runs(run, load(args.compare))
+        print(text)
+        print(f"{disagree} headline ratios differ by over {AGREEMENT:.0%} (noisy in both excepted)")
+        return 1 if disagree else 0
     if args.readme_table:
         print(readme_table(run), end="")
         return 0

@@ -294,6 +294,34 @@ def test_readme_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     )
 
 
+def test_compare_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in "abc":
+        (tmp_path / name).mkdir()
+    earlier = sample_run(tmp_path / "a")
+    assert report.main([str(sample_run(tmp_path / "b")), "--compare", str(earlier)]) == 0
+    assert "0 headline ratios differ by over 15%" in capsys.readouterr().out
+    slower = comparison(  # the seed loop 1.5x -> 2.25x slower than portops: the runs disagree
+        "shift_sum",
+        "forward",
+        "torch",
+        {
+            "portops": ("default", rounds(2e-3)),
+            "slice-add loop": ("baseline", rounds(4.5e-3)),
+            "conv2d": ("baseline", rounds(0.4, swing=0.3)),  # twice as slow, noisy both times
+        },
+    )
+    path = sample_run(tmp_path / "c")
+    later = json.loads(path.read_text("utf-8"))
+    later["benchmarks"][0] = slower
+    path.write_text(json.dumps(later), "utf-8")
+    assert report.main([str(path), "--compare", str(earlier)]) == 1
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "slice-add loop" in line)
+    assert "50% DISAGREE" in row
+    assert "noisy in both" in next(line for line in out.splitlines() if "conv2d" in line)
+    assert "1 headline ratios differ by over 15%" in out
+
+
 def test_main_without_results(tmp_path: Path) -> None:
     (tmp_path / "empty.json").write_text("", encoding="utf-8")
     assert report.main([str(tmp_path / "empty.json")]) == 1
