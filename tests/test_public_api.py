@@ -76,3 +76,16 @@ def test_doctests_skip_every_module_that_imports_a_gpu_only_library():
             assert "portops/_backends/cupy" in noxfile and relative.startswith(
                 "portops/_backends/cupy/"
             ), f"{relative} imports {sorted(gpu_only)}: add it to the noxfile's doctest skips"
+
+
+def test_the_ci_scripts_name_only_test_files_that_exist():
+    """``.ci/gpu`` runs named test files first and under compute-sanitizer: a renamed or
+    removed file would fail the GPU check on its device, where time is short."""
+    import re
+
+    root = Path(portops.__file__).parent.parent
+    for script in (root / ".ci").iterdir():
+        if not script.is_file() or script.suffix:  # the shell scripts (gpu, run)
+            continue
+        for name in re.findall(r"tests/test_\w+\.py", script.read_text()):
+            assert (root / name).is_file(), f"{script.name} names {name}, which does not exist"
