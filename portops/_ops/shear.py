@@ -89,13 +89,7 @@ def dispersion_offsets(
 
 
 def _prepare(
-    kind: str,
-    arr: Any,
-    step: Any,
-    *,
-    axis: int = -1,
-    channel_axis: int = -3,
-    mask: Any = None,
+    kind: str, arr: Any, step: Any, *, axis: int = -1, channel_axis: int = -3, mask: Any = None
 ) -> _dispatch.Call:
     """Validate a ``"shear"`` (`arr` is x) or ``"unshear"`` (`arr` is y) call."""
     name = "x" if kind == "shear" else "y"

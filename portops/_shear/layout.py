@@ -21,11 +21,7 @@ class View(NamedTuple):
 
 
 def gap_views(
-    wide_shape: tuple[int, ...],
-    axis: int,
-    channel_axis: int,
-    offsets: tuple[int, ...],
-    width: int,
+    wide_shape: tuple[int, ...], axis: int, channel_axis: int, offsets: tuple[int, ...], width: int
 ) -> list[View] | None:
     """Views covering a sheared cube outside the windows (zero before copying), or None."""
     lin = linear_step(offsets)

@@ -17,13 +17,7 @@ def _physics_class() -> type:
         """CASSI dispersion ``y = shift_sum(x, step, mask=mask, keepdims=True)``."""
 
         def __init__(
-            self,
-            step: Any,
-            channels: int,
-            mask: Any,
-            axis: int,
-            channel_axis: int,
-            **kwargs: Any,
+            self, step: Any, channels: int, mask: Any, axis: int, channel_axis: int, **kwargs: Any
         ) -> None:
             super().__init__(**kwargs)
             self.step, self.channels = step, channels

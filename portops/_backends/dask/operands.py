@@ -44,11 +44,7 @@ def _block(arr: Any, mask: Any = None, *, fn: Callable[..., Any], **kw: Any) -> 
 
 
 def blockwise(
-    fn: Callable[..., Any],
-    a: Any,
-    whole: tuple[int, ...],
-    adjust: dict[int, int],
-    **kw: Any,
+    fn: Callable[..., Any], a: Any, whole: tuple[int, ...], adjust: dict[int, int], **kw: Any
 ) -> Any:
     """``fn(block, mask=mask_block, **kw)`` of each block of ``a.array``, lazily; axes in
     `whole` single chunks, meta given since `fn` cannot run on empty blocks."""

@@ -143,8 +143,12 @@ def run_units(units: list[Any], work: Callable[[Iterable[Any]], None], workers: 
         helper.result()
 
 
-def _workers(nbytes: int) -> int:
-    return _threads.workers(nbytes, NUMPY["thread_grain"])
+def _workers(nbytes: int, channel_bytes: int) -> int:
+    """Threads for `nbytes` moved by calls that each cover a worker's share of a channel
+    (`channel_bytes`): a call on a helper thread must move ``thread_call_bytes`` to repay
+    the wait for the GIL around it."""
+    calls = max(1, channel_bytes // int(NUMPY["thread_call_bytes"]))
+    return min(calls, _threads.workers(nbytes, NUMPY["thread_grain"]))
 
 
 def _scratch(slot: str, size: int, dtype: np.dtype) -> np.ndarray:
@@ -255,7 +259,7 @@ def _blocked_forward_plan(a: ShiftSumArgs) -> Run:
     canon = _Canonical(a, a.array.shape)
     _, *outer, width, inner = canon.shape
     offsets, moved, final = a.offsets, _forward_bytes(a), a.shape
-    most = _forward_call_workers(a)
+    channel = _channel_bytes(a)
     y_shape = (*outer, width + max(offsets), inner)
     acc, out_dtype = np.dtype(a.acc_dtype), np.dtype(a.dtype)
 
@@ -265,7 +269,7 @@ def _blocked_forward_plan(a: ShiftSumArgs) -> Run:
         if xv.size == 0:
             y[...] = 0
         elif y.size:
-            _forward_into(y, xv, canon.mask(mask), offsets, min(most, _workers(moved)))
+            _forward_into(y, xv, canon.mask(mask), offsets, _workers(moved, channel))
         # (*outer, W', inner) holds the elements in the order of x's layout without channels.
         return y.astype(out_dtype, copy=False).reshape(final)
 
@@ -457,7 +461,7 @@ def _blocked_adjoint(
                     np.multiply(window, m, out=ob[c], casting="unsafe")
 
     nbytes = out.size * out.itemsize
-    workers = min(_call_workers(nbytes // len(offsets)), _workers(2 * nbytes))
+    workers = _workers(2 * nbytes, nbytes // len(offsets))
     target = _block_elements(NUMPY["block_fraction"], out.itemsize)
     run_units(_blocks(tuple(outer), yv.shape[-2] * inner, target, workers), work, workers)
     if copied:
@@ -519,25 +523,18 @@ def _pinv_plan(a: ShiftSumArgs) -> Run:
     return run
 
 
-def _call_workers(channel_bytes: int) -> int:
-    """Most workers when each call adds or copies a worker's share of one channel's
-    `channel_bytes`: a call on a helper thread must move ``thread_call_bytes`` to repay
-    the wait for the GIL around it."""
-    return max(1, channel_bytes // int(NUMPY["thread_call_bytes"]))
-
-
-def _forward_call_workers(a: ShiftSumArgs) -> int:
+def _channel_bytes(a: ShiftSumArgs) -> int:
     x = a.array
-    return _call_workers(x.size // max(1, x.shape[a.channel_axis]) * x.itemsize)
+    return int(x.size // max(1, x.shape[a.channel_axis]) * x.itemsize)
 
 
 def _forward_threads(a: ShiftSumArgs) -> int:
-    return min(_forward_call_workers(a), _workers(_forward_bytes(a)))
+    return _workers(_forward_bytes(a), _channel_bytes(a))
 
 
 def _adjoint_threads(a: ShiftSumArgs) -> int:
     nbytes = math.prod(a.shape) * np.dtype(a.dtype).itemsize
-    return min(_call_workers(nbytes // max(1, len(a.offsets))), _workers(2 * nbytes))
+    return _workers(2 * nbytes, nbytes // max(1, len(a.offsets)))
 
 
 FORWARD = Strategies(

@@ -175,9 +175,7 @@ def _threaded(
 
 STRATEGIES = Strategies(
     [
-        _threaded(
-            "native", "torch.linalg.vecdot, or product and sum in a wider dtype", _plan_native
-        ),
+        _threaded("native", "torch.linalg.vecdot, or product and sum wider", _plan_native),
         _threaded("mv", "one vector against many: torch's GEMV", _plan_mv, _mv_applies),
         Strategy(
             "numpy",
@@ -194,13 +192,13 @@ STRATEGIES = Strategies(
         ),
         _threaded(
             "bmm",
-            "short vectors: one batched (1, n) by (n, 1) GEMM, threaded across the rows",
+            "short vectors: one batched (1, n) by (n, 1) GEMM over the rows",
             _plan_bmm,
             _bmm_applies,
         ),
         _threaded(
             "columns",
-            "short vectors along a strided axis: one streaming pass per column",
+            "short vectors along a strided axis: a streaming pass per column",
             _plan_columns,
             _columns_applies,
         ),
@@ -239,15 +237,10 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
     if threads > 3 and nbytes >= cores_l2:  # the product and sum move 3x NumPy's bytes
         return "native", f"{threads} threads move torch's 3x traffic faster than NumPy's one"
     kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
-    rows_contiguous = x1.stride(-1) == 1 == x2.stride(-1)  # (strided ones: 2x slower)
+    # NumPy's einsum loop (vectors under vecdot_short) on one thread; strided rows: 2x slower
+    rows_contiguous = x1.stride(-1) == 1 == x2.stride(-1) and _bmm_applies(a) is None
     if kernel == "einsum" and rows_contiguous and threads >= 2 and nbytes >= cores_l2:
-        short = NUMPY["vecdot_short"]  # NumPy's one thread takes einsum's loop below it
-        if _bmm_applies(a) is None:
-            return (
-                "bmm",
-                f"contiguous vectors under {short} elements past the cores' L2: a "
-                "threaded batched GEMM",
-            )
+        return "bmm", "short contiguous vectors past the cores' L2: threaded batched GEMM"
     if kernel == "einsum" and size // max(n, 1) < NUMPY["vecdot_few"]:
         return "native", "few strided vectors: einsum's loop across them would be short"
     if kernel == "einsum" and nbytes < cores_l2 and threads > 1:
