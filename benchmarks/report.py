@@ -448,9 +448,9 @@ def compare_runs(run: dict[str, Any], earlier: dict[str, Any]) -> tuple[str, int
                 rows.append([c.title, n, "—", speedup_text(new), "not in the earlier run"])
                 continue
             diff = max(new.median / old.median, old.median / new.median) - 1
-            verdict = "agree" if diff <= AGREEMENT else "noisy in both"
-            if diff > AGREEMENT and not (old.noisy and new.noisy):
-                verdict, disagree = "DISAGREE", disagree + 1
+            noisy = old.noisy and new.noisy
+            verdict = "agree" if diff <= AGREEMENT else "noisy in both" if noisy else "DISAGREE"
+            disagree += verdict == "DISAGREE"
             rows.append([c.title, n, speedup_text(old), speedup_text(new), f"{diff:.0%} {verdict}"])
     headers = ["comparison", "method", "earlier speedup", "this run's", "difference"]
     return table(headers, rows), disagree

@@ -140,24 +140,24 @@ def _numpy_applies(a: VecdotArgs) -> str | None:
     return None
 
 
-def _row_dots_applies(a: VecdotArgs) -> str | None:
-    if _ROW_DOTS is None:
-        return "this torch has no per-sample-weights backward of embedding_bag"
-    x1, x2 = a.x1, a.x2
-    if a.axis != -1 or x1.shape != x2.shape or x1.stride(-1) != 1 or x2.stride(-1) != 1:
-        return "needs equal shapes contiguous along the last axis"
-    try:
-        for x in (x1, x2):
-            x.view(-1, x.shape[-1])
-    except RuntimeError:
-        return "the leading dimensions do not merge into rows"
-    return _real(a)
-
-
 def _bmm_applies(a: VecdotArgs) -> str | None:
     if a.axis != -1 or a.x1.shape != a.x2.shape:
         return "needs equal shapes, contracted along the last axis"
     return _real(a)
+
+
+def _row_dots_applies(a: VecdotArgs) -> str | None:
+    if _ROW_DOTS is None:
+        return "this torch has no per-sample-weights backward of embedding_bag"
+    why = _bmm_applies(a)
+    if why is not None or a.x1.stride(-1) != 1 or a.x2.stride(-1) != 1:
+        return why or "needs vectors contiguous along the last axis"
+    try:
+        for x in (a.x1, a.x2):
+            x.view(-1, x.shape[-1])
+    except RuntimeError:
+        return "the leading dimensions do not merge into rows"
+    return None
 
 
 def _columns_applies(a: VecdotArgs) -> str | None:
@@ -238,8 +238,8 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
         return "native", f"{threads} threads move torch's 3x traffic faster than NumPy's one"
     kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
     # NumPy's einsum loop (vectors under vecdot_short) on one thread; strided rows: 2x slower
-    rows_contiguous = x1.stride(-1) == 1 == x2.stride(-1) and _bmm_applies(a) is None
-    if kernel == "einsum" and rows_contiguous and threads >= 2 and nbytes >= cores_l2:
+    bmm = x1.stride(-1) == 1 == x2.stride(-1) and _bmm_applies(a) is None
+    if kernel == "einsum" and bmm and threads >= 2 and nbytes >= cores_l2:
         return "bmm", "short contiguous vectors past the cores' L2: threaded batched GEMM"
     if kernel == "einsum" and size // max(n, 1) < NUMPY["vecdot_few"]:
         return "native", "few strided vectors: einsum's loop across them would be short"
