@@ -89,14 +89,13 @@ class Interleaved:
         return len(self.times[self.portops])
 
     def calibrate(self) -> None:
-        """A first, untimed call of each (plans, caches, page faults), then calls per turn."""
+        """A first, untimed call of each (imports, plans, caches, page faults), then a
+        timed second call sets its calls per turn: a first call slowed by set-up alone
+        must not make a fast call count as slow (timed once per turn, cold)."""
         start = time.perf_counter()
         for c in self.candidates:
-            t0 = time.perf_counter()
             c.fn()
-            t = time.perf_counter() - t0
-            if t < SLOW_S:  # the first call's cost was set-up: time a second one
-                t = _timed(c.fn, 1)
+            t = _timed(c.fn, 1)
             self.single[c.name] = t
             self.calls[c.name] = max(1, min(MAX_CALLS, math.ceil(self.batch_s / max(t, 1e-9))))
         self.seconds += time.perf_counter() - start

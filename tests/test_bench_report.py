@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,21 @@ def test_rounds_go_on_while_noisy_and_order_is_shuffled(monkeypatch: pytest.Monk
     again = FakeClock(monkeypatch, times)
     interleave.Interleaved(cs, seed="s").run(min_rounds=5, seconds=0.0)
     assert clock.order[: len(again.order)] == again.order  # the same shuffles in every run
+
+
+def test_a_slow_first_call_does_not_make_a_candidate_slow() -> None:
+    """Set-up in the first call (imports, plans) must not get the call timed once per
+    turn without its untimed call, as a genuinely slow one is."""
+    calls = itertools.count()
+
+    def setup_then_fast() -> None:
+        if next(calls) == 0:
+            time.sleep(interleave.SLOW_S * 1.2)
+
+    cs = [interleave.Candidate("p", "default", setup_then_fast)]
+    rounds = interleave.Interleaved(cs, seed="s")
+    rounds.calibrate()
+    assert rounds.single["p"] < interleave.SLOW_S and rounds.calls["p"] > 1
 
 
 def test_candidates_are_checked() -> None:
