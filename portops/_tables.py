@@ -62,6 +62,9 @@ TORCH = register(Table("torch", [
     Param("numpy_forward_l2", 0.5, "of an L2", EPYC,
           "a shift_sum forward whose x fits this much of a core's L2 runs NumPy's kernels on "
           "views: each of torch's per-channel adds pays its dispatch"),
+    Param("native_traffic", 3, "x NumPy's bytes", "derived from the bytes each moves",
+          "torch's product and sum also write and reread the product: with more threads than "
+          "this, they finish before NumPy's one-thread fused loop (inputs past the L2s)"),
     Param("einsum_loop_calls", 3, "torch calls", EPYC,
           "NumPy's loop on views costs about as much Python as this many torch calls per "
           "operand past the first: tiny einsums compare call counts"),
@@ -109,7 +112,5 @@ CUDA = register(Table("cuda", [
     Param("programs_per_sm", 4, "programs", H100,
           "below this many vecdot programs per SM the contracted axis is split, so that enough "
           "programs fill the GPU"),
-    Param("vecdot_short_rows", 32, "elements", H100,
-          "CuPy vecdot rows shorter than this get a thread each; longer ones a block"),
 ]))
 # fmt: on

@@ -14,7 +14,7 @@ import cupy
 import numpy as np
 
 from ... import extend
-from ..._kernels.geometry import INT32_LIMIT
+from ..._kernels.geometry import INT32_LIMIT, WARP
 from ..._kernels.loader import CTYPES, kernel_name, real_of
 from ..._ops.vecdot import VecdotArgs
 from ..._tables import CUDA
@@ -97,8 +97,7 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
         rows * (abs(strides[0]) + abs(strides[2])), length * (abs(strides[1]) + abs(strides[3]))
     )
     large = max(reach, rows, length) >= INT32_LIMIT
-    index = np.int64 if large else np.int32
-    kind = "vecdot_thread_rows" if length < CUDA["vecdot_short_rows"] else "vecdot_block_rows"
+    kind = "vecdot_thread_rows" if length < WARP else "vecdot_block_rows"  # else lanes idle
     device_id = x1.device.id
     # Half precision accumulates in float (real_of), every other type in itself.
     fn = _function(
@@ -110,8 +109,8 @@ def plan(a: VecdotArgs) -> Callable[[Any, Any], Any] | None:
     else:
         # Few rows: the widest blocks, so enough loads are in flight to fill the GPU.
         threads = 1024 if rows < 2 * _sms(device_id) else CUDA["threads_per_block"]
-        grid, block = (rows,), (min(threads, 32 * math.ceil(length / 32)),)
-    scalars = tuple(index(v) for v in (rows, length, *strides))
+        grid, block = (rows,), (min(threads, WARP * math.ceil(length / WARP)),)
+    scalars = tuple((np.int64 if large else np.int32)(v) for v in (rows, length, *strides))
     out_shape = tuple(a.shape)
 
     def run(x1: Any, x2: Any) -> Any:

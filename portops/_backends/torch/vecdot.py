@@ -234,8 +234,8 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
         if c1.numel() * item >= m.l2 and c1.is_contiguous() and c2.is_contiguous():
             return "columns", "short vectors along a strided axis, columns past L2: by column"
     cores_l2 = m.l2 * m.cores
-    if threads > 3 and nbytes >= cores_l2:  # the product and sum move 3x NumPy's bytes
-        return "native", f"{threads} threads move torch's 3x traffic faster than NumPy's one"
+    if threads > (traffic := TORCH["native_traffic"]) and nbytes >= cores_l2:
+        return "native", f"{threads} threads move torch's {traffic}x traffic before NumPy's one"
     kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
     # NumPy's einsum loop (vectors under vecdot_short) on one thread; strided rows: 2x slower
     bmm = x1.stride(-1) == 1 == x2.stride(-1) and _bmm_applies(a) is None
