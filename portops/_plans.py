@@ -174,7 +174,12 @@ def key(params: Hashable, *arrays: Any) -> Hashable | None:
 
 _ndarray = np.ndarray
 _tensor: Any = None  # torch.Tensor, once a tensor has been seen (torch is imported then)
-_torch_pair: Callable[[Hashable, Any, Any], Hashable | None]  # set with _tensor
+
+
+def _torch_pair(*args: Any) -> Hashable | None:
+    """No key (replaced by ``pair_key`` with ``_tensor``): it must exist, as a name
+    torch.compile looks up when a process's first tensor call is traced."""
+    return None
 
 
 def int_key(v: Any) -> Hashable | None:

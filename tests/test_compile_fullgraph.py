@@ -6,6 +6,9 @@ see tests/test_einsum.py.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import portops
@@ -59,3 +62,17 @@ def test_vecdot_traces_past_its_plans():
         torch.testing.assert_close(compiled(a, b), torch.full((3,), 8.0))
     finally:
         vecdot_module.PLANS.clear()
+
+
+def test_a_process_first_tensor_call_can_be_the_compiled_one():
+    """Nothing a first tensor call sets up (the plan key's readers) is missing while
+    torch.compile traces it: in a fresh process, shift_sum then vecdot, compiled first."""
+    code = (
+        "import torch, portops\n"
+        "c = lambda f: torch.compile(f, fullgraph=True, backend='eager')\n"
+        "print(float(c(lambda a: portops.shift_sum(a, 2).sum())(torch.ones(2, 3, 4, 5))))\n"
+        "print(float(c(lambda a: portops.vecdot(a, a).sum())(torch.ones(3, 4))))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["120.0", "12.0"]
