@@ -271,6 +271,8 @@ def invoke_planned(
         plan = choice.strategy.plan(call.args)
         if keep:
             plans.put(key, plan)
+            if impl.strategies.direct is not None and plans.maxsize > 0:
+                plans.direct[type(arrays[0])] = impl.strategies.direct()
         return plan(*operation.arrays(call.args))
     if keep and impl.planner is not None:
         plan = impl.planner(call.args)

@@ -35,6 +35,7 @@ class PlanCache:
         self.op = op
         self.maxsize = _MAX_PLANS if maxsize is None else maxsize
         self._plans: dict[Hashable, Plan] = {}
+        self.direct: dict[type, Plan] = {}  # per array type: see Strategies' `direct`
         self._lock = threading.Lock()
         self.made = 0
         _caches[op] = self
@@ -54,6 +55,7 @@ class PlanCache:
     def clear(self) -> None:
         with self._lock:
             self._plans.clear()
+            self.direct.clear()
 
     def __len__(self) -> int:
         return len(self._plans)

@@ -83,16 +83,24 @@ class Strategies:
         feature ``needs(args)`` names, and the rule that picked it, in words.
     needs : callable, optional
         ``needs(args)`` -> the :data:`FEATURES` the call needs; none by default.
+    direct : callable, optional
+        ``direct()`` -> ``run(*arrays)``: the result of a call the rule sends to one
+        library call whatever else it needs, else None. Once the implementation has
+        planned a call, such calls skip the plan's key (cleared with the plans).
     """
 
     def __init__(
-        self, strategies: Sequence[Strategy], choose: Chooser, needs: NeedsOf = _no_needs
+        self,
+        strategies: Sequence[Strategy],
+        choose: Chooser,
+        needs: NeedsOf = _no_needs,
+        direct: Callable[[], Callable[..., Any]] | None = None,
     ) -> None:
         self.by_name = {s.name: s for s in strategies}
         if len(self.by_name) != len(strategies):
             raise ValueError("two strategies share a name")
         self._choose = choose
-        self.needs = needs
+        self.needs, self.direct = needs, direct
 
     def __iter__(self) -> Any:
         return iter(self.by_name.values())

@@ -128,7 +128,8 @@ def test_no_tensor_plan_while_tracing_or_preferring(monkeypatch) -> None:
     otherwise the plan runs."""
     from portops import _torch_state
 
-    a, b = torch.ones(4, 3), torch.full((4, 3), 2.0)
+    a, b = torch.ones(4, 3000), torch.full((4, 3000), 2.0)  # past the direct calls
+    vecdot_module.PLANS.clear()
     portops.vecdot(a, b)
     (key,) = vecdot_module.PLANS._plans
 
@@ -139,9 +140,9 @@ def test_no_tensor_plan_while_tracing_or_preferring(monkeypatch) -> None:
     with pytest.raises(AssertionError, match="the plan ran"):
         portops.vecdot(a, b)
     with portops.prefer(vecdot="generic"):
-        assert portops.vecdot(a, b).tolist() == [6.0] * 4
+        assert portops.vecdot(a, b).tolist() == [6000.0] * 4
     monkeypatch.setattr(_torch_state, "_is_compiling", lambda: True)
-    assert portops.vecdot(a, b).tolist() == [6.0] * 4
+    assert portops.vecdot(a, b).tolist() == [6000.0] * 4
 
 
 @pytest.mark.parametrize("library", ["numpy", "torch"])

@@ -85,7 +85,8 @@ def test_gradient_one_input_and_mixed_dtypes(grad_path) -> None:
 @pytest.mark.parametrize("shape", [(4, 70), (1000, 1000)])
 def test_calls_with_gradients_get_their_own_plan(shape) -> None:
     """A call with gradients is planned under its own key (torch's differentiable
-    calls, at every size), and the same tensors without gradients get another plan."""
+    calls, at every size), and the same tensors without gradients get another plan;
+    tensors below ``views_min`` elements then take the direct call, with or without."""
     from portops._ops.vecdot import PLANS
 
     PLANS.clear()
@@ -100,7 +101,76 @@ def test_calls_with_gradients_get_their_own_plan(shape) -> None:
     assert plan is torch.linalg.vecdot
     with torch.no_grad():
         assert not portops.vecdot(a, b).requires_grad
-    assert len(PLANS) == 2
+    assert len(PLANS) == (1 if a.numel() < portops.tuning()["torch"]["views_min"] else 2)
+
+
+DIRECT_CASES = [
+    ((3, 7), (3, 7)),
+    ((2, 1, 70), (4, 70)),  # different ndims: not direct
+    ((2, 1, 70), (1, 4, 70)),  # broadcast, direct
+    ((5, 40), (40,)),  # a vector against a matrix: mv
+    ((40,), (5, 40)),  # the vector first: not direct
+    ((5, 1), (1,)),  # a 1-element vector: not mv
+    ((90, 100), (90, 100)),  # past views_min: not direct
+    ((3, 7), (3, 8)),  # torch refuses: the full path's error
+    ((0, 4), (0, 4)),
+]
+
+
+@pytest.mark.parametrize(("s1", "s2"), DIRECT_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128, torch.float16, torch.int32])
+@pytest.mark.parametrize("grad", [False, True])
+def test_direct_calls_are_the_rules_choice(s1, s2, dtype, grad) -> None:
+    """A call that skips the key (see Strategies' ``direct``) runs what the rule would
+    choose for it, with the same result, gradients included; a call it does not take
+    gets the full path, its plan and its errors."""
+    from portops._ops.vecdot import PLANS
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in (s1, s2))
+    if grad and dtype in (torch.float32, torch.complex128):
+        a.requires_grad_()
+    portops.vecdot(torch.ones(2, 2), torch.ones(2, 2))  # a torch CPU call was planned
+    direct = PLANS.direct[torch.Tensor]
+    try:
+        want = portops.vecdot(a, b)
+    except ValueError as error:
+        assert direct(a, b) is None and "same length" in str(error)
+        return
+    got = direct(a, b)
+    if got is None:
+        return
+    strategy = portops.explain("vecdot", a, b).strategy
+    assert strategy == ("native" if a.ndim == b.ndim else "mv")
+    with portops.prefer(vecdot=f"torch_cpu/{strategy}"):
+        torch.testing.assert_close(got, portops.vecdot(a, b))
+    torch.testing.assert_close(got, want)
+    assert got.requires_grad == a.requires_grad
+    if a.requires_grad and got.numel():
+        (g,) = torch.autograd.grad(got.real.sum(), a)
+        (g_want,) = torch.autograd.grad(portops.vecdot(a, b).real.sum(), a)
+        torch.testing.assert_close(g, g_want)
+
+
+def test_direct_calls_end_with_a_registration_and_a_preference() -> None:
+    """A new implementation for torch, or a prefer() block, is obeyed by small calls."""
+    from portops import extend as pe
+
+    a, b = torch.ones(3, 4), torch.ones(3, 4)
+    portops.vecdot(a, b)
+    calls = []
+
+    def spy(args):
+        calls.append(args)
+        return torch.zeros(3)
+
+    with pe.registered("vecdot", "spy", spy, libraries=["torch"], priority=10**6):
+        assert portops.vecdot(a, b).tolist() == [0.0] * 3 and len(calls) == 1
+    assert portops.vecdot(a, b).tolist() == [4.0] * 3
+    with pe.registered("vecdot", "low", spy, libraries=["torch"], priority=-(10**6)):
+        assert portops.vecdot(a, b).tolist() == [4.0] * 3 and len(calls) == 1
+        with portops.prefer(vecdot="low"):
+            assert portops.vecdot(a, b).tolist() == [0.0] * 3 and len(calls) == 2
 
 
 def test_no_grad_mode_with_leaf_requiring_grad() -> None:

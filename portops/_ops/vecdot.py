@@ -123,8 +123,8 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
 _dispatch.define_operation("vecdot", _prepare, lambda a: (a.x1, a.x2))
 
 PLANS = PlanCache("vecdot")
-_lookup = PLANS._plans.get
-_preferences = _dispatch.current_preferences
+_lookup, _direct = PLANS._plans.get, PLANS.direct
+_preferences, _prefer_active = _dispatch.current_preferences, _dispatch.preferences_active
 
 
 def vecdot(x1: ArrayT, x2: ArrayT, /, *, axis: int = -1, keepdims: bool = False) -> ArrayT:
@@ -180,12 +180,16 @@ def vecdot(x1: ArrayT, x2: ArrayT, /, *, axis: int = -1, keepdims: bool = False)
     """
     key = None
     if type(axis) is int and type(keepdims) is bool:
+        direct = _direct.get(type(x1))  # calls that skip the key: see Strategies' `direct`
+        if direct is not None and axis == -1 and not keepdims and not _prefer_active():
+            result: ArrayT | None = direct(x1, x2)
+            if result is not None:
+                return result
         key = _key((axis, keepdims), x1, x2)  # None while torch traces: checked first
         if key is not None and _preferences() is None:
             plan = _lookup(key)
             if plan is not None:
-                result: ArrayT = plan(x1, x2)
-                return result
+                return plan(x1, x2)  # type: ignore[no-any-return]
     planned: ArrayT = _dispatch.invoke_planned(
         "vecdot", PLANS, key, (x1, x2), x1, x2, axis=axis, keepdims=keepdims
     )

@@ -173,6 +173,30 @@ def _threaded(
     return Strategy(name, summary, plan, FEATURES, lambda a: torch.get_num_threads(), applies)
 
 
+def _direct() -> Callable[[Any, Any], Any]:
+    """Calls every rule sends to one torch call (see :func:`choose`), whatever they
+    need: a real vector against a matrix (``mv``), inputs below ``views_min`` elements
+    (``native``); None for any other call, or one torch refuses (the full path says why)."""
+    views_min, tensor, vecdot, mv = TORCH["views_min"], torch.Tensor, torch.linalg.vecdot, torch.mv
+
+    def run(x1: Any, x2: Any) -> Any:
+        dtype = x1.dtype
+        if type(x2) is not tensor or x2.dtype is not dtype or not (x1.is_cpu and x2.is_cpu):
+            return None
+        n1, n2 = x1.ndim, x2.ndim
+        try:
+            if n1 == n2 and n1 and dtype in _LINALG:
+                if x1.numel() < views_min and x2.numel() < views_min:
+                    return vecdot(x1, x2)
+            elif n2 == 1 and n1 == 2 and dtype in _REAL and x2.shape[0] > 1:
+                return mv(x1, x2)
+        except RuntimeError:
+            pass
+        return None
+
+    return run
+
+
 STRATEGIES = Strategies(
     [
         _threaded("native", "torch.linalg.vecdot, or product and sum wider", _plan_native),
@@ -205,6 +229,7 @@ STRATEGIES = Strategies(
     ],
     choose=lambda a: choose(a),
     needs=lambda a: _torch_state.needs((a.x1, a.x2)),
+    direct=_direct,
 )
 
 
