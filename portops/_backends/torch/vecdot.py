@@ -180,19 +180,24 @@ def _direct() -> Callable[[Any, Any], Any]:
     views_min, tensor, vecdot, mv = TORCH["views_min"], torch.Tensor, torch.linalg.vecdot, torch.mv
 
     def run(x1: Any, x2: Any) -> Any:
-        dtype = x1.dtype
-        if type(x2) is not tensor or x2.dtype is not dtype or not (x1.is_cpu and x2.is_cpu):
+        if type(x2) is not tensor:
             return None
-        n1, n2 = x1.ndim, x2.ndim
+        n1, n2 = x1.ndim, x2.ndim  # sizes first: the cheapest refusal of larger calls
+        if n1 == n2:
+            if not n1 or x1.numel() >= views_min or x2.numel() >= views_min:
+                return None
+            dtypes = _LINALG
+        elif n2 == 1 and n1 == 2 and x2.shape[0] > 1:
+            dtypes = _REAL
+        else:
+            return None
+        dtype = x1.dtype
+        if x2.dtype is not dtype or dtype not in dtypes or not (x1.is_cpu and x2.is_cpu):
+            return None
         try:
-            if n1 == n2 and n1 and dtype in _LINALG:
-                if x1.numel() < views_min and x2.numel() < views_min:
-                    return vecdot(x1, x2)
-            elif n2 == 1 and n1 == 2 and dtype in _REAL and x2.shape[0] > 1:
-                return mv(x1, x2)
+            return vecdot(x1, x2) if dtypes is _LINALG else mv(x1, x2)
         except RuntimeError:
-            pass
-        return None
+            return None
 
     return run
 
