@@ -26,28 +26,10 @@ from ._tuning import tune
 from .dispersion import Dispersion
 
 __all__ = [
-    "Dispersion",
-    "cache_info",
-    "clear_cache",
-    "einsum",
-    "einsum_path",
-    "explain",
-    "get_num_threads",
-    "implementations",
-    "machine",
-    "plan_stats",
-    "prefer",
-    "set_cache_limit",
-    "set_num_threads",
-    "shear",
-    "shift_sum",
-    "shift_sum_adjoint",
-    "shift_sum_pinv",
-    "threads",
-    "tune",
-    "tuning",
-    "unshear",
-    "vecdot",
-]
+    "Dispersion", "cache_info", "clear_cache", "einsum", "einsum_path", "explain",
+    "get_num_threads", "implementations", "machine", "plan_stats", "prefer", "set_cache_limit",
+    "set_num_threads", "shear", "shift_sum", "shift_sum_adjoint", "shift_sum_pinv", "threads",
+    "tune", "tuning", "unshear", "vecdot"
+]  # fmt: skip
 
 __version__ = "0.1.0"

@@ -131,14 +131,7 @@ class ImplementationInfo:
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a dict (``libraries``, ``devices`` and ``strategies`` as lists)."""
-        return {
-            "name": self.name,
-            "libraries": None if self.libraries is None else list(self.libraries),
-            "devices": None if self.devices is None else list(self.devices),
-            "priority": self.priority,
-            "summary": self.summary,
-            "strategies": list(self.strategies),
-        }
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self).items()}
 
     def __getitem__(self, key: str) -> Any:
         return self.as_dict()[key]

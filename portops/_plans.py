@@ -176,12 +176,8 @@ def key(params: Hashable, *arrays: Any) -> Hashable | None:
 
 _ndarray = np.ndarray
 _tensor: Any = None  # torch.Tensor, once a tensor has been seen (torch is imported then)
-
-
-def _torch_pair(*args: Any) -> Hashable | None:
-    """No key (replaced by ``pair_key`` with ``_tensor``): it must exist, as a name
-    torch.compile looks up when a process's first tensor call is traced."""
-    return None
+# pair_key, set with _tensor; a name from the start, as torch.compile looks it up
+_torch_pair: Callable[..., Hashable | None] = lambda *args: None  # noqa: E731
 
 
 def int_key(v: Any) -> Hashable | None:

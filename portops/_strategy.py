@@ -84,9 +84,8 @@ class Strategies:
     needs : callable, optional
         ``needs(args)`` -> the :data:`FEATURES` the call needs; none by default.
     direct : callable, optional
-        ``direct()`` -> ``run(*arrays)``: the result of a call the rule sends to one
-        library call whatever else it needs, else None. Once the implementation has
-        planned a call, such calls skip the plan's key (cleared with the plans).
+        ``direct()`` -> ``run(*arrays)``: the result of a call every rule sends to one
+        library call, else None; once a call was planned, such calls skip the plan key.
     """
 
     def __init__(

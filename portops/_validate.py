@@ -17,17 +17,9 @@ import numpy as np
 from . import _machine
 
 __all__ = [
-    "axis",
-    "axis_pair",
-    "check_dtype",
-    "check_fits",
-    "flag",
-    "has_dtype",
-    "integer",
-    "integers",
-    "positive_int",
-    "setting",
-]
+    "axis", "axis_pair", "check_dtype", "check_fits", "flag", "has_dtype", "integer",
+    "integers", "positive_int", "setting"
+]  # fmt: skip
 
 
 def integer(value: Any, name: str, what: str = "an integer", must: str = "be") -> int:

@@ -54,21 +54,10 @@ from ._ops.vecdot import VecdotArgs
 from ._strategy import Strategies
 
 __all__ = [
-    "ENTRY_POINT_GROUP",
-    "Backend",
-    "EinsumArgs",
-    "Priority",
-    "ShearArgs",
-    "ShiftSumArgs",
-    "VecdotArgs",
-    "backends",
-    "register",
-    "register_backend",
-    "registered",
-    "registered_backend",
-    "unregister",
-    "unregister_backend",
-]
+    "ENTRY_POINT_GROUP", "Backend", "EinsumArgs", "Priority", "ShearArgs", "ShiftSumArgs",
+    "VecdotArgs", "backends", "register", "register_backend", "registered",
+    "registered_backend", "unregister", "unregister_backend"
+]  # fmt: skip
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -36,14 +36,8 @@ _HALF = (torch.float16, torch.bfloat16)
 _GRAD = frozenset({"grad"})
 # Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
 _NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
-_NUMPY_MASKS = _NUMPY_ARRAYS | {
-    torch.bool,
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-}
+_INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
+_NUMPY_MASKS = _NUMPY_ARRAYS | _INTEGERS | {torch.bool}
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:

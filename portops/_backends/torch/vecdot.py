@@ -174,9 +174,8 @@ def _threaded(
 
 
 def _direct() -> Callable[[Any, Any], Any]:
-    """Calls every rule sends to one torch call (see :func:`choose`), whatever they
-    need: a real vector against a matrix (``mv``), inputs below ``views_min`` elements
-    (``native``); None for any other call, or one torch refuses (the full path says why)."""
+    """Calls :func:`choose` always sends to one torch call: a real vector against a matrix
+    (``mv``), inputs below ``views_min`` elements (``native``); else None (full path)."""
     views_min, tensor, vecdot, mv = TORCH["views_min"], torch.Tensor, torch.linalg.vecdot, torch.mv
 
     def run(x1: Any, x2: Any) -> Any:
