@@ -46,9 +46,7 @@ _buffers: list[mmap.mmap] = []  # least recently used first
 _last_use: list[int] = []  # the request count when each of _buffers was last handed out
 _recent_sizes: dict[int, int] = {}  # size in bytes -> request count when last asked for
 _requests = 0  # large requests so far
-_held = 0
-_hits = 0
-_misses = 0
+_held = _hits = _misses = 0
 
 _PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 

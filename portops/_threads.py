@@ -45,9 +45,7 @@ def get_num_threads() -> int:
     scoped = _scoped.get()
     if scoped is not None:
         return scoped
-    if _setting is not None:
-        return _setting
-    return available_cores()
+    return _setting if _setting is not None else available_cores()
 
 
 # Read eagerly while torch.compile traces (see portops._machine.current).
@@ -173,8 +171,7 @@ def _reset_after_fork() -> None:
     global _pool_lock, _pool, _pool_size, _busy_lock, _busy
     _pool_lock = threading.Lock()
     _pool, _pool_size = None, 0
-    _busy_lock = threading.Lock()
-    _busy = 0
+    _busy_lock, _busy = threading.Lock(), 0
 
 
 if hasattr(os, "register_at_fork"):

@@ -97,8 +97,7 @@ class Dispersion:
         scale: float = 1.0,
     ) -> None:
         self.channels = check.positive_int(channels, "channels")
-        whole, fractions = dispersion_offsets(step, self.channels)
-        self._whole, self._fractions = whole, fractions
+        self._whole, self._fractions = dispersion_offsets(step, self.channels)
         self.mask = mask
         if mask is not None:
             inspect_arrays(("mask",), (mask,))
@@ -239,11 +238,8 @@ class Dispersion:
         ndim = y.ndim if keepdims else y.ndim + 1
         ax = check.axis(self.axis, ndim, "axis")
         cax = check.axis(self.channel_axis, ndim, "channel_axis")
-        real = (
-            xp.real(xp.empty((), dtype=y.dtype)).dtype
-            if xp.isdtype(y.dtype, "complex floating")
-            else y.dtype
-        )
+        is_complex = xp.isdtype(y.dtype, "complex floating")
+        real = xp.real(xp.empty((), dtype=y.dtype)).dtype if is_complex else y.dtype
         width = (y.shape[ax] if keepdims else y.shape[ax - (ax > cax)]) - self.grow
         key = (lib.library, str(getattr(y, "device", lib.device)), str(real), width, ndim)
         kept = self._kept.get(key)
@@ -272,8 +268,7 @@ class Dispersion:
                 "pinv needs integer offsets: with a fractional step A A^H is not diagonal, "
                 "so there is no Phi to divide by; use an iterative solver with forward/adjoint"
             )
-        lib = inspect_arrays(("y",), (y,))
-        xp = lib.xp
+        xp = inspect_arrays(("y",), (y,)).xp
         if not xp.isdtype(y.dtype, ("real floating", "complex floating")):
             raise TypeError(f"y must have a floating-point dtype, got {y.dtype}")
         _, inverse = self._phi_and_inverse(y, keepdims)

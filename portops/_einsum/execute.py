@@ -67,8 +67,7 @@ class ArrayAPIOps:
         return self.matmul(self.astype(a, count), self.astype(b, count)) != 0
 
     def take(self, x: Any, axis: int, start: int, stop: int) -> Any:
-        index = (*(slice(None),) * axis, slice(start, stop), ...)
-        return x[index]
+        return x[(*(slice(None),) * axis, slice(start, stop), ...)]
 
     def concat(self, parts: Sequence[Any], axis: int) -> Any:
         return self.xp.concat(list(parts), axis=axis)

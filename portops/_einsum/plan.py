@@ -117,9 +117,7 @@ class _Builder:
         self.instr: list[tuple[Any, ...]] = []
         self.steps: list[Step] = []
         self.values: list[_Value] = []
-        self.cost = 0.0
-        self.peak = 0
-        self.flops = 0
+        self.cost, self.peak, self.flops = 0.0, 0, 0
         for labels, order in zip(eq.inputs, orders, strict=True):
             self.values.append(_Value(labels, tuple(labels[a] for a in order)))
 
@@ -252,8 +250,8 @@ class _Builder:
         else:
             # Batched matmul: (batch..., M, K) @ (batch..., K, N).
             copy_labels: tuple[int, ...] = ()
-            a_copy = self._operand(i, batch, ms, ks, bsh, left=True)
-            b_copy = self._operand(j, batch, ks, ns, bsh, left=False)
+            a_copy = self._operand(i, batch, ms, ks, bsh)
+            b_copy = self._operand(j, batch, ks, ns, bsh)
             for c, v in ((a_copy, a), (b_copy, b)):
                 if c:
                     copies += self.size(v.labels)
@@ -282,14 +280,7 @@ class _Builder:
             self.instr.append(("permute", k, perm))
 
     def _operand(
-        self,
-        k: int,
-        batch: list[int],
-        rows: list[int],
-        cols: list[int],
-        bsh: tuple[int, ...],
-        *,
-        left: bool,
+        self, k: int, batch: list[int], rows: list[int], cols: list[int], bsh: tuple[int, ...]
     ) -> bool:
         """Lay slot k out as (batch..., rows, cols) (a transposed view when the unit-stride
         axis is in `rows`); return whether that copies."""
@@ -303,9 +294,7 @@ class _Builder:
             return idx == list(range(idx[0], idx[0] + len(group)))
 
         views = runs(rows) and runs(cols)
-        size = self.sizes.__getitem__
-        rs = math.prod(map(size, rows))
-        cs = math.prod(map(size, cols))
+        rs, cs = self.size(rows), self.size(cols)
         if views and inner in rows:
             # Unit stride in the first group: a transposed view, read by BLAS as is.
             self._permute(k, batch + cols + rows)
@@ -330,8 +319,7 @@ class _Builder:
         for labs in eff:
             for x in labs:
                 uses[x] = uses.get(x, 0) + 1
-        for k in range(n):
-            mine = eff[k]
+        for k, mine in enumerate(eff):
             others = {x for x, c in uses.items() if c > (x in mine)}
             self.prepare(k, others | out_set)
         slots = list(range(n))

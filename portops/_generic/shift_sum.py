@@ -84,11 +84,8 @@ def overlap(a: ShiftSumArgs, forward_impl: Kernel = forward) -> Any:
     """``Phi = sum_c shift_c(|mask_c|^2)``, shaped to broadcast against ``y``."""
     y, offsets, ax, cax, mask, _, xp = a[:7]
     width = a.shape[ax]
-    real = (
-        xp.real(xp.empty((), dtype=y.dtype)).dtype
-        if xp.isdtype(y.dtype, "complex floating")
-        else y.dtype
-    )
+    is_complex = xp.isdtype(y.dtype, "complex floating")
+    real = xp.real(xp.empty((), dtype=y.dtype)).dtype if is_complex else y.dtype
     shape = [1] * y.ndim
     shape[cax], shape[ax] = len(offsets), width
     if mask is None:
@@ -117,17 +114,7 @@ def pinv(a: ShiftSumArgs, forward_impl: Kernel = forward, adjoint_impl: Kernel =
 
 
 _GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"
-extend.register(
-    "shift_sum", "generic", forward, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
-)
-extend.register(
-    "shift_sum_adjoint",
-    "generic",
-    adjoint,
-    libraries=None,
-    priority=Priority.REFERENCE,
-    summary=_GENERIC,
-)
-extend.register(
-    "shift_sum_pinv", "generic", pinv, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
-)
+for _op, _fn in (("shift_sum", forward), ("shift_sum_adjoint", adjoint), ("shift_sum_pinv", pinv)):
+    extend.register(
+        _op, "generic", _fn, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
+    )

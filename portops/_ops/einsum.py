@@ -191,10 +191,8 @@ def _plan(
     names = label_names([x for t in eq.inputs for x in t])
     orders = tuple([_memory_order(s, st) for s, st in zip(shapes, layouts, strict=True)])
     result_dtype = result_dtype_of(xp, dtypes, dtype)
-    if isinstance(result_dtype, np.dtype):
-        boolean = result_dtype.kind == "b"
-    else:
-        boolean = bool(xp.isdtype(result_dtype, "bool"))
+    is_numpy = isinstance(result_dtype, np.dtype)
+    boolean = result_dtype.kind == "b" if is_numpy else bool(xp.isdtype(result_dtype, "bool"))
     merge = "dask" not in getattr(xp, "__name__", "")  # see plan.build
     itemsize = getattr(result_dtype, "itemsize", 8) if merge else 0  # Dask: lazy, chunked
     lowering = Lowering(
@@ -369,15 +367,8 @@ def einsum(
     >>> portops.einsum("ii", np.eye(3))
     np.float64(3.0)
     """
-    if (
-        out is None
-        and dtype is None
-        and memory_limit is None
-        and order == "K"
-        and casting == "safe"
-        and operands
-        and type(operands[0]) is str
-    ):
+    defaults = out is None and dtype is None and memory_limit is None
+    if defaults and order == "K" and casting == "safe" and operands and type(operands[0]) is str:
         result = _planned_call(operands, optimize)
         if result is not NotImplemented:
             return result

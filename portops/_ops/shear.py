@@ -83,9 +83,7 @@ def dispersion_offsets(
         n = int(o)  # o >= 0: truncation is the floor
         whole.append(n)
         fractions.append(o - n)
-    if not any(fractions):
-        return tuple(whole), None
-    return tuple(whole), tuple(fractions)
+    return tuple(whole), (tuple(fractions) if any(fractions) else None)
 
 
 def _prepare(

@@ -38,12 +38,10 @@ def _physics_class() -> type:
             return shift_sum(x, self.step, **self._keywords(mask))
 
         def A_adjoint(self, y: Any, mask: Any = None, **kwargs: Any) -> Any:
-            keywords = self._keywords(mask)
-            return shift_sum_adjoint(y, self.step, channels=self.channels, **keywords)
+            return shift_sum_adjoint(y, self.step, channels=self.channels, **self._keywords(mask))
 
         def A_dagger(self, y: Any, mask: Any = None, **kwargs: Any) -> Any:
-            keywords = self._keywords(mask)
-            return shift_sum_pinv(y, self.step, channels=self.channels, **keywords)
+            return shift_sum_pinv(y, self.step, channels=self.channels, **self._keywords(mask))
 
     return ShiftSumPhysics
 

@@ -613,14 +613,19 @@ def add_at(a: ShiftSumArgs) -> np.ndarray:
     return y.astype(np.dtype(a.dtype), copy=False)
 
 
-extend.register(
-    "shift_sum",
-    "numpy_blocked",
-    summary="cache-blocked contiguous adds over threads, mask fused per block",
-    strategies=FORWARD,
-    libraries=["numpy"],
-    priority=Priority.SPECIALIZED,
-)
+for _op, _summary, _strategies in (
+    ("shift_sum", "cache-blocked contiguous adds over threads, mask fused per block", FORWARD),
+    ("shift_sum_adjoint", "windows copied block by block over threads, mask fused", ADJOINT),
+    ("shift_sum_pinv", "blocked forward for Phi, then the blocked adjoint of y / Phi", PINV),
+):
+    extend.register(
+        _op,
+        "numpy_blocked",
+        summary=_summary,
+        strategies=_strategies,
+        libraries=["numpy"],
+        priority=Priority.SPECIALIZED,
+    )
 extend.register(
     "shift_sum",
     "numpy_add_at",
@@ -628,19 +633,3 @@ extend.register(
     priority=Priority.BASELINE,
     summary="np.add.at scatter (alternative, for comparison)",
 )(add_at)
-extend.register(
-    "shift_sum_adjoint",
-    "numpy_blocked",
-    summary="windows copied block by block over threads, mask fused",
-    strategies=ADJOINT,
-    libraries=["numpy"],
-    priority=Priority.SPECIALIZED,
-)
-extend.register(
-    "shift_sum_pinv",
-    "numpy_blocked",
-    summary="blocked forward for Phi, then the blocked adjoint of y / Phi",
-    strategies=PINV,
-    libraries=["numpy"],
-    priority=Priority.SPECIALIZED,
-)

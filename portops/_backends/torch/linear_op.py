@@ -92,10 +92,8 @@ class LinearPair:
             term = public(arr, t_mask, geometry)  # A(t_m * x), or conj(t_m) * A^H y
             out = term if out is None else out + term
         if out is None:
-            shape = (self.adjoint_shape if adjoint else self.forward_shape)(
-                list(arr.shape), geometry
-            )
-            out = arr.new_zeros(shape, dtype=result_dtype(arr, mask))
+            shape_of = self.adjoint_shape if adjoint else self.forward_shape
+            out = arr.new_zeros(shape_of(list(arr.shape), geometry), dtype=result_dtype(arr, mask))
         return out
 
     def batched(

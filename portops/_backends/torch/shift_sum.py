@@ -78,9 +78,8 @@ def forward_kernel(
     out_dtype = result_dtype(x, mask)
     acc = torch.float32 if out_dtype in _HALF else out_dtype
     width = x.shape[axis]
-    y = torch.zeros(
-        y_shape(list(x.shape), (offsets, axis, channel_axis)), dtype=acc, device=x.device
-    )
+    shape = y_shape(list(x.shape), (offsets, axis, channel_axis))
+    y = torch.zeros(shape, dtype=acc, device=x.device)
     if mask is not None and mask.dtype != acc:
         mask = mask.to(acc)
     one_mask = mask is None or mask.shape[channel_axis] == 1
@@ -365,12 +364,11 @@ def _composed_pinv(a: ShiftSumArgs) -> Run:
     def through(public: Callable[..., torch.Tensor]) -> Callable[[ShiftSumArgs], torch.Tensor]:
         return lambda b: public(b.array, b.mask, (b.offsets, b.axis, b.channel_axis))
 
+    forward, adjoint = through(PAIR.public_forward), through(PAIR.public_adjoint)
+
     def run(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
         y, m = normalize(y, m)
-        b = template._replace(array=y, mask=m)
-        x: torch.Tensor = generic.pinv(
-            b, through(PAIR.public_forward), through(PAIR.public_adjoint)
-        )
+        x: torch.Tensor = generic.pinv(template._replace(array=y, mask=m), forward, adjoint)
         return x
 
     return run
@@ -473,14 +471,18 @@ def slice_add_loop(a: ShiftSumArgs) -> torch.Tensor:
     return y if a.keepdims else y.squeeze(a.channel_axis)
 
 
-extend.register(
-    "shift_sum",
-    "torch",
-    libraries=["torch"],
-    priority=Priority.SPECIALIZED,
-    summary="slice-adds, NumPy on views or a Triton kernel; every autograd feature",
-    strategies=FORWARD,
-)
+for _op, _what, _strategies in (
+    ("shift_sum", "slice-adds, NumPy on views or a Triton kernel", FORWARD),
+    ("shift_sum_adjoint", "one strided copy of all windows, or a Triton kernel", ADJOINT),
+):
+    extend.register(
+        _op,
+        "torch",
+        libraries=["torch"],
+        priority=Priority.SPECIALIZED,
+        summary=f"{_what}; every autograd feature",
+        strategies=_strategies,
+    )
 extend.register(
     "shift_sum",
     "torch_scatter_add",
@@ -495,14 +497,6 @@ extend.register(
     priority=Priority.BASELINE + 5,
     summary="one slice-add per channel, autograd through ATen (alternative)",
 )(slice_add_loop)
-extend.register(
-    "shift_sum_adjoint",
-    "torch",
-    libraries=["torch"],
-    priority=Priority.SPECIALIZED,
-    summary="one strided copy of all windows, or a Triton kernel; every autograd feature",
-    strategies=ADJOINT,
-)
 extend.register(
     "shift_sum_pinv",
     "torch",
