@@ -22,6 +22,7 @@ PACKAGE = pathlib.Path(portops.__file__).parent
 NOT_SPEED = {
     "_MAX_GRID_Y": "CUDA's limit on a grid's y dimension",
     "WARP": "threads in a CUDA warp",
+    "GRAIN": "torch's at::internal::GRAIN_SIZE: its CPU kernels use one thread below it",
     "INT32_LIMIT": "the largest index 32-bit kernel arithmetic may reach",
     "OUTER_SLOTS": "kernel argument slots of the CUDA sources",
     "INNER_SLOTS": "kernel argument slots of the CUDA sources",

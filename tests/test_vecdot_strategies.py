@@ -128,7 +128,7 @@ def test_no_tensor_plan_while_tracing_or_preferring(monkeypatch) -> None:
     otherwise the plan runs."""
     from portops import _torch_state
 
-    a, b = torch.ones(4, 3000), torch.full((4, 3000), 2.0)  # past the direct calls
+    a, b = torch.ones(16, 3000), torch.full((16, 3000), 2.0)  # past the direct calls
     vecdot_module.PLANS.clear()
     portops.vecdot(a, b)
     (key,) = vecdot_module.PLANS._plans
@@ -140,9 +140,9 @@ def test_no_tensor_plan_while_tracing_or_preferring(monkeypatch) -> None:
     with pytest.raises(AssertionError, match="the plan ran"):
         portops.vecdot(a, b)
     with portops.prefer(vecdot="generic"):
-        assert portops.vecdot(a, b).tolist() == [6000.0] * 4
+        assert portops.vecdot(a, b).tolist() == [6000.0] * 16
     monkeypatch.setattr(_torch_state, "_is_compiling", lambda: True)
-    assert portops.vecdot(a, b).tolist() == [6000.0] * 4
+    assert portops.vecdot(a, b).tolist() == [6000.0] * 16
 
 
 @pytest.mark.parametrize("library", ["numpy", "torch"])
@@ -186,7 +186,9 @@ def test_torch_choice_on_a_fixed_machine(two_threads) -> None:
         ((1 << 15, 16), (1 << 15, 16)): "bmm",  # past it: threaded batched GEMM
         ((1 << 15, 64), (1 << 15, 64)): "numpy",  # np.vecdot's length
         ((1024, 1024), (1024, 1024)): "row_dots",  # long vectors past one core's L2
-        ((64, 256), (64, 256)): "numpy",  # NumPy's single pass
+        ((256, 128), (256, 128)): "numpy",  # NumPy's single pass
+        ((64, 256), (64, 256)): "native",  # below torch's grain: one thread, no views
+        ((4096, 4), (4096, 4)): "numpy",  # ... but rows of 16 bytes: NumPy's columns
         ((16, 256), (16, 256)): "native",  # below views_min elements
     }
     with portops.machine(**SMALL_CACHES):
@@ -200,6 +202,10 @@ def test_torch_choice_on_a_fixed_machine(two_threads) -> None:
         assert _strategy(strided, strided) == "numpy"
         torch.set_num_threads(1)  # one thread: NumPy's loop, as fast (restored after)
         assert _strategy(torch.ones(1 << 15, 16), torch.ones(1 << 15, 16)) == "numpy"
+        strided = torch.ones(64, 1024).T  # strided rows of 256 bytes in the L2s: torch's
+        assert _strategy(strided, strided) == "native"
+        strided = torch.ones(2, 1 << 15).T  # ... of 8 bytes: NumPy's loop across them
+        assert _strategy(strided, strided) == "numpy"
         torch.set_num_threads(2)
         x = torch.ones(500, 500, requires_grad=True)
         assert _strategy(x, x) == "native"  # gradients: torch's own calls
@@ -334,6 +340,8 @@ def test_columns_strategy(n, rest, position, keepdims, double, negative) -> None
         chosen = portops.explain("vecdot", x1, x2, axis=call_axis, keepdims=keepdims).strategy
         columns = n <= 32 and math.prod(rest) * x1.element_size() >= 256
         columns = columns and x1.numel() >= 8192  # else torch's own call: tiny
+        short = n * x1.element_size() <= 16  # or, below torch's grain, rows this short
+        columns = columns and (x1.numel() >= 32768 or short)
         assert (chosen == "columns") == columns
         for forced in (None, "torch_cpu/columns"):
             for _ in range(2):

@@ -111,7 +111,10 @@ DIRECT_CASES = [
     ((5, 40), (40,)),  # a vector against a matrix: mv
     ((40,), (5, 40)),  # the vector first: not direct
     ((5, 1), (1,)),  # a 1-element vector: not mv
-    ((90, 100), (90, 100)),  # past views_min: not direct
+    ((90, 100), (90, 100)),  # below torch's grain: direct
+    ((2048, 4), (2048, 4)),  # past views_min, rows of 16 bytes (float32): not direct
+    ((200, 200), (200, 200)),  # past torch's grain: not direct
+    ((3, 1), (3, 8)),  # unequal lengths, which torch would broadcast: the full path's error
     ((3, 7), (3, 8)),  # torch refuses: the full path's error
     ((0, 4), (0, 4)),
 ]
@@ -150,6 +153,68 @@ def test_direct_calls_are_the_rules_choice(s1, s2, dtype, grad) -> None:
         (g,) = torch.autograd.grad(got.real.sum(), a)
         (g_want,) = torch.autograd.grad(portops.vecdot(a, b).real.sum(), a)
         torch.testing.assert_close(g, g_want)
+
+
+STRIDED_LAYOUTS = [
+    ((4096, 2), "transposed"),
+    ((16, 1024), "transposed"),
+    ((16, 4096), "transposed"),
+    ((256, 128), "transposed"),
+    ((4096, 16), "transposed"),
+    ((65536, 2), "transposed"),
+    ((1 << 16, 16), "transposed"),
+    ((1 << 18, 2), "transposed"),
+    ((64, 600), "every other"),
+    ((4096, 4), "one transposed"),
+    ((1, 40000), "transposed"),
+]
+PROFILES = [
+    {"cores": 2, "l2": 2 << 20},
+    {"cores": 1, "l2": 1 << 20},
+    {"cores": 64, "l2": 2 << 20},
+    {"cores": 2, "l2": 1 << 15},
+]
+
+
+def _strided(shape, layout, dtype):
+    gen = torch.Generator().manual_seed(1)
+    wide = torch.randn(shape[0], 2 * shape[1], generator=gen, dtype=dtype)
+    t = torch.randn(shape[::-1], generator=gen, dtype=dtype).T
+    if layout == "every other":
+        return wide[:, ::2], wide[:, 1::2]
+    if layout == "one transposed":
+        return t, wide[:, : shape[1]]
+    return t, torch.randn(shape[::-1], generator=gen, dtype=dtype).T
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("threads", [1, 2, 8])
+def test_strided_direct_calls_are_the_rules_choice(profile, threads, monkeypatch) -> None:
+    """Strided vectors take the direct call exactly where the rule sends them to torch's
+    own call (up to a core's L2 of vectors, where the direct call leaves the choice to the
+    full path): on 1, 2, 8 threads and machines from one core to 64, and small L2s."""
+    from portops._backends.torch import vecdot as torch_vecdot
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    taken = []
+    with portops.machine(**profile):
+        direct = torch_vecdot._direct()
+        for shape, layout in STRIDED_LAYOUTS:
+            for dtype in (torch.float32, torch.float64):
+                a, b = _strided(shape, layout, dtype)
+                got = direct(a, b)
+                chosen = portops.explain("vecdot", a, b).strategy
+                vectors_bytes = a.numel() // shape[1] * a.element_size()
+                if (a.stride(-1) != 1 or b.stride(-1) != 1) and vectors_bytes < profile["l2"]:
+                    # strided, vectors within a core's L2: all that the rule sends to native
+                    assert (got is not None) == (chosen == "native"), (shape, layout, dtype)
+                if got is not None:
+                    taken.append((shape, layout))
+                    assert chosen == "native", (shape, layout, dtype)
+                    torch.testing.assert_close(got, torch.linalg.vecdot(a, b))
+    if profile["l2"] == 2 << 20 and threads < 8:  # the sweep's strided points on 1-2 cores
+        assert ((4096, 2), "transposed") in taken and ((256, 128), "transposed") in taken
+        assert ((4096, 16), "transposed") in taken
 
 
 def test_direct_calls_end_with_a_registration_and_a_preference() -> None:

@@ -28,6 +28,8 @@ _LINALG = _REAL | {torch.complex64, torch.complex128}
 _NUMPY_DTYPES = _LINALG | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
 _UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+# torch's at::internal::GRAIN_SIZE: its CPU kernels use one thread below this many elements.
+GRAIN = 32768
 
 # embedding_bag's per-sample-weights backward with identity indices: threaded row dots;
 # private and underivable, so only where torch has it and for calls needing no gradient.
@@ -169,31 +171,60 @@ def _columns_applies(a: VecdotArgs) -> str | None:
 def _threaded(
     name: str, summary: str, plan: Callable[[VecdotArgs], Run], applies: Any = None
 ) -> Strategy:
-    """A strategy on torch's threads that keeps every autograd feature."""
-    return Strategy(name, summary, plan, FEATURES, lambda a: torch.get_num_threads(), applies)
+    """A strategy on torch's threads (one below ``GRAIN``) keeping every autograd feature."""
+    return Strategy(name, summary, plan, FEATURES, _torch_threads, applies)
+
+
+def _torch_threads(a: VecdotArgs) -> int:
+    return torch.get_num_threads() if max(a.x1.numel(), a.x2.numel()) >= GRAIN else 1
 
 
 def _direct() -> Callable[[Any, Any], Any]:
-    """Calls :func:`choose` always sends to one torch call: a real vector against a matrix
-    (``mv``), inputs below ``views_min`` elements (``native``); else None (full path)."""
-    views_min, tensor, vecdot, mv = TORCH["views_min"], torch.Tensor, torch.linalg.vecdot, torch.mv
+    """Calls :func:`choose` always sends to one torch call, told by a few checks: a real
+    vector against a matrix (``mv``); inputs below ``views_min`` elements, or below
+    ``GRAIN`` unless their rows are contiguous and short, and strided vectors that are few
+    or fit the cores' L2 (``native``); else None (the full path, which explains refusals)."""
+    views_min, short_row, few = TORCH["views_min"], NUMPY["column_bytes"], NUMPY["vecdot_few"]
+    traffic, tensor = TORCH["native_traffic"], torch.Tensor
+    vecdot, mv = torch.linalg.vecdot, torch.mv
+
+    def strided_native(n: int, size: int, item: int, short: bool) -> bool:
+        """choose's rules, in their order, for equal real shapes with strided vectors
+        past its grain rule; False (the full path) from a core's L2 of vectors on."""
+        m, vectors = _machine.current(), size // n
+        if vectors < 2 or vectors * item >= m.l2:  # one vector: np.vecdot; else by column
+            return False
+        threads, fits = torch.get_num_threads(), 2 * size * item < m.l2 * m.cores
+        if vectors < few:
+            return True
+        return (threads > 1 or not short) if fits else threads > traffic
 
     def run(x1: Any, x2: Any) -> Any:
         if type(x2) is not tensor:
             return None
-        n1, n2 = x1.ndim, x2.ndim  # sizes first: the cheapest refusal of larger calls
-        if n1 == n2:
-            if not n1 or x1.numel() >= views_min or x2.numel() >= views_min:
-                return None
+        s1, s2, dtype = x1.shape, x2.shape, x1.dtype  # few reads: each costs ~0.1 us
+        if len(s1) == len(s2):
+            if not s1 or (n := s1[-1]) != s2[-1]:
+                return None  # (torch would broadcast unequal lengths)
+            size = x1.numel() if s1 == s2 else max(x1.numel(), x2.numel())
+            if size >= views_min:
+                item = x1.element_size()
+                short = n * item <= short_row
+                if size >= GRAIN or short:
+                    if s1 != s2 or dtype not in _REAL or n < 2:
+                        return None
+                    if x1.stride()[-1] == 1 == x2.stride()[-1]:
+                        return None
+                    if size >= GRAIN and not strided_native(n, size, item, short):
+                        return None
             dtypes = _LINALG
-        elif n2 == 1 and n1 == 2 and x2.shape[0] > 1:
+        elif len(s2) == 1 and len(s1) == 2 and s2[0] > 1:
             dtypes = _REAL
         else:
             return None
-        dtype = x1.dtype
-        if x2.dtype is not dtype or dtype not in dtypes or not (x1.is_cpu and x2.is_cpu):
+        if x2.dtype is not dtype or dtype not in dtypes or not x1.is_cpu:
             return None
-        try:
+        try:  # (x2 on another device: torch refuses, and the full path explains)
             return vecdot(x1, x2) if dtypes is _LINALG else mv(x1, x2)
         except RuntimeError:
             return None
@@ -249,9 +280,13 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
     size = max(x1.numel(), x2.numel())
     if size < TORCH["views_min"]:
         return "native", f"below {TORCH['views_min']} elements the views cost more than they save"
+    n, item = x1.shape[axis], x1.element_size()
+    # Rows this short torch sums slowly; NumPy sums them by column (contiguous) or across.
+    short = n * item <= NUMPY["column_bytes"]
+    unit = n < 2 or x1.stride(axis) == 1 == x2.stride(axis)
+    if size < GRAIN and not (short and unit):
+        return "native", f"below {GRAIN} elements (torch's grain) its calls wake no thread: faster"
     m = _machine.current()
-    n = x1.shape[axis]
-    item = x1.element_size()
     nbytes = (x1.numel() + x2.numel()) * item
     threads = torch.get_num_threads()
     # Long vectors past one core's L2 (below it NumPy's one thread is as fast).
@@ -272,8 +307,8 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
         return "bmm", "short contiguous vectors past the cores' L2: threaded batched GEMM"
     if kernel == "einsum" and size // max(n, 1) < NUMPY["vecdot_few"]:
         return "native", "few strided vectors: einsum's loop across them would be short"
-    if kernel == "einsum" and nbytes < cores_l2 and threads > 1:
-        return "native", "short vectors in the cores' L2: torch's threads read them fastest"
+    if kernel == "einsum" and nbytes < cores_l2 and (threads > 1 or not (short or unit)):
+        return "native", "vectors in the cores' L2 (strided rows, or threads): torch's reads"
     return "numpy", f"NumPy's fused loop on views ({kernel}) reads each input once"
 
 
