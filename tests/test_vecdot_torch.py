@@ -167,6 +167,11 @@ STRIDED_LAYOUTS = [
     ((64, 600), "every other"),
     ((4096, 4), "one transposed"),
     ((1, 40000), "transposed"),
+    ((4096, 16), "contiguous"),
+    ((1 << 15, 16), "contiguous"),
+    ((4096, 8), "contiguous"),
+    ((8192, 4), "contiguous"),
+    ((1024, 64), "contiguous"),
 ]
 PROFILES = [
     {"cores": 2, "l2": 2 << 20},
@@ -184,15 +189,18 @@ def _strided(shape, layout, dtype):
         return wide[:, ::2], wide[:, 1::2]
     if layout == "one transposed":
         return t, wide[:, : shape[1]]
+    if layout == "contiguous":
+        return wide[:, : shape[1]].contiguous(), wide[:, shape[1] :].contiguous()
     return t, torch.randn(shape[::-1], generator=gen, dtype=dtype).T
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("threads", [1, 2, 8])
 def test_strided_direct_calls_are_the_rules_choice(profile, threads, monkeypatch) -> None:
-    """Strided vectors take the direct call exactly where the rule sends them to torch's
-    own call (up to a core's L2 of vectors, where the direct call leaves the choice to the
-    full path): on 1, 2, 8 threads and machines from one core to 64, and small L2s."""
+    """A direct call runs what the rule chooses; strided vectors take it exactly where the
+    rule sends them to torch's own call (up to a core's L2 of vectors, where the direct
+    call leaves the choice to the full path): on 1, 2, 8 threads and machines from one
+    core to 64, and small L2s."""
     from portops._backends.torch import vecdot as torch_vecdot
 
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
@@ -209,12 +217,15 @@ def test_strided_direct_calls_are_the_rules_choice(profile, threads, monkeypatch
                     # strided, vectors within a core's L2: all that the rule sends to native
                     assert (got is not None) == (chosen == "native"), (shape, layout, dtype)
                 if got is not None:
-                    taken.append((shape, layout))
+                    taken.append((shape, layout, dtype))
                     assert chosen == "native", (shape, layout, dtype)
                     torch.testing.assert_close(got, torch.linalg.vecdot(a, b))
     if profile["l2"] == 2 << 20 and threads < 8:  # the sweep's strided points on 1-2 cores
-        assert ((4096, 2), "transposed") in taken and ((256, 128), "transposed") in taken
-        assert ((4096, 16), "transposed") in taken
+        for shape in [(4096, 2), (256, 128), (4096, 16)]:
+            assert (shape, "transposed", torch.float32) in taken
+    if profile["l2"] == 2 << 20 and threads == 2:  # contiguous rows for einsum's loop ...
+        assert ((4096, 16), "contiguous", torch.float32) in taken
+        assert ((8192, 4), "contiguous", torch.float32) not in taken  # ... not by column
 
 
 def test_direct_calls_end_with_a_registration_and_a_preference() -> None:

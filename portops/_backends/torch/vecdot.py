@@ -182,22 +182,25 @@ def _torch_threads(a: VecdotArgs) -> int:
 def _direct() -> Callable[[Any, Any], Any]:
     """Calls :func:`choose` always sends to one torch call, told by a few checks: a real
     vector against a matrix (``mv``); inputs below ``views_min`` elements, or below
-    ``GRAIN`` unless their rows are contiguous and short, and strided vectors that are few
-    or fit the cores' L2 (``native``); else None (the full path, which explains refusals)."""
+    ``GRAIN`` unless their rows are contiguous and short, and vectors for einsum's loop
+    that are few (strided) or fit the cores' L2 (``native``); else None (the full path,
+    which also explains refusals)."""
     views_min, short_row, few = TORCH["views_min"], NUMPY["column_bytes"], NUMPY["vecdot_few"]
-    traffic, tensor = TORCH["native_traffic"], torch.Tensor
+    long_row, traffic, tensor = NUMPY["vecdot_short"], TORCH["native_traffic"], torch.Tensor
     vecdot, mv = torch.linalg.vecdot, torch.mv
 
-    def strided_native(n: int, size: int, item: int, short: bool) -> bool:
-        """choose's rules, in their order, for equal real shapes with strided vectors
-        past its grain rule; False (the full path) from a core's L2 of vectors on."""
+    def rule_native(n: int, size: int, item: int, short: bool, unit: bool) -> bool:
+        """choose's rules past its grain rule, in their order, for equal real shapes whose
+        NumPy kernel would be einsum's loop; False (the full path) past an L2 of vectors."""
         m, vectors = _machine.current(), size // n
         if vectors < 2 or vectors * item >= m.l2:  # one vector: np.vecdot; else by column
             return False
+        if unit and (short or n >= long_row or vectors <= few):
+            return False  # NumPy's kernel: by column, or np.vecdot
         threads, fits = torch.get_num_threads(), 2 * size * item < m.l2 * m.cores
-        if vectors < few:
+        if not unit and vectors < few:
             return True
-        return (threads > 1 or not short) if fits else threads > traffic
+        return (threads > 1 or not (short or unit)) if fits else threads > traffic
 
     def run(x1: Any, x2: Any) -> Any:
         if type(x2) is not tensor:
@@ -213,9 +216,8 @@ def _direct() -> Callable[[Any, Any], Any]:
                 if size >= GRAIN or short:
                     if s1 != s2 or dtype not in _REAL or n < 2:
                         return None
-                    if x1.stride()[-1] == 1 == x2.stride()[-1]:
-                        return None
-                    if size >= GRAIN and not strided_native(n, size, item, short):
+                    unit = x1.stride()[-1] == 1 == x2.stride()[-1]
+                    if unit if size < GRAIN else not rule_native(n, size, item, short, unit):
                         return None
             dtypes = _LINALG
         elif len(s2) == 1 and len(s1) == 2 and s2[0] > 1:
