@@ -189,14 +189,15 @@ def _direct() -> Callable[[Any, Any], Any]:
     long_row, traffic, tensor = NUMPY["vecdot_short"], TORCH["native_traffic"], torch.Tensor
     vecdot, mv = torch.linalg.vecdot, torch.mv
 
-    def rule_native(n: int, size: int, item: int, short: bool, unit: bool) -> bool:
+    def rule_native(n: int, size: int, item: int, unit: bool) -> bool:
         """choose's rules past its grain rule, in their order, for equal real shapes whose
         NumPy kernel would be einsum's loop; False (the full path) past an L2 of vectors."""
-        m, vectors = _machine.current(), size // n
-        if vectors < 2 or vectors * item >= m.l2:  # one vector: np.vecdot; else by column
-            return False
-        if unit and (short or n >= long_row or vectors <= few):
+        vectors, short = size // n, n * item <= short_row
+        if vectors < 2 or (unit and (short or vectors <= few)):
             return False  # NumPy's kernel: by column, or np.vecdot
+        m = _machine.current()
+        if vectors * item >= m.l2:  # (the rule's strided columns past L2, by column)
+            return False
         threads, fits = torch.get_num_threads(), 2 * size * item < m.l2 * m.cores
         if not unit and vectors < few:
             return True
@@ -205,25 +206,30 @@ def _direct() -> Callable[[Any, Any], Any]:
     def run(x1: Any, x2: Any) -> Any:
         if type(x2) is not tensor:
             return None
-        s1, s2, dtype = x1.shape, x2.shape, x1.dtype  # few reads: each costs ~0.1 us
+        s1, s2 = x1.shape, x2.shape  # few reads: each costs ~0.1 us
         if len(s1) == len(s2):
             if not s1 or (n := s1[-1]) != s2[-1]:
                 return None  # (torch would broadcast unequal lengths)
             size = x1.numel() if s1 == s2 else max(x1.numel(), x2.numel())
-            if size >= views_min:
-                item = x1.element_size()
-                short = n * item <= short_row
-                if size >= GRAIN or short:
-                    if s1 != s2 or dtype not in _REAL or n < 2:
-                        return None
-                    unit = x1.stride()[-1] == 1 == x2.stride()[-1]
-                    if unit if size < GRAIN else not rule_native(n, size, item, short, unit):
-                        return None
+            if size >= GRAIN:  # the rule's choice hangs on the layout
+                if s1 != s2 or n < 2:
+                    return None
+                unit = x1.stride()[-1] == 1 == x2.stride()[-1]
+                if (unit and n >= long_row) or x1.dtype not in _REAL:
+                    return None  # (contiguous rows for np.vecdot or BLAS: the cheap refusal)
+                if not rule_native(n, size, x1.element_size(), unit):
+                    return None
+            elif size >= views_min and n * x1.element_size() <= short_row:
+                if s1 != s2 or n < 2 or x1.dtype not in _REAL:
+                    return None
+                if x1.stride()[-1] == 1 == x2.stride()[-1]:
+                    return None  # contiguous short rows: NumPy's columns, or other rules
             dtypes = _LINALG
         elif len(s2) == 1 and len(s1) == 2 and s2[0] > 1:
             dtypes = _REAL
         else:
             return None
+        dtype = x1.dtype
         if x2.dtype is not dtype or dtype not in dtypes or not x1.is_cpu:
             return None
         try:  # (x2 on another device: torch refuses, and the full path explains)
