@@ -179,6 +179,26 @@ def _torch_threads(a: VecdotArgs) -> int:
     return torch.get_num_threads() if max(a.x1.numel(), a.x2.numel()) >= GRAIN else 1
 
 
+def _traffic_wins(threads: int, fits: bool, traffic: float) -> str | None:
+    """Why torch's threads beat NumPy's one-thread loop on inputs past the cores' L2
+    (``traffic``: ``native_traffic``), or None."""
+    if fits or threads <= traffic:
+        return None
+    return f"{threads} threads move torch's {traffic}x traffic before NumPy's one"
+
+
+def _einsum_loses(
+    vectors: int, short: bool, unit: bool, fits: bool, threads: int, few: int
+) -> str | None:
+    """Why torch's call beats NumPy's einsum loop on these vectors (``few``:
+    ``vecdot_few``), or None."""
+    if vectors < few:
+        return "few strided vectors: einsum's loop across them would be short"
+    if fits and (threads > 1 or not (short or unit)):
+        return "vectors in the cores' L2 (strided rows, or threads): torch's reads"
+    return None
+
+
 def _direct() -> Callable[[Any, Any], Any]:
     """Calls :func:`choose` always sends to one torch call, told by a few checks: a real
     vector against a matrix (``mv``); inputs below ``views_min`` elements, or below
@@ -190,8 +210,9 @@ def _direct() -> Callable[[Any, Any], Any]:
     vecdot, mv = torch.linalg.vecdot, torch.mv
 
     def rule_native(n: int, size: int, item: int, unit: bool) -> bool:
-        """choose's rules past its grain rule, in their order, for equal real shapes whose
-        NumPy kernel would be einsum's loop; False (the full path) past an L2 of vectors."""
+        """choose's verdict past its grain rule for equal real shapes whose NumPy kernel
+        would be einsum's loop (its rules, shared); False (the full path) past an L2 of
+        vectors."""
         vectors, short = size // n, n * item <= short_row
         if vectors < 2 or (unit and (short or vectors <= few)):
             return False  # NumPy's kernel: by column, or np.vecdot
@@ -199,9 +220,8 @@ def _direct() -> Callable[[Any, Any], Any]:
         if vectors * item >= m.l2:  # (the rule's strided columns past L2, by column)
             return False
         threads, fits = torch.get_num_threads(), 2 * size * item < m.l2 * m.cores
-        if not unit and vectors < few:
-            return True
-        return (threads > 1 or not (short or unit)) if fits else threads > traffic
+        why = _traffic_wins(threads, fits, traffic)
+        return (why or _einsum_loses(vectors, short, unit, fits, threads, few)) is not None
 
     def run(x1: Any, x2: Any) -> Any:
         if type(x2) is not tensor:
@@ -305,18 +325,17 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
         c1, c2 = x1.select(axis, 0), x2.select(axis, 0)
         if c1.numel() * item >= m.l2 and c1.is_contiguous() and c2.is_contiguous():
             return "columns", "short vectors along a strided axis, columns past L2: by column"
-    cores_l2 = m.l2 * m.cores
-    if threads > (traffic := TORCH["native_traffic"]) and nbytes >= cores_l2:
-        return "native", f"{threads} threads move torch's {traffic}x traffic before NumPy's one"
+    fits = nbytes < m.l2 * m.cores
+    if why := _traffic_wins(threads, fits, TORCH["native_traffic"]):
+        return "native", why
     kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
     # NumPy's einsum loop (vectors under vecdot_short) on one thread; strided rows: 2x slower
     bmm = x1.stride(-1) == 1 == x2.stride(-1) and _bmm_applies(a) is None
-    if kernel == "einsum" and bmm and threads >= 2 and nbytes >= cores_l2:
+    if kernel == "einsum" and bmm and threads >= 2 and not fits:
         return "bmm", "short contiguous vectors past the cores' L2: threaded batched GEMM"
-    if kernel == "einsum" and size // max(n, 1) < NUMPY["vecdot_few"]:
-        return "native", "few strided vectors: einsum's loop across them would be short"
-    if kernel == "einsum" and nbytes < cores_l2 and (threads > 1 or not (short or unit)):
-        return "native", "vectors in the cores' L2 (strided rows, or threads): torch's reads"
+    few, vectors = NUMPY["vecdot_few"], size // max(n, 1)
+    if kernel == "einsum" and (why := _einsum_loses(vectors, short, unit, fits, threads, few)):
+        return "native", why
     return "numpy", f"NumPy's fused loop on views ({kernel}) reads each input once"
 
 
