@@ -78,10 +78,33 @@ def _t(a: np.ndarray | None) -> Any:
 
 
 def _check(got: Any, want: np.ndarray, dtype: Any) -> None:
-    g = got.detach().resolve_conj().float() if got.dtype == torch.bfloat16 else got
-    g = g.numpy()
+    g = got.detach().resolve_conj()
+    g = (g.float() if g.dtype == torch.bfloat16 else g).numpy()
     assert g.shape == want.shape
     np.testing.assert_allclose(g, want, **tolerance(dtype))
+
+
+@pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_the_triton_strategy_plan(kernels, shape, step, axis, cax, mask_shape, keepdims):
+    """The plan a CUDA call runs (result shape, channel axis dropped or kept) and, with
+    gradients, the Function around the same launch: x's gradient is the adjoint's."""
+    from portops._backends.torch.shift_sum import _linear_plan
+
+    kw = {"axis": axis, "channel_axis": cax}
+    x = _rand(shape, "float64", 0)
+    mask = None if mask_shape is None else _rand(mask_shape, "float64", 1)
+    want = ref.forward(x, step, **kw, mask=mask, keepdims=keepdims)
+    for grad in (False, True):
+        xt = _t(x).clone().requires_grad_(grad)
+        a = _prepare_forward(xt, step, **kw, mask=_t(mask), keepdims=keepdims).args
+        got = _linear_plan(a, "triton", False)(xt, _t(mask))
+        _check(got, want, want.dtype)
+        if grad:
+            g = _rand(want.shape, "float64", 2)
+            got.backward(_t(g))
+            adj = ref.adjoint(g, step, channels=shape[cax], **kw, mask=mask, keepdims=keepdims)
+            _check(xt.grad, adj, adj.dtype)
 
 
 @pytest.mark.parametrize(("shape", "step", "axis", "cax", "mask_shape"), CASES)

@@ -170,13 +170,14 @@ def _triton() -> Any:
     return _triton_shift_sum
 
 
-def _triton_plan(name: str, a: ShiftSumArgs) -> Run | None:
-    """The Triton kernel of `name` for `a`'s layout, or None where none covers it."""
+def _triton_plan(name: str, a: ShiftSumArgs, alloc: list[int] | None = None) -> Run | None:
+    """The Triton kernel of `name` for `a`'s layout, or None where none covers it. Its
+    result keeps the channel axis, or has shape `alloc` (the same elements in order)."""
     kernels = _triton()
     if kernels is None:
         return None
     planner = getattr(kernels, f"plan_{name}")
-    args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, list(a.shape))
+    args = (tuple(a.offsets), a.axis, a.channel_axis, a.mask, alloc)
     try:
         run: Run = planner(a.array, *args)
     except NotImplementedError:
@@ -278,7 +279,13 @@ def _linear_plan(a: ShiftSumArgs, name: str, adjoint: bool) -> Run:
     geometry = (list(a.offsets), a.axis, a.channel_axis)
     cax, squeeze = a.channel_axis, not adjoint and not a.keepdims
     needs = _needs(a)
-    kernel = _kernel(name, a, adjoint)
+    kernel = None
+    if name == "triton" and squeeze and not needs:
+        # Allocated without the channel axis: no squeeze (a view) after the launch.
+        kernel = _triton_plan("forward", a, list(a.shape))
+        squeeze = kernel is None
+    if kernel is None:
+        kernel = _kernel(name, a, adjoint)
     core: Run = kernel
     if "compile" in needs:
         core = lambda arr, m: PAIR.call_op(adjoint, arr, m, geometry)  # noqa: E731
