@@ -72,8 +72,10 @@ class ShiftSumArgs(NamedTuple):
 
 def _integer_step(step: Any) -> int | None:
     """`step` as an int when it is one (not a bool), else None."""
+    if isinstance(step, (bool, list, tuple)):
+        return None  # no exception to catch: torch.compile traces this path
     try:
-        return None if isinstance(step, bool) else operator.index(step)
+        return operator.index(step)
     except TypeError:
         return None
 
