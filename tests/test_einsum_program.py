@@ -30,7 +30,11 @@ def _program(eq: str, operands: list[Any], library: str = "torch") -> Any:
         operands = [x.to(args.dtype) for x in operands]
     else:
         operands = [x.astype(args.dtype) for x in operands]
-    native = library == "torch" or args.dtype.kind in "fc"
+    if library == "torch":  # CUDA's GEMMs refuse integers, as in _program_of
+        dtype = args.dtype
+        native = operands[0].is_cpu or dtype.is_floating_point or dtype.is_complex
+    else:
+        native = args.dtype.kind in "fc"
     program = write_program(args.plan, args.dtype, module._OPS, module.SPELLING, native_gemm=native)
     assert program is not None
     return program, operands

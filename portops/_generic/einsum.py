@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import array_api_compat as compat
+
 from .. import extend
 from .._einsum.execute import ArrayAPIOps, cast, run
 from .._ops.einsum import EinsumArgs
@@ -24,10 +26,18 @@ def generic(a: EinsumArgs) -> Any:
     return a.xp.asarray(result, copy=True) if a.may_alias else result  # never a view
 
 
+def _applies(a: EinsumArgs) -> str | None:
+    if a.operands and compat.is_torch_namespace(a.xp) and a.xp.isdtype(a.dtype, "integral"):
+        if a.operands[0].device.type != "cpu":
+            return "torch's CUDA matmul takes no integers (the torch implementation sums products)"
+    return None
+
+
 extend.register(
     "einsum",
     "generic",
     libraries=None,
     priority=Priority.REFERENCE,
+    applies=_applies,
     summary="batched matmul lowering in pure array API (jax.jit/grad, lazy dask, any library)",
 )(generic)
