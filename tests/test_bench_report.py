@@ -463,7 +463,7 @@ def run_toy(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
     cmd += ["--benchmark-quiet", "--benchmark-json=b.json", *args]
     if not any(a.startswith("--bench-threads") for a in args):
         cmd.append("--bench-threads=all")  # no second spent measuring the machine's load
-    env["PYTHONPATH"] = str(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     path = tmp_path / "b.json"

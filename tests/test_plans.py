@@ -127,11 +127,13 @@ def test_a_preference_bypasses_the_plans(monkeypatch):
 
 
 def test_a_malformed_setting_warns_and_keeps_the_default():
+    import os
     import subprocess
     import sys
 
     code = "import portops._plans as p; print(p.plan_cache_size())"
-    env = {"PORTOPS_PLAN_CACHE": "many", "PYTHONPATH": "."}
+    path = os.pathsep.join(filter(None, [".", os.environ.get("PYTHONPATH")]))
+    env = {"PORTOPS_PLAN_CACHE": "many", "PYTHONPATH": path}
     out = subprocess.run(
         [sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True
     )

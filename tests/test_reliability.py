@@ -193,9 +193,10 @@ needs_proc = pytest.mark.skipif(
 
 def _run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     root = Path(__file__).resolve().parents[1]
+    paths = [str(root), os.environ.get("PYTHONPATH")]
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        env={**os.environ, "PYTHONPATH": str(root), **env},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), **env},
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

@@ -42,7 +42,8 @@ NOT_SPEED = {
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "PYTHONPATH": str(PACKAGE.parent), **env}
+    path = os.pathsep.join(filter(None, [str(PACKAGE.parent), os.environ.get("PYTHONPATH")]))
+    environ = {**os.environ, "PYTHONPATH": path, **env}
     return subprocess.run(
         [sys.executable, "-W", "always", "-c", code], env=environ, capture_output=True, text=True
     )
