@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _machine, _tuning
 from ._arrays import CUPY, NUMPY, TORCH, library_of
+from ._tracing import tracing
 from ._validate import setting
 
 __all__ = ["PlanCache", "PlanStats", "key", "plan_cache_size", "stats"]
@@ -141,9 +142,6 @@ def key(params: Hashable, *arrays: Any) -> Hashable | None:
         return None
     first = arrays[0]
     t = type(first)
-    reader = _reader_by_type.get(t, _UNSEEN)
-    if reader is _UNSEEN:  # a type's first call (torch's Tensor is learnt here)
-        reader = _reader(t, first)
     if len(arrays) == 2:
         second = arrays[1]
         if t is _ndarray and (second is None or type(second) is t):
@@ -155,6 +153,11 @@ def key(params: Hashable, *arrays: Any) -> Hashable | None:
             )  # fmt: skip
         if t is _tensor and (second is None or type(second) is t):
             return _torch_pair(params, first, second)
+    if tracing():  # no plans under torch.compile, and no guard on the dict below
+        return None
+    reader = _reader_by_type.get(t, _UNSEEN)
+    if reader is _UNSEEN:  # a type's first call (torch's Tensor is learnt here)
+        reader = _reader(t, first)
     if reader is None:
         return None
     state = reader.state(arrays)
