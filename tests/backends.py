@@ -281,6 +281,7 @@ def assert_compiled_matches_eager(
     (2, 3, 4, 5) input with a (4, 5) mask."""
     import torch
 
+    torch._dynamo.reset()  # a fresh compile: no automatic dynamic from an earlier case
     compiled = torch.compile(loss, fullgraph=True, backend=backend_name)
     x = torch.randn(2, 3, 4, 5, device=device, requires_grad=True)
     mask = torch.rand(4, 5, device=device) + 0.5

@@ -83,6 +83,25 @@ def test_torch_compile_fullgraph(torch, backend_name, step):
     assert_compiled_matches_eager(loss, backend_name)
 
 
+def test_torch_compile_recompiles_for_another_float_step(torch):
+    """The same function compiled over a second step value: Dynamo makes the float step
+    symbolic (automatic dynamic). torch 2.11's symbolic floats fail inside the shear
+    operator's fake-tensor call ('BooleanTrue' object has no attribute 'as_coeff_Mul')."""
+    from packaging.version import Version
+
+    if Version(torch.__version__.split("+")[0]) < Version("2.13"):
+        pytest.skip("torch < 2.13: symbolic float steps fail inside torch (see docstring)")
+    torch._dynamo.reset()
+    x = torch.randn(2, 3, 4, 5)
+    for step in (0.5, 0.25):
+
+        def loss(t, step=step):
+            return portops.shear(t, step).square().sum()
+
+        compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+        torch.testing.assert_close(compiled(x), loss(x))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_torch_half(torch, dtype):
     dt = getattr(torch, dtype)
