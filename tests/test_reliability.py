@@ -349,6 +349,29 @@ def test_cache_info_counts_buffers_in_use():
     assert portops.cache_info().hits == info.hits + 1 and rw.holds(b, 2.0)
 
 
+def test_helpers_queued_behind_other_work_keep_no_result_alive():
+    """A threaded call whose helpers wait in the pool's queue (its threads busy with other
+    work) returns, and its result, once dropped, frees its buffer at once."""
+    x = np.ones((32, 28, 128, 256), np.float32)  # y: 5 MB, a cached buffer from its 2nd call
+    with portops.threads(2):
+        for _ in range(3):
+            portops.shift_sum(x, 2)
+        assert portops.explain("shift_sum", x, 2).threads == 2
+        gate = threading.Event()
+        pool = _threads._executor(1)
+        blockers = [pool.submit(gate.wait) for _ in range(4)]
+        try:
+            y = portops.shift_sum(x, 2)
+            assert portops.cache_info().in_use == 1
+            np.testing.assert_array_equal(y[0, 0, :2], [1.0, 1.0])
+            del y
+            assert portops.cache_info().in_use == 0
+        finally:
+            gate.set()
+            for blocker in blockers:
+                blocker.result()
+
+
 @pytest.mark.parametrize(
     ("value", "error"), [(-1, ValueError), (1.5, TypeError), ("64", TypeError), (True, TypeError)]
 )

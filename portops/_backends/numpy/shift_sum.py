@@ -127,13 +127,23 @@ def run_units(units: list[Any], work: Callable[[Iterable[Any]], None], workers: 
                 return
             yield unit
 
+    shared: list[Callable[[Iterable[Any]], None] | None] = [work]
+
+    def help_out() -> None:
+        helper_work = shared[0]
+        if helper_work is not None:
+            helper_work(take())
+
     _threads.enter()
     try:
         count = min(workers, len(units)) - 1
-        helpers = _threads.submit_helpers(lambda: work(take()), count, workers)
+        helpers = _threads.submit_helpers(help_out, count, workers)
         try:
             work(take())
         finally:
+            # The pool's queue and threads may hold a helper a while after this returns:
+            # it then refers to no array (every unit was taken, so it has nothing to do).
+            shared[0] = None
             # A helper still queued behind another call's work has nothing left to do.
             started = [helper for helper in helpers if not helper.cancel()]
             wait(started)  # no helper may still write once this returns or raises
