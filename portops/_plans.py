@@ -153,7 +153,7 @@ def key(params: Hashable, *arrays: Any) -> Hashable | None:
             )  # fmt: skip
         if t is _tensor and (second is None or type(second) is t):
             return _torch_pair(params, first, second)
-    if tracing():  # no plans under torch.compile, and no guard on the dict below
+    if t is not _ndarray and tracing():  # no plans under torch.compile, no dict guard
         return None
     reader = _reader_by_type.get(t, _UNSEEN)
     if reader is _UNSEEN:  # a type's first call (torch's Tensor is learnt here)
