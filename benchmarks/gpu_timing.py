@@ -252,7 +252,24 @@ def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[En
         "seed slice-add loop": step(lambda: loop(xg * mask)),
     }.items():
         gpu, host = timer(fn)
-        out.append(Entry(group, name, gpu, host, fwd_limit))
+        extra = {"host profile": host_profile(fn)} if name == "portops" else {}
+        out.append(Entry(group, name, gpu, host, fwd_limit, extra))
+
+
+def host_profile(fn: Callable[[], Any], calls: int = 50, top: int = 10) -> list[str]:
+    """Where `fn`'s host time goes: the functions of most own time, in µs per call."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.runcall(lambda: [fn() for _ in range(calls)])
+    stats: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [
+        f"{own / calls * 1e6:.1f} us own, {cum / calls * 1e6:.1f} us total: "
+        f"{os.path.basename(file)}:{line}({func})"
+        for (file, line, func), (_, _, own, cum, _) in rows
+    ]
 
 
 def shift_sum_cupy(case: tuple[int, ...], timer: Timer, bw: float, out: list[Entry]) -> None:
@@ -419,6 +436,9 @@ def report(entries: list[Entry], device: str, bandwidths: dict[str, float]) -> s
             rel = f"{e.gpu_us / mine.gpu_us:.2f}x" if mine and e is not mine else ""
             lines.append(f"{group:<44} {e.name:<28} {e.gpu_us:>9.1f} {e.host_us:>8.1f} "
                          f"{ratio:>8} {rel:>10}")  # fmt: skip
+    for e in entries:
+        if e.extra.get("host profile"):
+            lines += ["", f"host profile of {e.group}, {e.name}:", *e.extra["host profile"]]
     return "\n".join(lines)
 
 
