@@ -152,7 +152,7 @@ class LinearPair:
     ) -> torch.Tensor:
         """The operator through autograd: `kernel` computes, the public functions differentiate."""
         apply: Any = _Linear.apply
-        out: torch.Tensor = apply(arr, mask, self, adjoint, geometry, kernel)
+        out: torch.Tensor = apply(arr, mask, (self, adjoint, geometry, kernel))
         return out
 
     def call_op(
@@ -174,16 +174,15 @@ def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
 class _Linear(torch.autograd.Function):
     """A pair's operator in eager mode: `kernel` forward, the pair's derivative rules."""
 
+    # `spec`: (pair, adjoint, geometry, kernel), one argument (torch binds each per call).
     @staticmethod
-    def forward(
-        arr: torch.Tensor, mask: Any, pair: LinearPair, adjoint: bool, geometry: Any, kernel: Any
-    ) -> torch.Tensor:
-        out: torch.Tensor = kernel(arr, mask)
+    def forward(arr: torch.Tensor, mask: Any, spec: tuple[Any, ...]) -> torch.Tensor:
+        out: torch.Tensor = spec[3](arr, mask)
         return out
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        arr, mask, pair, adjoint, geometry, _ = inputs
+        arr, mask, (pair, adjoint, geometry, _) = inputs
         ctx.pair, ctx.adjoint, ctx.geometry = pair, adjoint, geometry
         ctx.dtypes = (arr.dtype, None if mask is None else mask.dtype)
         ctx.save_for_backward(arr if mask is not None else None, mask)
@@ -193,7 +192,7 @@ class _Linear(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
         grads = ctx.pair.gradients(ctx.adjoint, ctx.saved_tensors, ctx, needs, grad)
-        return (*grads, None, None, None, None)
+        return (*grads, None)
 
     @staticmethod
     def jvp(ctx: Any, t_arr: Any, t_mask: Any, *unused: Any) -> torch.Tensor:
@@ -202,8 +201,8 @@ class _Linear(torch.autograd.Function):
         return out
 
     @staticmethod
-    def vmap(info: Any, in_dims: tuple[Any, ...], arr: Any, mask: Any, *rest: Any) -> Any:
-        pair, adjoint, geometry, _ = rest
+    def vmap(info: Any, in_dims: tuple[Any, ...], arr: Any, mask: Any, spec: Any) -> Any:
+        pair, adjoint, geometry, _ = spec
         return pair.batched(adjoint, in_dims[:2], info.batch_size, arr, mask, geometry)
 
 
