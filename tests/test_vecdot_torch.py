@@ -155,6 +155,27 @@ def test_direct_calls_are_the_rules_choice(s1, s2, dtype, grad) -> None:
         torch.testing.assert_close(g, g_want)
 
 
+@pytest.mark.parametrize(
+    ("s1", "s2"), [((3, 7), (3, 7)), ((200, 200), (200, 200)), ((2048, 4), (2048, 4)),
+                   ((2, 1, 70), (1, 4, 70))]
+)  # fmt: skip
+def test_calls_with_gradients_are_direct(s1, s2) -> None:
+    """Gradients make the rule choose torch's own call at every size: the direct call
+    takes it, with gradients; without grad mode the layout rules decide again."""
+    from portops._ops.vecdot import PLANS
+
+    a, b = torch.randn(s1, requires_grad=True), torch.randn(s2)
+    portops.vecdot(torch.ones(2, 2), torch.ones(2, 2))  # a torch CPU call was planned
+    direct = PLANS.direct[torch.Tensor]
+    got = direct(a, b)
+    assert got is not None and got.requires_grad
+    assert portops.explain("vecdot", a, b).strategy == "native"
+    torch.testing.assert_close(got, torch.linalg.vecdot(a, b))
+    with torch.no_grad():
+        strategy = portops.explain("vecdot", a, b).strategy
+        assert (direct(a, b) is not None) == (strategy == "native")
+
+
 STRIDED_LAYOUTS = [
     ((4096, 2), "transposed"),
     ((16, 1024), "transposed"),

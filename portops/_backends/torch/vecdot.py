@@ -207,7 +207,7 @@ def _direct() -> Callable[[Any, Any], Any]:
     which also explains refusals)."""
     views_min, short_row, few = TORCH["views_min"], NUMPY["column_bytes"], NUMPY["vecdot_few"]
     long_row, traffic, tensor = NUMPY["vecdot_short"], TORCH["native_traffic"], torch.Tensor
-    vecdot, mv = torch.linalg.vecdot, torch.mv
+    vecdot, mv, grad_enabled = torch.linalg.vecdot, torch.mv, torch.is_grad_enabled
 
     def rule_native(n: int, size: int, item: int, unit: bool) -> bool:
         """choose's verdict past its grain rule for equal real shapes whose NumPy kernel
@@ -230,8 +230,10 @@ def _direct() -> Callable[[Any, Any], Any]:
         if len(s1) == len(s2):
             if not s1 or (n := s1[-1]) != s2[-1]:
                 return None  # (torch would broadcast unequal lengths)
-            size = x1.numel() if s1 == s2 else max(x1.numel(), x2.numel())
-            if size >= GRAIN:  # the rule's choice hangs on the layout
+            if (x1.requires_grad or x2.requires_grad) and grad_enabled():
+                pass  # gradients: torch's own call at every size (choose's needs rule)
+            elif (size := x1.numel() if s1 == s2 else max(x1.numel(), x2.numel())) >= GRAIN:
+                # the rule's choice hangs on the layout
                 if s1 != s2 or n < 2:
                     return None
                 unit = x1.stride()[-1] == 1 == x2.stride()[-1]
