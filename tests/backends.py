@@ -274,6 +274,12 @@ def assert_matches(backend: Backend, actual: Any, expected: np.ndarray, dtype: A
         )
 
 
+def pythonpath(*first: str) -> str:
+    """A subprocess's ``PYTHONPATH``: `first`, then this process's own (where its
+    packages may come from)."""
+    return os.pathsep.join(filter(None, [*first, os.environ.get("PYTHONPATH")]))
+
+
 def assert_compiled_matches_eager(
     loss: Callable[[Any, Any], Any], backend_name: str, device: str = "cpu"
 ) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backends import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -463,7 +464,7 @@ def run_toy(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
     cmd += ["--benchmark-quiet", "--benchmark-json=b.json", *args]
     if not any(a.startswith("--bench-threads") for a in args):
         cmd.append("--bench-threads=all")  # no second spent measuring the machine's load
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = pythonpath(str(tmp_path))
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
     path = tmp_path / "b.json"

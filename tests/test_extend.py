@@ -18,6 +18,7 @@ from typing import Any
 import array_api_compat.numpy as numpy_namespace
 import numpy as np
 import pytest
+from backends import pythonpath
 
 import portops
 import portops.extend as pe
@@ -335,8 +336,7 @@ def test_entry_point_declared_in_package_metadata(tmp_path):
         """
     )
     root = Path(portops.__file__).resolve().parents[1]
-    path = [str(tmp_path), str(root), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
+    env = {**os.environ, "PYTHONPATH": pythonpath(str(tmp_path), str(root))}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )

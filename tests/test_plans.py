@@ -10,6 +10,7 @@ import weakref
 import numpy as np
 import pytest
 import shift_sum_reference as ref
+from backends import pythonpath
 
 import portops
 from portops import _dispatch, _plans
@@ -127,13 +128,11 @@ def test_a_preference_bypasses_the_plans(monkeypatch):
 
 
 def test_a_malformed_setting_warns_and_keeps_the_default():
-    import os
     import subprocess
     import sys
 
     code = "import portops._plans as p; print(p.plan_cache_size())"
-    path = os.pathsep.join(filter(None, [".", os.environ.get("PYTHONPATH")]))
-    env = {"PORTOPS_PLAN_CACHE": "many", "PYTHONPATH": path}
+    env = {"PORTOPS_PLAN_CACHE": "many", "PYTHONPATH": pythonpath(".")}
     out = subprocess.run(
         [sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True
     )

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import reliability_workers as rw
+from backends import pythonpath
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -193,10 +194,9 @@ needs_proc = pytest.mark.skipif(
 
 def _run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     root = Path(__file__).resolve().parents[1]
-    paths = [str(root), os.environ.get("PYTHONPATH")]
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), **env},
+        env={**os.environ, "PYTHONPATH": pythonpath(str(root)), **env},
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from backends import pythonpath
 
 pytest.importorskip("torch")
 if os.environ.get("PORTOPS_REQUIRE_TRITON") == "1":  # nox -s triton_interpret: never skip
@@ -24,9 +25,7 @@ else:
 def test_triton_kernels_under_the_interpreter():
     here = Path(__file__).parent
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(here.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = pythonpath(str(here.parent))
     cmd = [
         sys.executable,
         "-m",

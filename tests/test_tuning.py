@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from backends import pythonpath
 
 import portops
 from portops import _machine, _tuning
@@ -42,8 +43,7 @@ NOT_SPEED = {
 
 
 def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join(filter(None, [str(PACKAGE.parent), os.environ.get("PYTHONPATH")]))
-    environ = {**os.environ, "PYTHONPATH": path, **env}
+    environ = {**os.environ, "PYTHONPATH": pythonpath(str(PACKAGE.parent)), **env}
     return subprocess.run(
         [sys.executable, "-W", "always", "-c", code], env=environ, capture_output=True, text=True
     )
