@@ -40,7 +40,8 @@ def get_num_threads() -> int:
     int
         The innermost :func:`threads` limit, else :func:`set_num_threads`'s, else
         ``PORTOPS_NUM_THREADS``, else the machine's cores (a lower ``threadpoolctl``
-        limit on NumPy's BLAS also applies when a kernel runs).
+        limit on NumPy's BLAS, or without one ``OMP_NUM_THREADS``, also applies when a
+        kernel runs).
     """
     scoped = _scoped.get()
     if scoped is not None:
@@ -85,7 +86,8 @@ def threads(n: int) -> Iterator[None]:
     """Limit portops to `n` threads within a ``with`` block.
 
     For calls from the current thread (or asyncio task), over :func:`set_num_threads`;
-    never more than ``threadpoolctl`` allows NumPy's BLAS at the time of the call.
+    never more than ``threadpoolctl`` allows NumPy's BLAS at the time of the call (or,
+    when it cannot tell, than ``OMP_NUM_THREADS``).
 
     Parameters
     ----------
@@ -115,7 +117,7 @@ _blas_get: Callable[[], int] | None = None
 
 
 def _blas_limit() -> int | None:
-    """The thread count NumPy's BLAS may use now, or None when it cannot be read."""
+    """The thread count NumPy's BLAS may use now (else ``OMP_NUM_THREADS``), or None."""
     global _blas_lookup_done, _blas_get
     if not _blas_lookup_done:
         _blas_lookup_done = True
@@ -128,13 +130,24 @@ def _blas_limit() -> int | None:
                 _blas_get = found.lib_controllers[0].get_num_threads
         except Exception:  # not installed, or a library it cannot read: no limit
             _blas_get = None
-    if _blas_get is None:
-        return None
-    try:
-        n = _blas_get()
-    except Exception:
-        return None
-    return n if isinstance(n, int) and n >= 1 else None
+    if _blas_get is not None:
+        try:
+            n = _blas_get()
+        except Exception:
+            n = None
+        if isinstance(n, int) and n >= 1:
+            return n
+    return _openmp_limit()
+
+
+def _openmp_limit() -> int | None:
+    """``OMP_NUM_THREADS`` (its outermost level), or None when unset or malformed.
+
+    Dask's, loky's and Ray's workers set it to their thread count; it stands in for the
+    BLAS limit when ``threadpoolctl`` cannot read one, so that their limits hold anyway.
+    """
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) >= 1 else None
 
 
 def effective_threads() -> int:

@@ -90,6 +90,24 @@ def test_a_one_thread_worker_starts_no_thread() -> None:
     assert _threads.helpers_started() == before
 
 
+@pytest.mark.parametrize(("omp", "expected"), [("1", 1), ("4,2", 4), ("many", 16), ("", 16)])
+def test_omp_num_threads_limits_threads_when_threadpoolctl_cannot(
+    monkeypatch: pytest.MonkeyPatch, omp: str, expected: int
+) -> None:
+    """Dask's workers set ``OMP_NUM_THREADS=1``; without threadpoolctl to read the BLAS
+    limit it is portops' limit, and a malformed or empty value is no limit."""
+    monkeypatch.setattr(_threads, "_blas_lookup_done", True)
+    monkeypatch.setattr(_threads, "_blas_get", None)
+    monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    x = np.zeros(SEED, np.float32)  # not written: explain only reads its geometry
+    with portops.machine(**PROFILES["16-core GPU host"]):
+        assert portops.explain("shift_sum", x, 2).threads == expected
+        if expected == 1:
+            before = _threads.helpers_started()
+            portops.shift_sum(np.ones((4, 16, 256, 512)), 2)
+            assert _threads.helpers_started() == before
+
+
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_a_call_needing_autograd_takes_a_strategy_that_keeps_it(profile: str) -> None:
     torch = pytest.importorskip("torch")
