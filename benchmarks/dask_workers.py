@@ -8,10 +8,13 @@ and portops: they inherit the parent's ``sys.path`` (multiprocessing's spawn doe
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import resource
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,6 +50,28 @@ def peak_memory() -> int:
 
 
 # --------------------------------------------------------------------------- on the client
+
+
+@functools.cache
+def worker_memory_limit(work: int = 160 * MiB) -> int:
+    """A worker's memory limit: `work` bytes for the data in flight, on top of what a
+    worker's imports hold on this machine, rounded up to 64 MiB.
+
+    The imports differ from machine to machine: ``import dask.array`` also imports SciPy,
+    and CuPy with its CUDA libraries where CuPy is installed. Measured once, in a fresh
+    interpreter set up as a worker is (``OMP_NUM_THREADS=1``, the same ``sys.path``).
+    """
+    code = (
+        "import distributed, dask.array, portops\n"
+        "from benchmarks.dask_workers import peak_memory\n"
+        "print(peak_memory())"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    imports = int(done.stdout.split()[-1])
+    return -(-(imports + work) // (64 * MiB)) * 64 * MiB
 
 
 @contextmanager

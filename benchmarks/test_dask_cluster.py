@@ -34,13 +34,18 @@ import numpy as np
 import pytest
 
 import portops
-from benchmarks.dask_workers import MiB, WorkerWatch, lazy_array, local_cluster
+from benchmarks.dask_workers import (
+    MiB,
+    WorkerWatch,
+    lazy_array,
+    local_cluster,
+    worker_memory_limit,
+)
 from benchmarks.interleave import Candidate
 
 pytestmark = pytest.mark.full
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
-MEMORY_LIMIT = 256 * MiB  # per worker
 FACTOR = 4  # the largest array / a worker's memory limit
 C, H, W, STEP = 28, 256, 256, 2
 GROW = STEP * (C - 1)
@@ -59,7 +64,7 @@ class Work(NamedTuple):
 
 def _rows(row_bytes: int) -> int:
     """Rows (first-axis entries) making an array FACTOR times the memory limit."""
-    return 4 if QUICK else -(-FACTOR * MEMORY_LIMIT // row_bytes)
+    return 4 if QUICK else -(-FACTOR * worker_memory_limit() // row_bytes)
 
 
 def _chunk_rows(row_bytes: int) -> int:
@@ -198,7 +203,7 @@ class Clusters:
         """A client of a cluster of `workers` workers (replacing one of another size)."""
         if workers != self._workers:
             self.close()
-            self.client = self._stack.enter_context(local_cluster(workers, MEMORY_LIMIT))
+            self.client = self._stack.enter_context(local_cluster(workers, worker_memory_limit()))
             self._workers = workers
             _warm_up()
         return self.client
@@ -232,7 +237,7 @@ def test_cluster(compare: Any, benchmark: Any, clusters: Clusters, workers: int,
     rounds = compare(
         candidates,
         op=op,
-        case=f"cluster {workers}x{MEMORY_LIMIT // MiB}MiB {work.largest / 1e9:.2g}GB",
+        case=f"cluster {workers}x{worker_memory_limit() // MiB}MiB {work.largest / 1e9:.2g}GB",
         backend="dask",
         label=f"{workers} worker" + "s" * (workers > 1),
         nbytes=work.moved,
@@ -245,7 +250,7 @@ def test_cluster(compare: Any, benchmark: Any, clusters: Clusters, workers: int,
     benchmark.extra_info.update(
         {
             "workers": workers,
-            "memory_limit_mib": MEMORY_LIMIT // MiB,
+            "memory_limit_mib": worker_memory_limit() // MiB,
             "largest_array_gb": work.largest / 1e9,
             "gb_per_s": work.moved / rounds.median("portops") / 1e9,
             "worker_peak_mib": sorted(round(p / MiB) for p in peaks.values()),

@@ -17,7 +17,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the worker processes import benchmarks.dask_workers
 
-MEMORY_LIMIT = 256 << 20  # per worker
 C, H, W, STEP = 28, 256, 256, 2
 
 
@@ -27,15 +26,21 @@ def test_array_four_times_a_worker_streams_through_shift_sum_and_adjoint() -> No
     pytest.importorskip("distributed")
     import dask
 
-    from benchmarks.dask_workers import WorkerWatch, lazy_array, local_cluster
+    from benchmarks.dask_workers import (
+        WorkerWatch,
+        lazy_array,
+        local_cluster,
+        worker_memory_limit,
+    )
 
-    batch = -(-4 * MEMORY_LIMIT // (C * H * W * 4))  # x is float32, at least 4x the limit
+    limit = worker_memory_limit()  # per worker: 256 MiB here (no CuPy to import)
+    batch = -(-4 * limit // (C * H * W * 4))  # x is float32, at least 4x the limit
     x = lazy_array((batch, C, H, W), rows=1)
-    assert x.nbytes >= 4 * MEMORY_LIMIT
+    assert x.nbytes >= 4 * limit
     mask = np.random.default_rng(0).random((H, W)).astype(np.float32)  # in memory, as users have it
     # sum(A^T y) = <y, A 1>: each y column counted once per channel whose window holds it.
     weights = portops.shift_sum(np.ones((C, H, W), np.float32), STEP, mask=mask)
-    with local_cluster(2, MEMORY_LIMIT) as client:
+    with local_cluster(2, limit) as client:
         watch = WorkerWatch(client)
         watch.reset()
         y = portops.shift_sum(x, STEP, mask=mask)
@@ -52,7 +57,7 @@ def test_array_four_times_a_worker_streams_through_shift_sum_and_adjoint() -> No
         )
         peaks = watch.peaks()
         assert watch.restarted() == [], "a worker was restarted"
-        assert watch.over_limit(peaks) == [], f"peak memory {peaks} reached {MEMORY_LIMIT}"
+        assert watch.over_limit(peaks) == [], f"peak memory {peaks} reached {limit}"
     x0, y0, adj0 = firsts
     np.testing.assert_allclose(y0, portops.shift_sum(x0, STEP, mask=mask), rtol=1e-6)
     np.testing.assert_allclose(
