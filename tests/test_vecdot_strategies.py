@@ -185,7 +185,8 @@ def test_torch_choice_on_a_fixed_machine(two_threads) -> None:
         ((1 << 12, 16), (1 << 12, 16)): "native",  # within the cores' L2: torch's threads
         ((1 << 15, 16), (1 << 15, 16)): "bmm",  # past it: threaded batched GEMM
         ((1 << 15, 64), (1 << 15, 64)): "numpy",  # np.vecdot's length
-        ((1024, 1024), (1024, 1024)): "row_dots",  # long vectors past one core's L2
+        ((1024, 1024), (1024, 1024)): "row_dots",  # long vectors: a BLAS dot each, threaded
+        ((16, 2048), (16, 2048)): "row_dots",  # ... also within one core's L2
         ((256, 128), (256, 128)): "numpy",  # NumPy's single pass
         ((64, 256), (64, 256)): "native",  # below torch's grain: one thread, no views
         ((4096, 4), (4096, 4)): "numpy",  # ... but rows of 16 bytes: NumPy's columns
@@ -202,6 +203,7 @@ def test_torch_choice_on_a_fixed_machine(two_threads) -> None:
         assert _strategy(strided, strided) == "numpy"
         torch.set_num_threads(1)  # one thread: NumPy's loop, as fast (restored after)
         assert _strategy(torch.ones(1 << 15, 16), torch.ones(1 << 15, 16)) == "numpy"
+        assert _strategy(torch.ones(500, 500), torch.ones(500, 500)) == "numpy"
         strided = torch.ones(64, 1024).T  # strided rows of 256 bytes in the L2s: torch's
         assert _strategy(strided, strided) == "native"
         strided = torch.ones(2, 1 << 15).T  # ... of 8 bytes: NumPy's loop across them
