@@ -358,3 +358,46 @@ def _nothing():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    strategy=st.sampled_from(["vecdot", "einsum"]),
+    rows=st.integers(2, 2100),
+    rest=st.lists(st.integers(1, 5), max_size=1),
+    n=st.integers(1, 9),
+    dtype=st.sampled_from([np.float32, np.float64, np.int32]),
+    keepdims=st.booleans(),
+    library=st.sampled_from(["numpy", "torch"]),
+    middle=st.booleans(),
+)
+def test_threaded_blocks_match_the_reference(
+    strategy, rows, rest, n, dtype, keepdims, library, middle
+) -> None:
+    """With one thread per byte, np.vecdot and einsum run over blocks of the first axis
+    on two threads (np.vecdot only with over 500 vectors per block: its loop holds the GIL
+    below that), and give the reference's result, on NumPy arrays and torch's views."""
+    from portops import _tuning
+
+    gen = np.random.default_rng(rows * n)
+    shape, axis = ((rows, n, *rest), 1) if middle and rest else ((rows, *rest, n), -1)
+    a, b = (gen.integers(-9, 9, shape).astype(dtype) for _ in range(2))
+    want = np.sum(a.astype(np.float64) * b, axis=axis, keepdims=keepdims)
+    x1, x2 = (a, b) if library == "numpy" else (torch.from_numpy(a), torch.from_numpy(b))
+    impl = "numpy" if library == "numpy" else "torch_cpu"
+    vectors = rows * math.prod(rest)
+    expected = 2 if strategy == "einsum" or vectors // 501 >= 2 else 1
+    with portops.threads(2), _tuning.overridden({"numpy.thread_grain": 1}):
+        if library == "torch":  # the torch strategy reports NumPy's kernel's threads
+            with portops.prefer(vecdot="numpy/" + strategy):
+                np_threads = portops.explain("vecdot", a, b, axis=axis, keepdims=keepdims).threads
+            assert np_threads == expected
+        with portops.prefer(vecdot=f"{impl}/{'numpy' if library == 'torch' else strategy}"):
+            report = portops.explain("vecdot", x1, x2, axis=axis, keepdims=keepdims)
+            got = portops.vecdot(x1, x2, axis=axis, keepdims=keepdims)
+    if library == "numpy":
+        assert report.threads == expected
+    got_np = np.asarray(got) if library == "numpy" else got.numpy()
+    assert got_np.dtype == np.dtype(dtype) and got_np.shape == want.shape
+    np.testing.assert_array_equal(got_np, want.astype(dtype))
+    assert not np.shares_memory(got_np, a) and not np.shares_memory(got_np, b)

@@ -5,18 +5,20 @@ specialisation runs the same choice on zero-copy views (:func:`plan`)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from ... import _machine, extend
+from ... import _machine, _threads, extend
 from ..._ops.vecdot import VecdotArgs
 from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
 from .c_loops import c_einsum
+from .shift_sum import run_units
 
 __all__ = ["choose", "plan"]
 
@@ -164,6 +166,70 @@ def _plan_gemm(x1: np.ndarray, x2: np.ndarray, axis: int, shape: tuple[int, ...]
     return run
 
 
+# NumPy's gufunc loops drop the GIL only past 500 vectors (its thresholded release);
+# einsum's loop always does.
+_GIL_FREE_VECTORS = 501
+_THREADED_DTYPES = frozenset("fdbhilqBHILQ")  # (half precision and complex: one thread)
+
+
+def _most_threads(x1: np.ndarray, x2: np.ndarray, axis: int, strategy: str) -> int:
+    """Threads worth starting, whatever the limit, over blocks of the first axis: one per
+    two ``thread_grain`` of input (vecdot only reads, at streaming speed: a grain's time
+    is about twice its bytes; 65536x16 float32, 8 MiB, ran 1.2x slower on two threads,
+    131072x16 1.2x faster), with enough vectors per block for np.vecdot to drop the GIL.
+    1 for other strategies and dtypes, and where the first axis is not the outermost in
+    memory (blocks would interleave: 2x slower)."""
+    shape, grain = x1.shape, 2 * int(NUMPY["thread_grain"])
+    if strategy not in ("vecdot", "einsum") or shape != x2.shape or x1.ndim < 2 or not x1.size:
+        return 1
+    if axis % x1.ndim == 0 or x1.dtype != x2.dtype or x1.dtype.char not in _THREADED_DTYPES:
+        return 1
+    if any(x.strides[0] < max(x.strides) for x in (x1, x2)):
+        return 1
+    nbytes = x1.nbytes + x2.nbytes
+    n = nbytes // grain if nbytes >= 2 * grain else 1
+    if strategy == "vecdot":
+        n = min(n, x1.size // shape[axis] // _GIL_FREE_VECTORS)
+    return max(1, min(int(n), int(shape[0])))
+
+
+def threads(x1: np.ndarray, x2: np.ndarray, axis: int, strategy: str) -> int:
+    """Threads strategy `strategy` uses on these operands now (see :func:`_most_threads`)."""
+    most = _most_threads(x1, x2, axis, strategy)
+    return most if most == 1 else min(most, _threads.effective_threads())
+
+
+def _threaded(run: Run, strategy: str, a: VecdotArgs, x1: np.ndarray, x2: np.ndarray) -> Run:
+    """`run`, or for operands large enough to thread, blocks of the first axis over
+    :func:`threads` threads, each writing its block of one result."""
+    axis = a.axis % x1.ndim
+    if _most_threads(x1, x2, axis, strategy) == 1:
+        return run  # never threaded at this size: the bare call
+    result_shape, dtype = x1.shape[:axis] + x1.shape[axis + 1 :], np.result_type(x1, x2)
+
+    def kernel(u1: np.ndarray, u2: np.ndarray, out: np.ndarray) -> None:
+        if strategy == "vecdot":
+            np.vecdot(u1, u2, axis=axis, out=out)  # type: ignore[call-overload]
+        else:
+            c_einsum(_EQUATION, np.moveaxis(u1, axis, -1), np.moveaxis(u2, axis, -1), out=out)
+
+    def threaded(x1: np.ndarray, x2: np.ndarray) -> Any:
+        workers = threads(x1, x2, axis, strategy)
+        if workers == 1:
+            return run(x1, x2)
+        out = np.empty(result_shape, dtype)
+        edges = [x1.shape[0] * i // workers for i in range(workers + 1)]
+
+        def work(blocks: Iterable[slice]) -> None:
+            for block in blocks:
+                kernel(x1[block], x2[block], out[block])
+
+        run_units([slice(s, e) for s, e in itertools.pairwise(edges)], work, workers)
+        return out.reshape(a.shape)
+
+    return threaded
+
+
 def plan(x1: np.ndarray, x2: np.ndarray, a: VecdotArgs, name: str = "") -> Run:
     """Strategy `name`'s plan (default: :func:`choose`'s) for NumPy operands of call `a`
     (or views of its tensors): a bare NumPy call where possible (tiny calls are mostly Python)."""
@@ -172,10 +238,18 @@ def plan(x1: np.ndarray, x2: np.ndarray, a: VecdotArgs, name: str = "") -> Run:
     plain = axis == -1 and not a.keepdims and len(shape) > 0  # NumPy's result as it is
     if strategy == "vecdot":
         if plain:
-            return np.vecdot
-        return lambda x1, x2: _shaped(np.vecdot(x1, x2, axis=axis), shape)  # type: ignore[call-overload]
-    if strategy in ("einsum", "columns"):
-        return _plan_einsum(x1, x2, axis, shape, "F" if strategy == "columns" else "K", plain)
+            return _threaded(np.vecdot, strategy, a, x1, x2)
+        return _threaded(
+            lambda x1, x2: _shaped(np.vecdot(x1, x2, axis=axis), shape),  # type: ignore[call-overload]
+            strategy,
+            a,
+            x1,
+            x2,
+        )
+    if strategy == "einsum":
+        return _threaded(_plan_einsum(x1, x2, axis, shape, "K", plain), strategy, a, x1, x2)
+    if strategy == "columns":
+        return _plan_einsum(x1, x2, axis, shape, "F", plain)
     if strategy == "matvec":
         return _plan_matvec(x1, x2, axis, shape)
     if strategy == "gemm":
@@ -188,6 +262,7 @@ def _strategy(name: str, summary: str) -> Strategy:
         name,
         summary,
         lambda a: plan(a.x1, a.x2, a, name),
+        threads=lambda a: threads(a.x1, a.x2, a.axis, name),
         applies=lambda a: applies(name, a.x1, a.x2, a.axis),
     )
 

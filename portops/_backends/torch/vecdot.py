@@ -71,6 +71,12 @@ def _plan_mv(a: VecdotArgs) -> Run:
     return torch.matmul if first_is_many else lambda x1, x2: torch.matmul(x2, x1)
 
 
+def _views(a: VecdotArgs) -> tuple[Any, Any]:
+    """NumPy views of the inputs in the result's dtype (a copy where they differ)."""
+    v1, v2 = (numpy_view(x if x.dtype is a.dtype else x.to(a.dtype)) for x in (a.x1, a.x2))
+    return v1, v2
+
+
 def _plan_numpy(a: VecdotArgs) -> Run:
     """NumPy's choice of strategy on zero-copy views; the result wraps NumPy's array."""
     dtype = a.dtype
@@ -78,8 +84,13 @@ def _plan_numpy(a: VecdotArgs) -> Run:
     def view(x: torch.Tensor) -> Any:
         return numpy_view(x if x.dtype is dtype else x.to(dtype))
 
-    run = numpy_vecdot.plan(view(a.x1), view(a.x2), a)
+    run = numpy_vecdot.plan(*_views(a), a)
     return lambda x1, x2: torch.from_numpy(run(view(x1), view(x2)))
+
+
+def _numpy_threads(a: VecdotArgs) -> int:
+    v1, v2 = _views(a)
+    return numpy_vecdot.threads(v1, v2, a.axis, numpy_vecdot.choose(v1, v2, a.axis)[0])
 
 
 def _plan_row_dots(a: VecdotArgs) -> Run:
@@ -272,6 +283,7 @@ STRATEGIES = Strategies(
             "numpy",
             "NumPy's fused loops (or BLAS) on zero-copy views: each input read once",
             _plan_numpy,
+            threads=_numpy_threads,
             applies=_numpy_applies,
         ),
         Strategy(
