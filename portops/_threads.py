@@ -137,7 +137,7 @@ def _blas_limit() -> int | None:
             n = None
         if isinstance(n, int) and n >= 1:
             return n
-    return _openmp_limit()
+    return _openmp_at_import
 
 
 def _openmp_limit() -> int | None:
@@ -148,6 +148,11 @@ def _openmp_limit() -> int | None:
     """
     first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     return int(first) if first.isdigit() and int(first) >= 1 else None
+
+
+# Read once, as OpenMP runtimes and BLAS read it when they load: a dask.distributed
+# cluster started later sets it in the client's own environment, for its workers.
+_openmp_at_import = _openmp_limit()
 
 
 def effective_threads() -> int:

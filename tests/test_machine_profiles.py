@@ -95,10 +95,12 @@ def test_omp_num_threads_limits_threads_when_threadpoolctl_cannot(
     monkeypatch: pytest.MonkeyPatch, omp: str, expected: int
 ) -> None:
     """Dask's workers set ``OMP_NUM_THREADS=1``; without threadpoolctl to read the BLAS
-    limit it is portops' limit, and a malformed or empty value is no limit."""
+    limit it is portops' limit (as read at import), and a malformed or empty value is no
+    limit."""
     monkeypatch.setattr(_threads, "_blas_lookup_done", True)
     monkeypatch.setattr(_threads, "_blas_get", None)
     monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    monkeypatch.setattr(_threads, "_openmp_at_import", _threads._openmp_limit())
     x = np.zeros(SEED, np.float32)  # not written: explain only reads its geometry
     with portops.machine(**PROFILES["16-core GPU host"]):
         assert portops.explain("shift_sum", x, 2).threads == expected
@@ -106,6 +108,17 @@ def test_omp_num_threads_limits_threads_when_threadpoolctl_cannot(
             before = _threads.helpers_started()
             portops.shift_sum(np.ones((4, 16, 256, 512)), 2)
             assert _threads.helpers_started() == before
+
+
+def test_a_cluster_started_later_leaves_the_limit_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dask.distributed sets ``OMP_NUM_THREADS=1`` in the client's own environment when
+    it starts workers: the client's limit is the one read at import."""
+    monkeypatch.setattr(_threads, "_blas_lookup_done", True)
+    monkeypatch.setattr(_threads, "_blas_get", None)
+    monkeypatch.setattr(_threads, "_openmp_at_import", None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    with portops.machine(**PROFILES["16-core GPU host"]):
+        assert _threads.effective_threads() == 16
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))

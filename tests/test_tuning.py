@@ -29,6 +29,7 @@ NOT_SPEED = {
     "INNER_SLOTS": "kernel argument slots of the CUDA sources",
     "_SUBLIST_BASE": "label numbering of einsum's sublist form",
     "_SUM": "an embedding_bag mode code",
+    "_GIL_FREE_VECTORS": "NumPy's loops release the GIL past 500 iterations",
     "MIN_BYTES": "buffer cache policy (memory kept, documented in portops._buffers)",
     "RECENT": "buffer cache policy (memory kept, documented in portops._buffers)",
     "_CACHE_MAX": "a memory bound of a cache",
