@@ -7,7 +7,7 @@ import enum
 import importlib
 import threading
 from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -126,10 +126,10 @@ def strategy_runner(op: str, strategies: Strategies) -> Callable[[Any], Any]:
     """The ``func`` of a strategies-defined implementation: the chosen plan, run once."""
 
     def run(args: Any) -> Any:
+        """runs the strategy its rule chooses"""
         choice = strategies.choose(args, _forced_strategy(op))
         return choice.strategy.plan(args)(*_operations[op].arrays(args))
 
-    run.__doc__ = "runs the strategy its rule chooses"
     return run
 
 
@@ -235,10 +235,9 @@ current_preferences = _preferred.get
 
 def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
     name = name.partition("/")[0]
-    impls = {i.name: i for i in _registry[op]}
-    if name not in impls:
+    if all(i.name != name for i in _registry[op]):
         _load_installed_backends()
-        impls = {i.name: i for i in _registry[op]}
+    impls = {i.name: i for i in _registry[op]}
     if name not in impls:
         raise ValueError(
             f"portops.prefer({op}={name!r}): no such implementation; "
@@ -287,10 +286,8 @@ def _load_installed_backends() -> None:
     _arrays.load_entry_points()
     for backend in _arrays.registered_backends():
         if backend.package is not None and backend.installed():
-            try:
+            with suppress(ImportError):  # library present but unusable here
                 _load_backend(backend.name)
-            except ImportError:  # library present but unusable here
-                pass
 
 
 def check_operation(op: str) -> None:

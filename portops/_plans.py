@@ -95,14 +95,6 @@ def _no_state(arrays: tuple[Any, ...]) -> Hashable:
     return ()
 
 
-def _numpy_array(a: Any) -> Hashable:
-    return (a.dtype, a.shape, a.strides)
-
-
-def _cupy_array(a: Any) -> Hashable:
-    return (a.dtype, a.shape, a.strides, a.data.device_id)
-
-
 def _torch_reader() -> _Reader:
     global _tensor, _torch_pair
     from . import _torch_state  # torch is imported: a tensor was passed
@@ -118,12 +110,12 @@ _reader_by_type: dict[type, _Reader | None] = {}
 def _reader(t: type, a: Any) -> _Reader | None:
     lib = library_of(a)
     reader: _Reader | None = None
-    if lib == NUMPY:
-        reader = _Reader(_numpy_array, _no_state) if t.__module__ == "numpy" else None
+    if lib == NUMPY and t.__module__ == "numpy":
+        reader = _Reader(lambda x: (x.dtype, x.shape, x.strides), _no_state)
     elif lib == TORCH:
         reader = _torch_reader()
     elif lib == CUPY:
-        reader = _Reader(_cupy_array, _no_state)
+        reader = _Reader(lambda x: (x.dtype, x.shape, x.strides, x.data.device_id), _no_state)
     _reader_by_type[t] = reader  # one dict store: atomic, a race only recomputes
     return reader
 

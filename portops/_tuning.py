@@ -10,7 +10,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -211,10 +211,8 @@ def tune(*, save: bool = True, path: str | os.PathLike[str] | None = None) -> di
         for p in table.params.values():
             if p.measure is not None:
                 module, _, name = p.measure.partition(":")
-                try:
+                with suppress(ImportError):  # the backend is not installed
                     measured[f"{table.backend}.{p.name}"] = getattr(import_module(module), name)()
-                except ImportError:
-                    continue
     _set({**_tuned, **measured})
     if save:
         file = Path(path) if path is not None else default_path()

@@ -10,6 +10,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,8 @@ import numpy as np
 from . import _machine
 
 __all__ = [
-    "axis", "axis_pair", "check_dtype", "check_fits", "flag", "has_dtype", "integer",
-    "integers", "positive_int", "setting"
+    "FLOATING", "axis", "axis_pair", "check_dtype", "check_fits", "flag", "has_dtype",
+    "integer", "integers", "positive_int", "setting"
 ]  # fmt: skip
 
 
@@ -92,14 +93,14 @@ def has_dtype(xp: Any, dtype: Any, kinds: tuple[str, ...]) -> bool:
 
 
 _NUMERIC = ("real floating", "complex floating", "integral")
-_FLOATING = ("real floating", "complex floating")
+FLOATING = ("real floating", "complex floating")
 
 
 def check_dtype(xp: Any, a: Any, name: str, *, floating_only: bool = False) -> None:
     """Raise a TypeError naming `name` unless `a` has a numeric (integer, real or
     complex floating; not bool) or, with `floating_only`, a floating dtype."""
     # No cache keyed by dtype: torch.compile cannot compare torch and NumPy dtype keys.
-    if not has_dtype(xp, a.dtype, _FLOATING if floating_only else _NUMERIC):
+    if not has_dtype(xp, a.dtype, FLOATING if floating_only else _NUMERIC):
         expected = "a floating-point dtype" if floating_only else "a numeric dtype"
         hint = "" if floating_only else " (integer or floating)"
         raise TypeError(f"{name} must have {expected}{hint}, got {a.dtype}")
@@ -137,12 +138,10 @@ def setting(name: str, default: Any, what: str, parse: Any = int, minimum: float
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    try:
+    with suppress(ValueError):
         value = parse(raw)
         if math.isfinite(value) and value >= minimum:
             return value
-    except ValueError:
-        pass
     warnings.warn(
         f"{name}={raw!r} is not {what}; ignoring it and using the default", RuntimeWarning, 3
     )

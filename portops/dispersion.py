@@ -145,8 +145,7 @@ class Dispersion:
     def y_shape(self) -> tuple[int, ...]:
         """Shape of the measurement ``A(x)`` (channel axis dropped)."""
         shape = list(self.x_shape)
-        ax = check.axis(self.axis, len(shape), "axis")
-        cax = check.axis(self.channel_axis, len(shape), "channel_axis")
+        ax, cax = check.axis_pair(self.axis, self.channel_axis, len(shape))
         shape[ax] += self.grow
         del shape[cax]
         return tuple(shape)
@@ -170,11 +169,8 @@ class Dispersion:
 
     # ------------------------------------------------------------------ operators
 
-    def _kw(self) -> dict[str, Any]:
-        return {"axis": self.axis, "channel_axis": self.channel_axis, "mask": self.mask}
-
-    def _step(self) -> Any:
-        return list(self.offsets)
+    def _kw(self, **more: Any) -> dict[str, Any]:
+        return {"axis": self.axis, "channel_axis": self.channel_axis, "mask": self.mask, **more}
 
     def _scaled(self, a: Any, factor: Any) -> Any:
         return a if factor == 1 else a * factor
@@ -182,9 +178,9 @@ class Dispersion:
     def forward(self, x: Any, *, keepdims: bool = False) -> Any:
         """``A(x)``: mask, shift, sum over channels (times `scale`)."""
         if self._fractions is None:
-            y = shift_sum(x, self._whole, **self._kw(), keepdims=keepdims)
+            y = shift_sum(x, self._whole, **self._kw(keepdims=keepdims))
         else:
-            sheared = shear(x, self._step(), **self._kw())
+            sheared = self.shear(x)
             cax = check.axis(self.channel_axis, x.ndim, "channel_axis")
             xp = inspect_arrays(("x",), (x,)).xp
             y = xp.sum(sheared, axis=cax, keepdims=keepdims)
@@ -197,7 +193,7 @@ class Dispersion:
         scale = self.scale.conjugate() if isinstance(self.scale, complex) else self.scale
         if self._fractions is None:
             x = shift_sum_adjoint(
-                y, self._whole, channels=self.channels, **self._kw(), keepdims=keepdims
+                y, self._whole, **self._kw(channels=self.channels, keepdims=keepdims)
             )
         else:
             xp = inspect_arrays(("y",), (y,)).xp
@@ -206,16 +202,16 @@ class Dispersion:
             y1 = y if keepdims else xp.expand_dims(y, axis=cax)
             shape = list(y1.shape)
             shape[cax] = self.channels
-            x = unshear(xp.broadcast_to(y1, tuple(shape)), self._step(), **self._kw())
+            x = self.unshear(xp.broadcast_to(y1, tuple(shape)))
         return self._scaled(x, scale)
 
     def shear(self, x: Any) -> Any:
         """The sheared cube of ``mask * x``, channels kept (see :func:`portops.shear`)."""
-        return shear(x, self._step(), **self._kw())
+        return shear(x, list(self.offsets), **self._kw())
 
     def unshear(self, y: Any) -> Any:
         """Each channel's window of a sheared cube, times the conjugated mask."""
-        return unshear(y, self._step(), **self._kw())
+        return unshear(y, list(self.offsets), **self._kw())
 
     def phi(self, y: Any, *, keepdims: bool = False) -> Any:
         """``Phi = sum_c shift_c(|mask_c|^2)`` for measurements like `y` (kept).
@@ -269,17 +265,14 @@ class Dispersion:
                 "so there is no Phi to divide by; use an iterative solver with forward/adjoint"
             )
         xp = inspect_arrays(("y",), (y,)).xp
-        if not xp.isdtype(y.dtype, ("real floating", "complex floating")):
-            raise TypeError(f"y must have a floating-point dtype, got {y.dtype}")
+        check.check_dtype(xp, y, "y", floating_only=True)
         _, inverse = self._phi_and_inverse(y, keepdims)
         if not keepdims:
             inverse = self._drop_channel_axis(inverse, y)
         z = y * inverse
         if self.mask is None:
             z = xp.astype(z, y.dtype, copy=False)
-        x = shift_sum_adjoint(
-            z, self._whole, channels=self.channels, **self._kw(), keepdims=keepdims
-        )
+        x = shift_sum_adjoint(z, self._whole, **self._kw(channels=self.channels, keepdims=keepdims))
         return self._scaled(x, 1 / self.scale)
 
 

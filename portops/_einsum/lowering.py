@@ -18,41 +18,32 @@ from .plan import Plan, SliceSpec, build, sizes_of
 __all__ = ["Lowering"]
 
 
+@dataclasses.dataclass(eq=False)
 class Lowering:
     """One signature's cheap facts, and its plan built on first use (two threads may
     both build it: the same plan, one of them kept)."""
 
-    def __init__(
-        self,
-        equation: Equation,
-        shapes: tuple[tuple[int, ...], ...],
-        orders: tuple[tuple[int, ...], ...],
-        boolean: bool,
-        optimize: Any,
-        memory_limit: int | None,
-        names: dict[int, str],
-        merge: bool,
-        itemsize: int = 0,
-    ) -> None:
-        self.itemsize = itemsize  # of the result; 0: no memory check (lazy arrays)
-        self.equation = equation
-        self.shapes = shapes
-        self.orders = orders
-        self.boolean = boolean
-        self.optimize = optimize
-        self.memory_limit = memory_limit
-        self.names = names
-        self.merge = merge  # see plan.build
-        self.sizes = sizes_of(equation, shapes)  # raises for mismatched label sizes
-        self.n_operands = len(shapes)
+    equation: Equation
+    shapes: tuple[tuple[int, ...], ...]
+    orders: tuple[tuple[int, ...], ...]
+    boolean: bool
+    optimize: Any
+    memory_limit: int | None
+    names: dict[int, str]
+    merge: bool  # see plan.build
+    itemsize: int = 0  # of the result; 0: no memory check (lazy arrays)
+
+    def __post_init__(self) -> None:
+        self.sizes = sizes_of(self.equation, self.shapes)  # raises for mismatched label sizes
+        self.n_operands = len(self.shapes)
         # Every label's size, once per operand (what numpy.einsum's loop multiplies).
         self.naive_flops = math.prod(self.sizes.values()) * max(1, self.n_operands)
         self._plan: Plan | None = None
         self._chunk_plans: Any = None
-        if itemsize:
-            out = [self.sizes.get(x, 1) for x in equation.output]
-            check_fits(out, itemsize, "einsum", "", "a result")
-        if optimize != "auto" or memory_limit is not None:
+        if self.itemsize:
+            out = [self.sizes.get(x, 1) for x in self.equation.output]
+            check_fits(out, self.itemsize, "einsum", "", "a result")
+        if self.optimize != "auto" or self.memory_limit is not None:
             self._plan = self._choose()
 
     def _build(self, path: Any, chunks: dict[int, int] | None = None) -> Plan:

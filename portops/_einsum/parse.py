@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -137,11 +138,7 @@ def parse(subscripts: Any, ndims: tuple[int, ...]) -> Equation:
             inputs.append(term)
     ellipsis_labels = tuple(range(-ellipsis_ndim, 0))
     if out_term is None:
-        counts: dict[int, int] = {}
-        for labels in inputs:
-            for v in labels:
-                if v >= 0:
-                    counts[v] = counts.get(v, 0) + 1
+        counts = Counter(v for labels in inputs for v in labels if v >= 0)
         output = ellipsis_labels + tuple(sorted(v for v, c in counts.items() if c == 1))
         return Equation(tuple(inputs), output)
     out_list: list[int] = []

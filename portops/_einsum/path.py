@@ -123,8 +123,7 @@ def _finder_path(
     if not all(c.isascii() and c.isalpha() for c in text.replace(",", "").replace("->", "")):
         return _Estimator(eq, shapes, sizes_of(eq, shapes)).greedy()  # over 52 labels
     stubs = [np.broadcast_to(np.empty(()), tuple(s)) for s in shapes]
-    optimize = finder if limit is None else (finder, limit)
-    path, _ = np.einsum_path(text, *stubs, optimize=optimize)
+    path, _ = np.einsum_path(text, *stubs, optimize=finder if limit is None else (finder, limit))
     return [tuple(c) for c in path[1:]]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -143,8 +144,7 @@ class _Builder:
     def note(self, step: Step, final: bool) -> None:
         self.steps.append(step)
         self.flops += step.flops
-        peak = max(step.copies, step.temporary, 0 if final else step.result)
-        self.peak = max(self.peak, peak)
+        self.peak = max(self.peak, step.copies, step.temporary, 0 if final else step.result)
 
     def prepare(self, k: int, needed_elsewhere: set[int]) -> None:
         """Diagonals, size-1 axes and private sums of operand `k` (slot k)."""
@@ -173,19 +173,17 @@ class _Builder:
         # Labels no other operand and not the output need: sum them now.
         private = [i for i, x in enumerate(labels) if x not in needed_elsewhere]
         if private:
-            op = "any" if self.boolean else "sum"
-            self.instr.append((op, k, tuple(private)))
+            self.instr.append(("any" if self.boolean else "sum", k, tuple(private)))
             total = self.size(labels)
             after = [x for i, x in enumerate(labels) if i not in private]
             self.cost += EINSUM["memory_cost"] * total
             alone = len(self.eq.inputs) == 1  # then the sum is the einsum's output
-            result = 0 if alone else self.size(after)
             step = Step(
                 kind="sum",
                 operands=(k,),
                 terms=(tuple(labels), tuple(after)),
                 flops=total,
-                result=result,
+                result=0 if alone else self.size(after),
                 peak_labels=tuple(after),
             )
             self.note(step, final=alone)
@@ -315,10 +313,7 @@ class _Builder:
         n = len(eq.inputs)
         eff = effective_labels(eq, self.shapes)
         out_set = set(eq.output)
-        uses: dict[int, int] = {}  # in how many operands each label (size > 1) appears
-        for labs in eff:
-            for x in labs:
-                uses[x] = uses.get(x, 0) + 1
+        uses = Counter(x for labs in eff for x in labs)  # operands with each label (size > 1)
         for k, mine in enumerate(eff):
             others = {x for x, c in uses.items() if c > (x in mine)}
             self.prepare(k, others | out_set)

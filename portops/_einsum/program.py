@@ -218,7 +218,6 @@ class Programs:
 def runner(program: Callable[[], Program], first: Callable[..., Any]) -> Callable[..., Any]:
     """A function that runs `first` (the interpreter) on its first call and `program()`,
     written and built then, from the second on: a call made once compiles nothing."""
-    current: list[Callable[..., Any]] = []
 
     def once(*operands: Any) -> Any:
         current[0] = build
@@ -228,7 +227,7 @@ def runner(program: Callable[[], Program], first: Callable[..., Any]) -> Callabl
         current[0] = program().build()
         return current[0](*operands)
 
-    current.append(once)
+    current: list[Callable[..., Any]] = [once]
 
     def run(*operands: Any) -> Any:
         return current[0](*operands)

@@ -75,7 +75,37 @@ class EinsumReport:
         return tuple(s.kind for s in self.steps)
 
     def __str__(self) -> str:
-        return _table(self)
+        lines = [
+            f"  Complete contraction:  {self.equation}",
+            f"         Naive FLOP count:  {self.naive_flops:.4g}",
+            f"     Optimized FLOP count:  {self.flops:.4g}",
+            f"      Theoretical speedup:  {self.speedup:.4g}",
+            f"  Largest intermediate:  {self.largest_intermediate:.4g} elements"
+            + ("" if self.memory_limit is None else f" (memory_limit={self.memory_limit})"),
+        ]
+        for c in self.chunks:
+            what = "summed, chunks added" if c.summed else "kept, chunks concatenated"
+            lines.append(
+                f"  Chunked over label {c.label!r}: size {c.size} in chunks of {c.chunk} ({what})"
+            )
+        header = (
+            f"{'step':>4}  {'kind':<17} {'equation':<24} {'batch':>6} {'M':>6} {'N':>6} {'K':>6} "
+            f"{'FLOPs':>10} {'result':>10} {'copied':>9}"
+        )
+        lines += ["-" * len(header), header, "-" * len(header)]
+        for k, s in enumerate(self.steps):
+            unary = s.kind in ("diagonal", "sum", "transpose")
+            dims = " ".join(f"{'' if unary else d:>6}" for d in (s.batch, s.m, s.n, s.k))
+            result: object = "view" if s.kind == "transpose" else s.result
+            if s.result == 0 and not unary:
+                result = "output"
+            lines.append(
+                f"{k:>4}  {s.kind:<17} {s.equation:<24} {dims} {s.flops:>10.4g} {result!s:>10} "
+                f"{s.copies:>9}"
+            )
+        if not self.steps:
+            lines.append("     (no arithmetic: a transpose or view of the operand)")
+        return "\n".join(lines)
 
 
 def describe(
@@ -96,37 +126,3 @@ def describe(
     return EinsumReport(
         equation, steps, plan.naive_flops, plan.flops, plan.peak, memory_limit, chunks
     )
-
-
-def _table(r: EinsumReport) -> str:
-    lines = [
-        f"  Complete contraction:  {r.equation}",
-        f"         Naive FLOP count:  {r.naive_flops:.4g}",
-        f"     Optimized FLOP count:  {r.flops:.4g}",
-        f"      Theoretical speedup:  {r.speedup:.4g}",
-        f"  Largest intermediate:  {r.largest_intermediate:.4g} elements"
-        + ("" if r.memory_limit is None else f" (memory_limit={r.memory_limit})"),
-    ]
-    for c in r.chunks:
-        what = "summed, chunks added" if c.summed else "kept, chunks concatenated"
-        lines.append(
-            f"  Chunked over label {c.label!r}: size {c.size} in chunks of {c.chunk} ({what})"
-        )
-    header = (
-        f"{'step':>4}  {'kind':<17} {'equation':<24} {'batch':>6} {'M':>6} {'N':>6} {'K':>6} "
-        f"{'FLOPs':>10} {'result':>10} {'copied':>9}"
-    )
-    lines += ["-" * len(header), header, "-" * len(header)]
-    for k, s in enumerate(r.steps):
-        unary = s.kind in ("diagonal", "sum", "transpose")
-        dims = " ".join(f"{'' if unary else d:>6}" for d in (s.batch, s.m, s.n, s.k))
-        result: object = "view" if s.kind == "transpose" else s.result
-        if s.result == 0 and not unary:
-            result = "output"
-        lines.append(
-            f"{k:>4}  {s.kind:<17} {s.equation:<24} {dims} {s.flops:>10.4g} {result!s:>10} "
-            f"{s.copies:>9}"
-        )
-    if not r.steps:
-        lines.append("     (no arithmetic: a transpose or view of the operand)")
-    return "\n".join(lines)

@@ -9,7 +9,7 @@ from .. import extend
 from .._ops.shear import ShearArgs, growth
 from .._shear.layout import take
 from ..extend import Priority
-from .shift_sum import conj_mask, pad_axis
+from .shift_sum import GENERIC, conj_mask, pad_axis
 
 
 def shear(a: ShearArgs) -> Any:
@@ -47,8 +47,7 @@ def unshear(a: ShearArgs) -> Any:
     return x
 
 
-_GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"
 for _op, _fn in (("shear", shear), ("unshear", unshear)):
     extend.register(
-        _op, "generic", _fn, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
+        _op, "generic", _fn, libraries=None, priority=Priority.REFERENCE, summary=GENERIC
     )

@@ -22,9 +22,7 @@ def along(ndim: int, axis: int, item: Any) -> tuple[Any, ...]:
 
 def channel(a: Any, axis: int, c: int) -> Any:
     """Channel `c` of `a` along `axis`, keeping the axis (size-1 axes broadcast)."""
-    if a.shape[axis] == 1:
-        return a
-    return a[along(a.ndim, axis, slice(c, c + 1))]
+    return a if a.shape[axis] == 1 else a[along(a.ndim, axis, slice(c, c + 1))]
 
 
 def pad_axis(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
@@ -56,15 +54,12 @@ def forward(a: ShiftSumArgs) -> Any:
     if not keepdims:
         total = xp.squeeze(total, axis=cax)
     # One unmasked channel at offset 0 in its own dtype: `total` is still x itself.
-    copy = len(offsets) == 1 and mask is None
-    return xp.astype(total, out_dtype, copy=copy)
+    return xp.astype(total, out_dtype, copy=len(offsets) == 1 and mask is None)
 
 
 def conj_mask(xp: Any, mask: Any) -> Any:
     """The mask as it enters the adjoint: conjugated when complex."""
-    if xp.isdtype(mask.dtype, "complex floating"):
-        return xp.conj(mask)
-    return mask
+    return xp.conj(mask) if xp.isdtype(mask.dtype, "complex floating") else mask
 
 
 def adjoint(a: ShiftSumArgs) -> Any:
@@ -113,8 +108,8 @@ def pinv(a: ShiftSumArgs, forward_impl: Kernel = forward, adjoint_impl: Kernel =
     return adjoint_impl(a._replace(array=z))
 
 
-_GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"
+GENERIC = "pure array API (reference; jax.jit/grad, lazy dask, array-api-strict)"
 for _op, _fn in (("shift_sum", forward), ("shift_sum_adjoint", adjoint), ("shift_sum_pinv", pinv)):
     extend.register(
-        _op, "generic", _fn, libraries=None, priority=Priority.REFERENCE, summary=_GENERIC
+        _op, "generic", _fn, libraries=None, priority=Priority.REFERENCE, summary=GENERIC
     )

@@ -77,12 +77,8 @@ def dispersion_offsets(
     if not all(-math.inf < v < math.inf for v in values):
         raise ValueError(f"{argname} must be finite, got {step!r}")
     low = min(values)
-    whole, fractions = [], []
-    for v in values:
-        o = v - low
-        n = int(o)  # o >= 0: truncation is the floor
-        whole.append(n)
-        fractions.append(o - n)
+    whole = [int(v - low) for v in values]  # v - low >= 0: truncation is the floor
+    fractions = [v - low - n for v, n in zip(values, whole, strict=True)]
     return tuple(whole), (tuple(fractions) if any(fractions) else None)
 
 
@@ -97,14 +93,11 @@ def _prepare(
     check.check_dtype(xp, arr, name)
     ax, cax = check.axis_pair(axis, channel_axis, arr.ndim)
     offsets, fractions = dispersion_offsets(step, arr.shape[cax])
-    if fractions is not None:
-        try:
-            check.check_dtype(xp, arr, name, floating_only=True)
-        except TypeError:
-            raise TypeError(
-                f"{name} must have a floating-point dtype for a fractional step "
-                f"(linear interpolation), got {arr.dtype}"
-            ) from None
+    if fractions is not None and not check.has_dtype(xp, arr.dtype, check.FLOATING):
+        raise TypeError(
+            f"{name} must have a floating-point dtype for a fractional step "
+            f"(linear interpolation), got {arr.dtype}"
+        )
     grow = growth(offsets, fractions)
     x_shape, out_shape = list(arr.shape), list(arr.shape)
     if kind == "shear":

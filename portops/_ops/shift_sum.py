@@ -302,6 +302,7 @@ _dispatch.define_operation(
 FORWARD_PLANS = PlanCache("shift_sum")
 ADJOINT_PLANS = PlanCache("shift_sum_adjoint")
 PINV_PLANS = PlanCache("shift_sum_pinv")
+_PLANS = {plans.op: plans for plans in (FORWARD_PLANS, ADJOINT_PLANS, PINV_PLANS)}
 
 
 def _params(
@@ -318,7 +319,6 @@ def _params(
 
 def _call(
     op: str,
-    plans: PlanCache,
     array: ArrayT,
     step: Any,
     channels: Any,
@@ -333,15 +333,15 @@ def _call(
     if params is not None:
         key = plan_key(params, array, mask)  # None while torch traces: checked first
         if key is not None and not _dispatch.preferences_active():
-            plan = plans.get(key)
+            plan = _PLANS[op].get(key)
             if plan is not None:
                 result: ArrayT = plan(array, mask)
                 return result
     kw = {"axis": axis, "channel_axis": channel_axis, "mask": mask, "keepdims": keepdims}
     if op != "shift_sum":
         kw["channels"] = channels
-    planned: ArrayT = _dispatch.invoke_planned(op, plans, key, (array, mask), array, step, **kw)
-    return planned
+    out: ArrayT = _dispatch.invoke_planned(op, _PLANS[op], key, (array, mask), array, step, **kw)
+    return out
 
 
 def shift_sum(
@@ -401,7 +401,7 @@ def shift_sum(
     >>> portops.shift_sum(x, 1, channel_axis=0)
     array([1, 3, 6, 5, 3])
     """
-    return _call("shift_sum", FORWARD_PLANS, x, step, None, axis, channel_axis, mask, keepdims)
+    return _call("shift_sum", x, step, None, axis, channel_axis, mask, keepdims)
 
 
 def shift_sum_adjoint(
@@ -446,9 +446,7 @@ def shift_sum_adjoint(
     TypeError, ValueError
         As for :func:`shift_sum`; also when `y` is too narrow for the channels.
     """
-    return _call(
-        "shift_sum_adjoint", ADJOINT_PLANS, y, step, channels, axis, channel_axis, mask, keepdims
-    )
+    return _call("shift_sum_adjoint", y, step, channels, axis, channel_axis, mask, keepdims)
 
 
 def shift_sum_pinv(
@@ -486,6 +484,4 @@ def shift_sum_pinv(
     TypeError, ValueError
         As for :func:`shift_sum_adjoint`; also for an integer `y`.
     """
-    return _call(
-        "shift_sum_pinv", PINV_PLANS, y, step, channels, axis, channel_axis, mask, keepdims
-    )
+    return _call("shift_sum_pinv", y, step, channels, axis, channel_axis, mask, keepdims)

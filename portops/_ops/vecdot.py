@@ -44,8 +44,7 @@ class VecdotArgs(NamedTuple):
             shape[axis] = 1
         else:
             del shape[axis]
-        acc = accumulation_dtype(xp, dtype)
-        return cls(x1, x2, axis, keepdims, xp, dtype, tuple(shape), acc)
+        return cls(x1, x2, axis, keepdims, xp, dtype, tuple(shape), accumulation_dtype(xp, dtype))
 
 
 def _known(n: Any) -> bool:

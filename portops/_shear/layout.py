@@ -98,10 +98,10 @@ def group_view(
     return View(tuple(view_shape), tuple(view_strides), offset)
 
 
-def take(a: Any, axis: int, start: int, stop: int) -> Any:
-    """``a[start:stop]`` along `axis`."""
+def take(a: Any, axis: int, start: int, stop: int, step: int | None = None) -> Any:
+    """``a[start:stop:step]`` along `axis`."""
     idx: list[Any] = [slice(None)] * a.ndim
-    idx[axis] = slice(start, stop)
+    idx[axis] = slice(start, stop, step)
     return a[tuple(idx)]
 
 
@@ -109,7 +109,5 @@ def select(a: Any, channel_axis: int, group: ChannelGroup) -> Any:
     """`group`'s channels of `a` (all of a broadcast channel axis); None stays None."""
     if a is None or a.shape[channel_axis] == 1:
         return a
-    idx: list[Any] = [slice(None)] * a.ndim
     stop = group.start + group.every * (group.size - 1) + 1
-    idx[channel_axis] = slice(group.start, stop, group.every)
-    return a[tuple(idx)]
+    return take(a, channel_axis, group.start, stop, group.every)

@@ -64,21 +64,19 @@ def shift_sum_linear_operator(
 
     x_shape = tuple(int(n) for n in x_shape)
     y_shape = measurement_shape(x_shape, step, axis=axis, channel_axis=channel_axis)
-    channels = x_shape[channel_axis]
     if dtype is None:
         dtype = np.result_type(np.float64, mask.dtype) if mask is not None else np.float64
     keywords = {"axis": axis, "channel_axis": channel_axis, "mask": mask}
+    transposed = {"channels": x_shape[channel_axis], **keywords}
 
     def matvec(v: np.ndarray) -> np.ndarray:
         return np.reshape(shift_sum(np.reshape(v, x_shape), step, **keywords), -1)
 
     def rmatvec(v: np.ndarray) -> np.ndarray:
-        x = shift_sum_adjoint(np.reshape(v, y_shape), step, channels=channels, **keywords)
-        return np.reshape(x, -1)
+        return np.reshape(shift_sum_adjoint(np.reshape(v, y_shape), step, **transposed), -1)
 
     def pinv(v: np.ndarray) -> np.ndarray:
-        x = shift_sum_pinv(np.reshape(v, y_shape), step, channels=channels, **keywords)
-        return np.reshape(x, -1)
+        return np.reshape(shift_sum_pinv(np.reshape(v, y_shape), step, **transposed), -1)
 
     op = LinearOperator(
         (math.prod(y_shape), math.prod(x_shape)), matvec=matvec, rmatvec=rmatvec, dtype=dtype
