@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import cupy
 
 from ... import extend
 from ..._shear import strided
 from ...extend import Priority
-
-
-def _empty(shape: list[int], dtype: Any) -> Any:
-    return cupy.empty(shape, dtype=dtype)
-
 
 for _op, _kernel in (("shear", strided.shear), ("unshear", strided.unshear)):
     extend.register(
@@ -23,4 +17,4 @@ for _op, _kernel in (("shear", strided.shear), ("unshear", strided.unshear)):
         libraries=["cupy"],
         priority=Priority.SPECIALIZED,
         summary="cupy strided views and copies (as_strided), mask fused",
-    )(functools.partial(_kernel, strided.numpy_like(cupy), _empty))
+    )(functools.partial(_kernel, strided.numpy_like(cupy), cupy.empty))

@@ -64,16 +64,6 @@ def _function(name: str, device_id: int, source: str = "shift_sum.cu") -> Any:
         return module.get_function(name)
 
 
-@lru_cache(maxsize=64)
-def _table(offsets: tuple[int, ...], device_id: int) -> Any:
-    """Irregular offsets as a device array (cached; evenly spaced ones need none)."""
-    with cupy.cuda.Device(device_id):
-        table = cupy.asarray(np.asarray(offsets, dtype=np.int64))
-        # Cached arrays are used later from any stream: finish the copy now.
-        cupy.cuda.get_current_stream().synchronize()
-        return table
-
-
 @cache
 def _grid_limit(device_id: int) -> int:
     sms = cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
@@ -133,11 +123,16 @@ def _acc(dtype: Any) -> np.dtype:
     return np.dtype(np.float32) if np.dtype(dtype) == np.float16 else np.dtype(dtype)
 
 
+@lru_cache(maxsize=64)
 def _table_arg(offsets: tuple[int, ...], device_id: int, inner: int = 1) -> Any:
     """Irregular offsets (times `inner`) as a cached device array; NULL for even ones."""
     if linear_step(offsets) is not None:
         return _NULL
-    return _table(tuple(o * inner for o in offsets), device_id)
+    with cupy.cuda.Device(device_id):
+        table = cupy.asarray(np.asarray([o * inner for o in offsets], dtype=np.int64))
+        # Cached arrays are used later from any stream: finish the copy now.
+        cupy.cuda.get_current_stream().synchronize()
+        return table
 
 
 def _plain(a: Any) -> Any:
@@ -356,19 +351,10 @@ def _row_adjoint(
     return pinv
 
 
-def _general(impl: Callable[[ShiftSumArgs], Any], a: ShiftSumArgs) -> Run:
-    """`impl` on a call's normalised arrays, the channel axis of its result kept."""
-    template = a._replace(array=None, mask=None, keepdims=True)  # keeps no array alive
-    return lambda arr, mask: impl(template._replace(array=arr, mask=mask))
-
-
 def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
     """The plan of a call (`raw`: taking the public call's arrays, else normalised ones)."""
     shape = list(a.shape)
-    if kind == "forward":
-        row = _row_forward(a, shape)
-    else:
-        row = _row_adjoint(a, shape, scaled=kind == "pinv")
+    row = _row_forward(a, shape) if kind == "forward" else _row_adjoint(a, shape, kind == "pinv")
     if row is not None:
         core = row
         if a.mask is not None:
@@ -380,8 +366,10 @@ def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
                 return row(arr, mask)
 
         return _on_device(a.array.device.id, core)
-    general = {"forward": forward_general, "adjoint": adjoint_general, "pinv": pinv_general}
-    run = _on_device(a.array.device.id, _general(general[kind], a))
+    # The general kernels on the normalised arrays, the channel axis of the result kept.
+    impl = {"forward": forward_general, "adjoint": adjoint_general, "pinv": pinv_general}[kind]
+    template = a._replace(array=None, mask=None, keepdims=True)  # keeps no array alive
+    run = _on_device(a.array.device.id, lambda x, m: impl(template._replace(array=x, mask=m)))
     # Raw (array, mask) of a call -> the normalised pair `a` was made from.
     m_shape = None if a.mask is None else tuple(a.mask.shape)
     m_dtype = None if a.mask is None else a.mask.dtype
@@ -393,10 +381,8 @@ def _plan(kind: str, a: ShiftSumArgs, raw: bool) -> Run:
         if expand:
             arr = cupy.expand_dims(arr, cax)
         if mask is not None:
-            if mask.dtype != m_dtype:
-                mask = mask.astype(m_dtype)
-            if mask.shape != m_shape:
-                mask = mask.reshape(m_shape)
+            mask = mask if mask.dtype == m_dtype else mask.astype(m_dtype)
+            mask = mask if mask.shape == m_shape else mask.reshape(m_shape)
         out = run(arr, mask)
         return cupy.squeeze(out, axis=cax) if squeeze else out
 

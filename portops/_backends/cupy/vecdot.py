@@ -49,8 +49,7 @@ def _cupy(a: VecdotArgs) -> Any:
     dtype = a.dtype
     x1, x2 = (x.astype(dtype, copy=False) for x in (a.x1, a.x2))
     kind = "half" if dtype == cupy.float16 else "complex" if dtype.kind == "c" else "real"
-    ndim = max(x1.ndim, x2.ndim)
-    return _kernel(kind)(x1, x2, axis=ndim + a.axis, keepdims=a.keepdims)
+    return _kernel(kind)(x1, x2, axis=max(x1.ndim, x2.ndim) + a.axis, keepdims=a.keepdims)
 
 
 # ----------------------------------------------------------------------------- raw kernels

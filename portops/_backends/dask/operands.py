@@ -11,15 +11,13 @@ from dask.array.utils import meta_from_array
 
 from ... import _dispatch
 
-
-def _right_aligned(arrays: Sequence[Any]) -> list[tuple[int, ...]]:
-    return [() if a is None else tuple(range(-a.ndim, 0)) for a in arrays]
+SUMMARY = "blockwise over the other axes; each block runs its library's fast path"
 
 
 def wrap(arrays: Sequence[Any], labels: Sequence[Sequence[Any]] | None = None) -> tuple[Any, ...]:
     """Wrap each non-Dask array lazily, chunked like a Dask operand's matching axis."""
-    if labels is None:
-        labels = _right_aligned(arrays)
+    if labels is None:  # axes by position from the end
+        labels = [() if a is None else tuple(range(-a.ndim, 0)) for a in arrays]
     chunks_by_axis: dict[tuple[Any, int], tuple[int, ...]] = {}
     for a, names in zip(arrays, labels, strict=True):
         if compat.is_dask_array(a):

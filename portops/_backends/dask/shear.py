@@ -10,7 +10,7 @@ from typing import Any
 from ... import extend
 from ..._ops.shear import ShearArgs, shear, unshear
 from ...extend import Priority
-from .operands import blockwise
+from .operands import SUMMARY, blockwise
 
 
 def _blockwise(fn: Any, a: ShearArgs) -> Any:
@@ -25,9 +25,5 @@ def _blockwise(fn: Any, a: ShearArgs) -> Any:
 
 for _op, _fn in (("shear", shear), ("unshear", unshear)):
     extend.register(
-        _op,
-        "dask_blockwise",
-        libraries=["dask"],
-        priority=Priority.SPECIALIZED,
-        summary="blockwise over the other axes; each block runs its library's fast path",
+        _op, "dask_blockwise", libraries=["dask"], priority=Priority.SPECIALIZED, summary=SUMMARY
     )(functools.partial(_blockwise, _fn))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ... import extend
 from ..._ops.shift_sum import ShiftSumArgs, shift_sum, shift_sum_adjoint, shift_sum_pinv
 from ...extend import Priority
-from .operands import blockwise
+from .operands import SUMMARY, blockwise
 
 
 def _geometry(a: ShiftSumArgs) -> dict[str, Any]:
@@ -24,24 +25,18 @@ def forward(a: ShiftSumArgs) -> Any:
     return y if a.keepdims else y.squeeze(axis=cax)
 
 
-def adjoint(a: ShiftSumArgs) -> Any:
-    """``shift_sum_adjoint`` of each block (the shifted axis whole), lazily."""
+def _transposed(fn: Any, a: ShiftSumArgs) -> Any:
+    """`fn` (``shift_sum_adjoint``, or ``shift_sum_pinv``: ``Phi`` only mixes along the
+    shifted axis) of each block (the shifted axis whole), lazily."""
     adjust = {a.axis: a.shape[a.axis], a.channel_axis: len(a.offsets)}
-    return blockwise(shift_sum_adjoint, a, (a.axis,), adjust, keepdims=True, **_geometry(a))
+    return blockwise(fn, a, (a.axis,), adjust, keepdims=True, **_geometry(a))
 
 
-def pinv(a: ShiftSumArgs) -> Any:
-    """``shift_sum_pinv`` of each block: ``Phi`` only mixes along the shifted axis."""
-    adjust = {a.axis: a.shape[a.axis], a.channel_axis: len(a.offsets)}
-    return blockwise(shift_sum_pinv, a, (a.axis,), adjust, keepdims=True, **_geometry(a))
-
-
-_SUMMARY = "blockwise over the other axes; each block runs its library's fast path"
 for _op, _impl in (
     ("shift_sum", forward),
-    ("shift_sum_adjoint", adjoint),
-    ("shift_sum_pinv", pinv),
+    ("shift_sum_adjoint", partial(_transposed, shift_sum_adjoint)),
+    ("shift_sum_pinv", partial(_transposed, shift_sum_pinv)),
 ):
     extend.register(
-        _op, "dask_blockwise", libraries=["dask"], priority=Priority.SPECIALIZED, summary=_SUMMARY
+        _op, "dask_blockwise", libraries=["dask"], priority=Priority.SPECIALIZED, summary=SUMMARY
     )(_impl)
