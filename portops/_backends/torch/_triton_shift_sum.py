@@ -266,10 +266,6 @@ class Launcher:
 
 
 @functools.lru_cache(maxsize=64)
-def _uploaded(offsets: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    return torch.tensor(offsets, dtype=torch.int64, device=device)
-
-
 def _table(
     offsets: tuple[int, ...], device: torch.device, scale: int = 1
 ) -> tuple[Any, int, int, bool]:
@@ -278,7 +274,8 @@ def _table(
     lin = linear_step(offsets)
     if lin is not None:
         return _dummy(device), lin[0] * scale, lin[1] * scale, False
-    return _uploaded(tuple(o * scale for o in offsets), device), 0, 0, True
+    table = torch.tensor([o * scale for o in offsets], dtype=torch.int64, device=device)
+    return table, 0, 0, True
 
 
 @functools.cache

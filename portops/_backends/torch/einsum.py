@@ -30,6 +30,7 @@ from ..._tables import TORCH
 from ...extend import Priority
 from ..numpy.c_loops import c_einsum
 from ..numpy.einsum import loop_order, loop_wins, native_applies, tiny
+from .vecdot import _NUMPY_DTYPES  # shared with NumPy at full precision: zero-copy views
 from .views import numpy_view
 
 
@@ -123,13 +124,6 @@ def _einsum_applies(a: EinsumArgs) -> str | None:
     if a.operands[0].device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
         return "torch.einsum on CUDA does not take integer operands"
     return None
-
-
-# Dtypes NumPy shares with torch at full precision (bfloat16 and unsigned: no view).
-_NUMPY_DTYPES = frozenset(
-    {torch.float32, torch.float64, torch.complex64, torch.complex128}
-    | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
-)
 
 
 def _numpy_loop_plan(a: EinsumArgs) -> Any:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -26,25 +27,28 @@ def result_dtype(a: torch.Tensor, mask: torch.Tensor | None) -> torch.dtype:
 @dataclass(frozen=True)
 class LinearPair:
     """A masked linear operator ``A(m * x)`` and its adjoint ``conj(m) * A^H y``: custom
-    operators, shape functions and public functions (channel axis kept) of both."""
+    operators ``portops::<name>`` (`names`) of ``(Tensor x, <arguments>)`` and ``(Tensor y,
+    <arguments>)``, run by ``kernel(adjoint, array, *arguments)``, and the result's shape
+    and the public function (channel axis kept) of each, `adjoint` their first argument."""
 
-    forward_op: Any
-    adjoint_op: Any
-    forward_shape: Callable[[list[int], tuple[Any, ...]], list[int]]
-    adjoint_shape: Callable[[list[int], tuple[Any, ...]], list[int]]
-    public_forward: Public
-    public_adjoint: Public
+    names: tuple[str, str]
+    arguments: str
+    kernel: Callable[..., torch.Tensor]
+    shape: Callable[[bool, list[int], tuple[Any, ...]], list[int]]
+    public: Callable[[bool, torch.Tensor, torch.Tensor | None, tuple[Any, ...]], torch.Tensor]
     axes: Sequence[int]
+    ops: list[Any] = field(default_factory=list, init=False, compare=False)  # A, then A^H
 
-    def register(self) -> None:
-        """Give both custom operators their fake, autograd and vmap implementations."""
-        for op, adjoint in ((self.forward_op, False), (self.adjoint_op, True)):
-            op.register_fake(self._fake(adjoint))
-            op.register_autograd(self._op_backward(adjoint), setup_context=_setup)
-            torch.library.register_vmap(op, self._op_vmap(adjoint))
-
-    def _public(self, adjoint: bool) -> Public:
-        return self.public_adjoint if adjoint else self.public_forward
+    def __post_init__(self) -> None:
+        """Define both custom operators, with their fake, autograd and vmap implementations."""
+        for name, adjoint, array in zip(self.names, (False, True), "xy", strict=True):
+            schema = f"(Tensor {array}, {self.arguments}) -> Tensor"
+            kernel = partial(self.kernel, adjoint)
+            op = torch.library.custom_op(f"portops::{name}", kernel, mutates_args=(), schema=schema)
+            op.register_fake(partial(self._fake, adjoint))
+            op.register_autograd(partial(self._op_backward, adjoint), setup_context=_setup)
+            torch.library.register_vmap(op, partial(self._op_vmap, adjoint))
+            self.ops.append(op)
 
     def gradients(
         self,
@@ -62,10 +66,10 @@ class LinearPair:
         """
         arr, mask = saved
         geometry, dtypes = ctx.geometry, ctx.dtypes
-        forward: Public = self.public_forward
-        backward: Public = self.public_adjoint
+        forward: Public = partial(self.public, False)
+        backward: Public = partial(self.public, True)
         if ops:
-            fwd, adj = self.forward_op, self.adjoint_op
+            fwd, adj = self.ops
             forward, backward = (lambda a, m, g: fwd(a, *g, m)), (lambda a, m, g: adj(a, *g, m))
         grad_arr = grad_mask = None
         if needs[0]:
@@ -87,14 +91,14 @@ class LinearPair:
         self, adjoint: bool, arr: torch.Tensor, mask: Any, geometry: Any, t_arr: Any, t_mask: Any
     ) -> torch.Tensor:
         """The tangent of the bilinear map at (arr, mask) along (t_arr, t_mask)."""
-        public = self._public(adjoint)
+        public = partial(self.public, adjoint)
         out = None if t_arr is None else public(t_arr, mask, geometry)
         if t_mask is not None:
             term = public(arr, t_mask, geometry)  # A(t_m * x), or conj(t_m) * A^H y
             out = term if out is None else out + term
         if out is None:
-            shape_of = self.adjoint_shape if adjoint else self.forward_shape
-            out = arr.new_zeros(shape_of(list(arr.shape), geometry), dtype=result_dtype(arr, mask))
+            shape = self.shape(adjoint, list(arr.shape), geometry)
+            out = arr.new_zeros(shape, dtype=result_dtype(arr, mask))
         return out
 
     def batched(
@@ -107,40 +111,28 @@ class LinearPair:
         geometry: tuple[Any, ...],
     ) -> tuple[torch.Tensor, int]:
         """The operator on inputs batched at ``in_dims[0]``/``[-1]``; batched at 0."""
-        arr_dim, mask_dim = in_dims[0], in_dims[-1]
-        if arr_dim is None:
-            arr = arr.unsqueeze(0).expand(batch, *arr.shape)
-        else:
-            arr = arr.movedim(arr_dim, 0)
+        dim, mask_dim = in_dims[0], in_dims[-1]
+        arr = arr.unsqueeze(0).expand(batch, *arr.shape) if dim is None else arr.movedim(dim, 0)
         if mask is not None:
             mask = mask.unsqueeze(0) if mask_dim is None else mask.movedim(mask_dim, 0)
         shifted = tuple(g + 1 if i in self.axes else g for i, g in enumerate(geometry))
-        return self._public(adjoint)(arr, mask, shifted), 0
+        return self.public(adjoint, arr, mask, shifted), 0
 
-    def _fake(self, adjoint: bool) -> Callable[..., torch.Tensor]:
-        shape_of = self.adjoint_shape if adjoint else self.forward_shape
+    def _fake(self, adjoint: bool, arr: torch.Tensor, *rest: Any) -> torch.Tensor:
+        *geometry, mask = rest
+        shape = self.shape(adjoint, list(arr.shape), tuple(geometry))
+        return arr.new_empty(shape, dtype=result_dtype(arr, mask))
 
-        def fake(arr: torch.Tensor, *rest: Any) -> torch.Tensor:
-            *geometry, mask = rest
-            shape = shape_of(list(arr.shape), tuple(geometry))
-            return arr.new_empty(shape, dtype=result_dtype(arr, mask))
+    def _op_backward(self, adjoint: bool, ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[-1])
+        grads = self.gradients(adjoint, ctx.saved_tensors, ctx, needs, grad, ops=True)
+        return (grads[0], *(None,) * len(ctx.geometry), grads[1])
 
-        return fake
-
-    def _op_backward(self, adjoint: bool) -> Callable[..., tuple[Any, ...]]:
-        def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-            needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[-1])
-            grads = self.gradients(adjoint, ctx.saved_tensors, ctx, needs, grad, ops=True)
-            return (grads[0], *(None,) * len(ctx.geometry), grads[1])
-
-        return backward
-
-    def _op_vmap(self, adjoint: bool) -> Callable[..., tuple[torch.Tensor, int]]:
-        def vmap(info: Any, in_dims: tuple[Any, ...], arr: torch.Tensor, *rest: Any) -> Any:
-            *geometry, mask = rest
-            return self.batched(adjoint, in_dims, info.batch_size, arr, mask, tuple(geometry))
-
-        return vmap
+    def _op_vmap(
+        self, adjoint: bool, info: Any, in_dims: tuple[Any, ...], arr: torch.Tensor, *rest: Any
+    ) -> tuple[torch.Tensor, int]:
+        *geometry, mask = rest
+        return self.batched(adjoint, in_dims, info.batch_size, arr, mask, tuple(geometry))
 
     def apply(
         self,
@@ -159,7 +151,7 @@ class LinearPair:
         self, adjoint: bool, arr: torch.Tensor, mask: torch.Tensor | None, geometry: Any
     ) -> torch.Tensor:
         """The custom operator (what ``torch.compile`` traces)."""
-        out: torch.Tensor = (self.adjoint_op if adjoint else self.forward_op)(arr, *geometry, mask)
+        out: torch.Tensor = self.ops[adjoint](arr, *geometry, mask)
         return out
 
 
@@ -183,16 +175,14 @@ class _Linear(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         arr, mask, (pair, adjoint, geometry, _) = inputs
-        ctx.pair, ctx.adjoint, ctx.geometry = pair, adjoint, geometry
-        ctx.dtypes = (arr.dtype, None if mask is None else mask.dtype)
-        ctx.save_for_backward(arr if mask is not None else None, mask)
+        _setup(ctx, (arr, *geometry, mask), output)
+        ctx.pair, ctx.adjoint = pair, adjoint
         ctx.save_for_forward(arr, mask)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
-        grads = ctx.pair.gradients(ctx.adjoint, ctx.saved_tensors, ctx, needs, grad)
-        return (*grads, None)
+        return (*ctx.pair.gradients(ctx.adjoint, ctx.saved_tensors, ctx, needs, grad), None)
 
     @staticmethod
     def jvp(ctx: Any, t_arr: Any, t_mask: Any, *unused: Any) -> torch.Tensor:

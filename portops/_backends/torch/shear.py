@@ -6,37 +6,29 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from ... import _buffers as buffers
-from ... import _torch_state, extend
+from ... import extend
 from ..._ops.shear import ShearArgs, growth, shear, unshear
 from ..._shear import blocked, strided
 from ..._strategy import FEATURES, Strategies, Strategy
 from ...extend import Priority
 from ..numpy import shear as numpy_kernels
 from .linear_op import LinearPair, result_dtype
+from .shift_sum import empty, needs_of, normalizer
+from .vecdot import _NUMPY_DTYPES as _VIA_NUMPY
 from .views import numpy_view
-
-_NO_BUFFER = (torch.float16, torch.bfloat16, torch.bool)
-_VIA_NUMPY = (
-    torch.float32, torch.float64, torch.complex64, torch.complex128,
-    torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
-)  # fmt: skip
 
 
 def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``torch.empty``; large CPU results come from portops' reused buffers."""
-    if device.type == "cpu" and dtype not in _NO_BUFFER and not dtype.is_complex:
-        np_dtype = torch.empty((), dtype=dtype).numpy().dtype
-        if math.prod(shape) * np_dtype.itemsize >= buffers.MIN_BYTES:
-            return torch.from_numpy(buffers.empty(shape, np_dtype))
-    return torch.empty(shape, dtype=dtype, device=device)
+    """``torch.empty``; large real CPU results come from portops' reused buffers."""
+    if dtype.is_complex:
+        return torch.empty(shape, dtype=dtype, device=device)
+    return empty(shape, dtype, device)
 
 
 def _via_numpy(a: ShearArgs) -> bool:
@@ -84,7 +76,8 @@ def _shape(adjoint: bool, shape: list[int], geometry: tuple[Any, ...]) -> list[i
 
 
 def _op_kernel(adjoint: bool, arr: torch.Tensor, *rest: Any) -> torch.Tensor:
-    """A custom operator's call (``*geometry, mask``): always torch's strided kernel."""
+    """A custom operator's call (``*geometry, mask``; `fractions` empty for integer
+    dispersion): always torch's strided kernel."""
     *geometry, mask = rest
     offsets, fractions, axis, cax = geometry
     shape = tuple(_shape(adjoint, list(arr.shape), tuple(geometry)))
@@ -95,74 +88,36 @@ def _op_kernel(adjoint: bool, arr: torch.Tensor, *rest: Any) -> torch.Tensor:
     return _strided_kernel(adjoint, a)
 
 
-@torch.library.custom_op("portops::shear", mutates_args=())
-def shear_op(
-    x: torch.Tensor,
-    offsets: list[int],
-    fractions: list[float],
-    axis: int,
-    channel_axis: int,
-    mask: torch.Tensor | None,
-) -> torch.Tensor:
-    """The sheared cube; `fractions` is empty for integer dispersion."""
-    return _op_kernel(False, x, offsets, fractions, axis, channel_axis, mask)
-
-
-@torch.library.custom_op("portops::unshear", mutates_args=())
-def unshear_op(
-    y: torch.Tensor,
-    offsets: list[int],
-    fractions: list[float],
-    axis: int,
-    channel_axis: int,
-    mask: torch.Tensor | None,
-) -> torch.Tensor:
-    """Every channel's window of the sheared cube `y`, times the conjugated mask."""
-    return _op_kernel(True, y, offsets, fractions, axis, channel_axis, mask)
-
-
-def _public(
-    adjoint: bool, arr: torch.Tensor, mask: torch.Tensor | None, geometry: Any
-) -> torch.Tensor:
+def _public(adjoint: bool, arr: torch.Tensor, m: torch.Tensor | None, g: Any) -> torch.Tensor:
     """The public function, for the pair's gradients, tangents and vmap rule."""
-    offsets, fractions, axis, cax = geometry
+    offsets, fractions, axis, cax = g
     step = [n + f for n, f in zip(offsets, fractions, strict=True)] if fractions else offsets
-    public = unshear if adjoint else shear
-    out: torch.Tensor = public(arr, step, axis=axis, channel_axis=cax, mask=mask)
-    return out
+    return (unshear if adjoint else shear)(arr, step, axis=axis, channel_axis=cax, mask=m)
 
 
 PAIR = LinearPair(
-    shear_op,
-    unshear_op,
-    functools.partial(_shape, False),
-    functools.partial(_shape, True),
-    functools.partial(_public, False),
-    functools.partial(_public, True),
-    axes=(2, 3),
+    ("shear", "unshear"),
+    "SymInt[] offsets, float[] fractions, SymInt axis, SymInt channel_axis, Tensor? mask",
+    _op_kernel,
+    _shape,
+    _public,
+    (2, 3),
 )
-PAIR.register()
-
-
-def _needs(a: ShearArgs) -> frozenset[str]:
-    return _torch_state.needs((a.array, a.mask))
 
 
 def _plan(a: ShearArgs, adjoint: bool, kernel: Callable[[ShearArgs], torch.Tensor]) -> Any:
     """The kernel directly, through the Function when the call needs autograd,
     forward-mode AD or torch.func, or the custom operator under torch.compile."""
     geometry = (list(a.offsets), list(a.fractions or ()), a.axis, a.channel_axis)
-    needs = _needs(a)
+    needs = needs_of(a)
     template = a._replace(array=None, mask=None)  # the plan keeps no tensor alive
-    shape, dtype = ((), None) if a.mask is None else (tuple(a.mask.shape), a.mask.dtype)
+    normalize = normalizer(a)
 
     def direct(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
         return kernel(template._replace(array=arr, mask=m))
 
     def run(arr: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        if m is not None:  # cast from bool and reshaped, as validation did (idempotent)
-            m = m.to(dtype) if m.dtype != dtype else m
-            m = m if m.shape == shape else m.reshape(shape)
+        arr, m = normalize(arr, m)
         if "compile" in needs:
             return PAIR.call_op(adjoint, arr, m, geometry)
         if needs:
@@ -173,12 +128,17 @@ def _plan(a: ShearArgs, adjoint: bool, kernel: Callable[[ShearArgs], torch.Tenso
 
 
 def choose_shear(a: ShearArgs) -> tuple[str, str]:
-    needs = _needs(a)
+    needs = needs_of(a)
     if needs:
         return "strided", f"needs {', '.join(sorted(needs))}: torch's own ops only"
     if _via_numpy(a):
         return "numpy", "CPU, integer offsets, no mask: NumPy's cache-sized blocks on views"
     return "strided", "strided zero-fill and one copy into the windows' view"
+
+
+def _strided(adjoint: bool, summary: str) -> Strategy:
+    kernel = functools.partial(_strided_kernel, adjoint)
+    return Strategy("strided", summary, lambda a: _plan(a, adjoint, kernel), FEATURES)
 
 
 _SHEAR = Strategies(
@@ -193,27 +153,15 @@ _SHEAR = Strategies(
                 None if _via_numpy(a) else "CPU, a NumPy dtype, integer offsets, no mask only"
             ),
         ),
-        Strategy(
-            "strided",
-            "strided zero-fill and one copy_ (or mul, lerp) into the windows' view",
-            lambda a: _plan(a, False, functools.partial(_strided_kernel, False)),
-            FEATURES,
-        ),
+        _strided(False, "strided zero-fill and one copy_ (or mul, lerp) into the windows' view"),
     ],
     choose=choose_shear,
-    needs=_needs,
+    needs=needs_of,
 )
 _UNSHEAR = Strategies(
-    [
-        Strategy(
-            "strided",
-            "one copy_ of the windows' strided view, mask fused",
-            lambda a: _plan(a, True, functools.partial(_strided_kernel, True)),
-            FEATURES,
-        )
-    ],
+    [_strided(True, "one copy_ of the windows' strided view, mask fused")],
     choose=lambda a: ("strided", "one strided read of every window"),
-    needs=_needs,
+    needs=needs_of,
 )
 
 for _op, _what, _strategies in (

@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from ..._tables import TORCH
 from ...extend import Priority
 from ..numpy import shift_sum as numpy_shift_sum
 from .linear_op import LinearPair, result_dtype
+from .vecdot import _NUMPY_DTYPES
 from .views import numpy_view
 
 __all__ = ["PAIR", "empty", "forward_kernel", "result_dtype", "x_shape", "y_shape"]
@@ -36,8 +38,7 @@ _HALF = (torch.float16, torch.bfloat16)
 _GRAD = frozenset({"grad"})
 # Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
 _NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
-_INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
-_NUMPY_MASKS = _NUMPY_ARRAYS | _INTEGERS | {torch.bool}
+_NUMPY_MASKS = _NUMPY_DTYPES | {torch.bool}
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -129,45 +130,62 @@ def _windows(
 # ------------------------------------------------------------------- the operator pair
 
 
-@torch.library.custom_op("portops::shift_sum", mutates_args=())
-def shift_sum_op(
-    x: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
-) -> torch.Tensor:
-    """Forward operator; the result keeps the channel axis with size 1."""
-    return _plain_kernel("forward", x, (offsets, axis, channel_axis), mask)(x, mask)
+# The custom operators' own plans (torch.compile runs them without portops' front end).
+_OP_PLANS = PlanCache("torch custom operators", 64)
 
 
-@torch.library.custom_op("portops::shift_sum_adjoint", mutates_args=())
-def shift_sum_adjoint_op(
-    y: torch.Tensor, offsets: list[int], axis: int, channel_axis: int, mask: torch.Tensor | None
-) -> torch.Tensor:
-    """Adjoint operator; `y` has the channel axis with size 1."""
-    return _plain_kernel("adjoint", y, (offsets, axis, channel_axis), mask)(y, mask)
+def _op_kernel(adjoint: bool, arr: torch.Tensor, *rest: Any) -> torch.Tensor:
+    """A custom operator's call (``offsets, axis, channel_axis, mask``; the channel axis of
+    ``y`` kept, with size 1) by the kernel a plain call of these tensors takes."""
+    offsets, axis, cax, mask = rest
+    key = plan_key((adjoint, tuple(offsets), axis, cax), arr, mask)
+    run = None if key is None else _OP_PLANS.get(key)
+    if run is None:
+        kind = "adjoint" if adjoint else "forward"
+        a = ShiftSumArgs.make(kind, arr, tuple(offsets), axis, cax, mask, True, namespace_of(arr))
+        choose = choose_adjoint if adjoint else choose_forward
+        # Only torch.compile runs these operators: torch's kernels or Triton's, no NumPy.
+        run = _kernel(choose(a, _GRAD)[0], a, adjoint)
+        if key is not None:
+            _OP_PLANS.put(key, run)
+    return run(arr, mask)
 
 
-def _public(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """The public `fn`, channel axis kept, called as the pair calls it."""
-    return lambda arr, m, g: fn(
-        arr, list(g[0]), axis=g[1], channel_axis=g[2], mask=m, keepdims=True
-    )
+def _shape(adjoint: bool, shape: list[int], geometry: tuple[Any, ...]) -> list[int]:
+    return x_shape(shape, geometry) if adjoint else y_shape(shape, geometry)
 
 
-_PUBLIC = (_public(ops.shift_sum), _public(ops.shift_sum_adjoint))
-PAIR = LinearPair(shift_sum_op, shift_sum_adjoint_op, y_shape, x_shape, *_PUBLIC, axes=(1, 2))
-PAIR.register()
+def _public(adjoint: bool, arr: torch.Tensor, m: torch.Tensor | None, g: Any) -> torch.Tensor:
+    """The public forward or adjoint, channel axis kept, called as the pair calls it."""
+    kw = {"axis": g[1], "channel_axis": g[2], "mask": m, "keepdims": True}
+    if adjoint:
+        return ops.shift_sum_adjoint(arr, list(g[0]), **kw)
+    return ops.shift_sum(arr, list(g[0]), **kw)
+
+
+PAIR = LinearPair(
+    ("shift_sum", "shift_sum_adjoint"),
+    "SymInt[] offsets, SymInt axis, SymInt channel_axis, Tensor? mask",
+    _op_kernel,
+    _shape,
+    _public,
+    (1, 2),
+)
 
 
 # ------------------------------------------------------------------------ kernel plans
 
 
 @cache
-def _triton() -> Any:
-    """The Triton kernels module, or None when Triton is not installed."""
+def triton_kernels(module: str) -> Any:
+    """The Triton kernels `module` of this package, or None when Triton is not installed."""
     try:
-        from . import _triton_shift_sum
+        return importlib.import_module(f"{__package__}.{module}")
     except ImportError:
         return None
-    return _triton_shift_sum
+
+
+_triton = partial(triton_kernels, "_triton_shift_sum")
 
 
 def _triton_plan(name: str, a: ShiftSumArgs, alloc: list[int] | None = None) -> Run | None:
@@ -229,33 +247,12 @@ def _kernel(name: str, a: ShiftSumArgs, adjoint: bool) -> Run:
     return lambda x, m: forward_kernel(x, *geometry, m)
 
 
-# The custom operators' own plans (torch.compile runs them without portops' front end).
-_OP_PLANS = PlanCache("torch custom operators", 64)
-
-
-def _plain_kernel(direction: str, arr: torch.Tensor, geometry: Any, mask: Any) -> Run:
-    """The kernel a plain call of normalised tensors takes (inside the custom ops)."""
-    offsets, axis, cax = geometry
-    key = plan_key((direction, tuple(offsets), axis, cax), arr, mask)
-    run = None if key is None else _OP_PLANS.get(key)
-    if run is None:
-        xp = namespace_of(arr)
-        a = ShiftSumArgs.make(direction, arr, tuple(offsets), axis, cax, mask, True, xp)
-        adjoint = direction == "adjoint"
-        choose = choose_adjoint if adjoint else choose_forward
-        # Only torch.compile runs these operators: torch's kernels or Triton's, no NumPy.
-        run = _kernel(choose(a, _GRAD)[0], a, adjoint)
-        if key is not None:
-            _OP_PLANS.put(key, run)
-    return run
-
-
 # ------------------------------------------------------------------------ the strategies
 
 
-def _normalizer(a: ShiftSumArgs) -> Callable[..., tuple[torch.Tensor, Any]]:
-    """A call's (array, mask), raw or normalised, -> the normalised pair `a` was made
-    from: a ``y`` without its channel axis gets it, the mask is cast and reshaped."""
+def normalizer(a: Any) -> Callable[..., tuple[torch.Tensor, Any]]:
+    """A call's (array, mask), raw or normalised, -> the pair the shift_sum or shear record
+    `a` was made from: a ``y`` without its channel axis gets it, the mask is cast and reshaped."""
     ndim, cax, mask = len(a.shape), a.channel_axis, a.mask
     shape: Any = None if mask is None else tuple(mask.shape)
     dtype = None if mask is None else mask.dtype
@@ -264,10 +261,8 @@ def _normalizer(a: ShiftSumArgs) -> Callable[..., tuple[torch.Tensor, Any]]:
         if arr.ndim < ndim:
             arr = arr.unsqueeze(cax)
         if m is not None:
-            if m.dtype != dtype:
-                m = m.to(dtype)
-            if m.shape != shape:
-                m = m.reshape(shape)
+            m = m if m.dtype == dtype else m.to(dtype)
+            m = m if m.shape == shape else m.reshape(shape)
         return arr, m
 
     return normalize
@@ -275,10 +270,10 @@ def _normalizer(a: ShiftSumArgs) -> Callable[..., tuple[torch.Tensor, Any]]:
 
 def _linear_plan(a: ShiftSumArgs, name: str, adjoint: bool) -> Run:
     """A plan of the forward or adjoint: bare kernel, the Function, or the custom operator."""
-    normalize = _normalizer(a)
+    normalize = normalizer(a)
     geometry = (list(a.offsets), a.axis, a.channel_axis)
     cax, squeeze = a.channel_axis, not adjoint and not a.keepdims
-    needs = _needs(a)
+    needs = needs_of(a)
     kernel = None
     if name == "triton" and squeeze and not needs:
         # Allocated without the channel axis: no squeeze (a view) after the launch.
@@ -299,7 +294,8 @@ def _linear_plan(a: ShiftSumArgs, name: str, adjoint: bool) -> Run:
     return run
 
 
-def _needs(a: ShiftSumArgs) -> frozenset[str]:
+def needs_of(a: Any) -> frozenset[str]:
+    """The features a shift_sum or shear call (record `a`) needs."""
     return _torch_state.needs((a.array, a.mask))
 
 
@@ -325,7 +321,7 @@ def _triton_applies(a: ShiftSumArgs) -> str | None:
 def choose_forward(a: ShiftSumArgs, needs: frozenset[str] | None = None) -> tuple[str, str]:
     """(strategy, rule) of a forward call that needs `needs` (default: `a`'s needs)."""
     x = a.array
-    needs = _needs(a) if needs is None else needs
+    needs = needs_of(a) if needs is None else needs
     if needs - _GRAD:
         return "slice_add", "the call needs forward-mode AD, torch.func or compile"
     if x.device.type == "cuda":
@@ -351,27 +347,27 @@ def choose_forward(a: ShiftSumArgs, needs: frozenset[str] | None = None) -> tupl
 
 def choose_adjoint(a: ShiftSumArgs, needs: frozenset[str] | None = None) -> tuple[str, str]:
     """(strategy, rule) of an adjoint call that needs `needs` (default: `a`'s needs)."""
-    needs = _needs(a) if needs is None else needs
+    needs = needs_of(a) if needs is None else needs
     if a.array.device.type == "cuda" and not needs - _GRAD and _triton() is not None:
         return "triton", "one Triton launch, mask fused"
-    return "windows", "one strided copy (or multiply) of every window into the result"
+    return "windows", _WINDOWS
 
 
 def choose_pinv(a: ShiftSumArgs) -> tuple[str, str]:
-    if a.array.device.type == "cuda" and not _needs(a) and _triton() is not None:
+    if a.array.device.type == "cuda" and not needs_of(a) and _triton() is not None:
         return "triton", "fused: 1 / Phi over the mask's extent, then the scaled adjoint"
-    return "composed", "Phi by the forward, then the adjoint of y / Phi"
+    return "composed", _COMPOSED
 
 
 def _composed_pinv(a: ShiftSumArgs) -> Run:
     """``A^H (y / Phi)`` from the public operators (planned, differentiable)."""
-    normalize = _normalizer(a)
+    normalize = normalizer(a)
     template = a._replace(array=None, mask=None)  # the plan keeps no array alive
 
-    def through(public: Callable[..., torch.Tensor]) -> Callable[[ShiftSumArgs], torch.Tensor]:
-        return lambda b: public(b.array, b.mask, (b.offsets, b.axis, b.channel_axis))
+    def through(adjoint: bool) -> Callable[[ShiftSumArgs], torch.Tensor]:
+        return lambda b: _public(adjoint, b.array, b.mask, (b.offsets, b.axis, b.channel_axis))
 
-    forward, adjoint = through(PAIR.public_forward), through(PAIR.public_adjoint)
+    forward, adjoint = through(False), through(True)
 
     def run(y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
         y, m = normalize(y, m)
@@ -382,15 +378,20 @@ def _composed_pinv(a: ShiftSumArgs) -> Run:
 
 
 def _triton_pinv(a: ShiftSumArgs) -> Run:
-    run = _triton_plan("pinv", a)
-    return _composed_pinv(a) if run is None else run
+    return _triton_plan("pinv", a) or _composed_pinv(a)
 
 
 def _strategy(name: str, summary: str, adjoint: bool, **kw: Any) -> Strategy:
     return Strategy(name, summary, lambda a: _linear_plan(a, name, adjoint), **kw)
 
 
-_TRITON = "CUDA: one Triton launch"
+def _triton_strategy(what: str, adjoint: bool) -> Strategy:
+    summary = f"CUDA: one Triton launch {what}, mask fused"
+    return _strategy("triton", summary, adjoint, features=_GRAD, applies=_triton_applies)
+
+
+_WINDOWS = "one strided copy (or multiply) of every window into the result"
+_COMPOSED = "Phi by the forward, then the adjoint of y / Phi"
 FORWARD = Strategies(
     [
         _strategy(
@@ -407,38 +408,19 @@ FORWARD = Strategies(
             threads=_numpy_threads,
             applies=_numpy_applies,
         ),
-        _strategy(
-            "triton",
-            f"{_TRITON} (row or general kernel), mask fused",
-            False,
-            features=_GRAD,
-            applies=_triton_applies,
-        ),
+        _triton_strategy("(row or general kernel)", False),
     ],
     choose=choose_forward,
-    needs=_needs,
+    needs=needs_of,
 )
 ADJOINT = Strategies(
     [
-        _strategy(
-            "windows",
-            "one strided copy (or multiply) of every window into the result",
-            True,
-            features=FEATURES,
-            threads=_threads,
-        ),
-        _strategy(
-            "triton",
-            f"{_TRITON} writing every channel's window, mask fused",
-            True,
-            features=_GRAD,
-            applies=_triton_applies,
-        ),
+        _strategy("windows", _WINDOWS, True, features=FEATURES, threads=_threads),
+        _triton_strategy("writing every channel's window", True),
     ],
     choose=choose_adjoint,
-    needs=_needs,
+    needs=needs_of,
 )
-_COMPOSED = "Phi by the forward, then the adjoint of y / Phi"
 PINV = Strategies(
     [
         Strategy("composed", f"{_COMPOSED} (every feature)", _composed_pinv, FEATURES, _threads),
@@ -447,7 +429,7 @@ PINV = Strategies(
         ),
     ],
     choose=choose_pinv,
-    needs=_needs,
+    needs=needs_of,
 )
 
 
@@ -478,16 +460,18 @@ def slice_add_loop(a: ShiftSumArgs) -> torch.Tensor:
     return y if a.keepdims else y.squeeze(a.channel_axis)
 
 
-for _op, _what, _strategies in (
-    ("shift_sum", "slice-adds, NumPy on views or a Triton kernel", FORWARD),
-    ("shift_sum_adjoint", "one strided copy of all windows, or a Triton kernel", ADJOINT),
+_EVERY = "; every autograd feature"
+for _op, _summary, _strategies in (
+    ("shift_sum", "slice-adds, NumPy on views or a Triton kernel" + _EVERY, FORWARD),
+    ("shift_sum_adjoint", "one strided copy of all windows, or a Triton kernel" + _EVERY, ADJOINT),
+    ("shift_sum_pinv", f"{_COMPOSED}; fused on CUDA", PINV),
 ):
     extend.register(
         _op,
         "torch",
         libraries=["torch"],
         priority=Priority.SPECIALIZED,
-        summary=f"{_what}; every autograd feature",
+        summary=_summary,
         strategies=_strategies,
     )
 extend.register(
@@ -504,11 +488,3 @@ extend.register(
     priority=Priority.BASELINE + 5,
     summary="one slice-add per channel, autograd through ATen (alternative)",
 )(slice_add_loop)
-extend.register(
-    "shift_sum_pinv",
-    "torch",
-    libraries=["torch"],
-    priority=Priority.SPECIALIZED,
-    summary="Phi by the forward, then the adjoint of y / Phi; fused on CUDA",
-    strategies=PINV,
-)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import cache
-from typing import Any
+from functools import cache, partial
 
 import torch
 
@@ -15,18 +14,11 @@ from ... import _machine, _torch_state, extend
 from ..._ops.vecdot import VecdotArgs
 from ..._strategy import FEATURES, Strategies, Strategy
 from ...extend import Priority
+from .shift_sum import triton_kernels
 from .vecdot import STRATEGIES as CPU_STRATEGIES
 
 Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-@cache
-def _triton() -> Any:
-    try:
-        from . import _triton_vecdot
-    except ImportError:  # Triton is not installed
-        return None
-    return _triton_vecdot
+_triton = partial(triton_kernels, "_triton_vecdot")
 
 
 @cache
@@ -71,8 +63,7 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
 
 
 def _plan_triton(a: VecdotArgs) -> Run:
-    run = _triton_plan(a)
-    return CPU_STRATEGIES.by_name["native"].plan(a) if run is None else run
+    return _triton_plan(a) or CPU_STRATEGIES.by_name["native"].plan(a)
 
 
 STRATEGIES = Strategies(
