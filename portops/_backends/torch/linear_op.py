@@ -151,7 +151,8 @@ class LinearPair:
         self, adjoint: bool, arr: torch.Tensor, mask: torch.Tensor | None, geometry: Any
     ) -> torch.Tensor:
         """The custom operator (what ``torch.compile`` traces)."""
-        out: torch.Tensor = self.ops[adjoint](arr, *geometry, mask)
+        op = self.ops[1 if adjoint else 0]  # (torch 2.11 traces no bool index)
+        out: torch.Tensor = op(arr, *geometry, mask)
         return out
 
 
