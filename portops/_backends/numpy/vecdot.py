@@ -203,7 +203,8 @@ def _threaded(run: Run, strategy: str, a: VecdotArgs, x1: np.ndarray, x2: np.nda
     """`run`, or for operands large enough to thread, blocks of the first axis over
     :func:`threads` threads, each writing its block of one result."""
     axis = a.axis % x1.ndim
-    if _most_threads(x1, x2, axis, strategy) == 1:
+    most = _most_threads(x1, x2, axis, strategy)  # (a plan's key fixes what it reads)
+    if most == 1:
         return run  # never threaded at this size: the bare call
     result_shape, dtype = x1.shape[:axis] + x1.shape[axis + 1 :], np.result_type(x1, x2)
 
@@ -214,7 +215,7 @@ def _threaded(run: Run, strategy: str, a: VecdotArgs, x1: np.ndarray, x2: np.nda
             c_einsum(_EQUATION, np.moveaxis(u1, axis, -1), np.moveaxis(u2, axis, -1), out=out)
 
     def threaded(x1: np.ndarray, x2: np.ndarray) -> Any:
-        workers = threads(x1, x2, axis, strategy)
+        workers = min(most, _threads.effective_threads())
         if workers == 1:
             return run(x1, x2)
         out = np.empty(result_shape, dtype)

@@ -71,25 +71,20 @@ def _plan_mv(a: VecdotArgs) -> Run:
     return torch.matmul if first_is_many else lambda x1, x2: torch.matmul(x2, x1)
 
 
-def _views(a: VecdotArgs) -> tuple[Any, Any]:
-    """NumPy views of the inputs in the result's dtype (a copy where they differ)."""
-    v1, v2 = (numpy_view(x if x.dtype is a.dtype else x.to(a.dtype)) for x in (a.x1, a.x2))
-    return v1, v2
+def _view(x: torch.Tensor, dtype: torch.dtype) -> Any:
+    """A NumPy view of `x` in `dtype` (of a copy where its dtype differs)."""
+    return numpy_view(x if x.dtype is dtype else x.to(dtype))
 
 
 def _plan_numpy(a: VecdotArgs) -> Run:
     """NumPy's choice of strategy on zero-copy views; the result wraps NumPy's array."""
     dtype = a.dtype
-
-    def view(x: torch.Tensor) -> Any:
-        return numpy_view(x if x.dtype is dtype else x.to(dtype))
-
-    run = numpy_vecdot.plan(*_views(a), a)
-    return lambda x1, x2: torch.from_numpy(run(view(x1), view(x2)))
+    run = numpy_vecdot.plan(_view(a.x1, dtype), _view(a.x2, dtype), a)
+    return lambda x1, x2: torch.from_numpy(run(_view(x1, dtype), _view(x2, dtype)))
 
 
 def _numpy_threads(a: VecdotArgs) -> int:
-    v1, v2 = _views(a)
+    v1, v2 = _view(a.x1, a.dtype), _view(a.x2, a.dtype)
     return numpy_vecdot.threads(v1, v2, a.axis, numpy_vecdot.choose(v1, v2, a.axis)[0])
 
 
