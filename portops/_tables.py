@@ -56,9 +56,10 @@ TORCH = register(Table("torch", [
     Param("views_min", 8192, "elements", EPYC,
           "below this, a trip to NumPy's loops through views costs more than it saves over "
           "torch's own call (views and wrapping: about 1.5 us)"),
-    Param("row_dots_bytes", 1024, "bytes", EPYC,
+    Param("row_dots_bytes", 512, "bytes", XEON,
           "a BLAS call per vector costs what streaming a few hundred bytes does: from this "
-          "length it is repaid (512-byte vectors: 1.0-1.4x, 1 KiB: 0.5-0.8x)"),
+          "length, on two threads, it is repaid (512-byte vectors against NumPy's one-thread "
+          "loop: 0.4-0.8x from 2 MB of input, 1.1-1.4x below 1 MB; 1 KiB: 0.5-0.8x)"),
     Param("numpy_forward_l2", 0.5, "of an L2", EPYC,
           "a shift_sum forward whose x fits this much of a core's L2 runs NumPy's kernels on "
           "views: each of torch's per-channel adds pays its dispatch"),

@@ -187,7 +187,8 @@ def test_torch_choice_on_a_fixed_machine(two_threads) -> None:
         ((1 << 15, 64), (1 << 15, 64)): "numpy",  # np.vecdot's length
         ((1024, 1024), (1024, 1024)): "row_dots",  # long vectors: a BLAS dot each, threaded
         ((16, 2048), (16, 2048)): "row_dots",  # ... also within one core's L2
-        ((256, 128), (256, 128)): "numpy",  # NumPy's single pass
+        ((256, 128), (256, 128)): "row_dots",  # ... from 512-byte vectors
+        ((512, 96), (512, 96)): "numpy",  # shorter: NumPy's single pass
         ((64, 256), (64, 256)): "native",  # below torch's grain: one thread, no views
         ((4096, 4), (4096, 4)): "numpy",  # ... but rows of 16 bytes: NumPy's columns
         ((16, 256), (16, 256)): "native",  # below views_min elements
