@@ -15,10 +15,10 @@ than a round on a shared machine; the median of those ratios over the rounds, wi
 95% interval (``ratios.summarize``), is the result. Rounds are added until the interval of
 every ratio waited on (each baseline's, the best native call's) lies within ±10% of its
 median, or the comparison's time is spent. Those added rounds time portops, the copies and
-the candidates still waited on: not a ratio already tight, nor one whose interval lies
-wholly beyond 2x (``ratios.DECIDED``: which is faster is settled, and a seed method that
-takes seconds per call would spend the budget on a digit). Their times are None in the
-rounds they sat out.
+the candidates still waited on: not a ratio already tight, nor a slow candidate's (a call
+of ``SLOW_S`` or more) whose interval lies wholly beyond 2x (``ratios.DECIDED``: which is
+faster is settled, and a seed method that takes seconds per call would spend the budget
+on a digit). Their times are None in the rounds they sat out.
 """
 
 from __future__ import annotations
@@ -118,11 +118,16 @@ class Interleaved:
             self.run_round()
         deadline = time.perf_counter() + seconds
         while self.rounds < max_rounds and time.perf_counter() < deadline:
-            waiting = [n for n in self.noisy() if not self.speedup(n).decided]
+            waiting = [n for n in self.noisy() if not self._settled(n)]
             if not waiting:
                 break
             copies = [c.name for c in self.candidates if c.kind == "copy"]
             self.run_round([self.portops, *copies, *waiting])
+
+    def _settled(self, name: str) -> bool:
+        """A slow candidate's ratio decided beyond ``DECIDED``: more rounds would only
+        spend the budget on a digit (a fast one's are cheap: they go on to a tight ratio)."""
+        return self.single[name] >= SLOW_S and self.speedup(name).decided
 
     def speedup(self, name: str) -> Ratio:
         """`name`'s time over portops' in each round: above 1, portops is faster."""
