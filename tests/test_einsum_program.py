@@ -119,6 +119,24 @@ def test_narrowest_calls(eq: str, shapes: tuple, calls: int, call: str) -> None:
     assert call == "*" or call.split(".")[1] in names
 
 
+@pytest.mark.parametrize(
+    "eq, shapes, name",
+    [
+        ("ij,jk->ik", ((6, 7), (7, 8)), "dot"),  # one BLAS GEMM, without matmul's set-up
+        ("ij,jk,kl->il", ((8, 2), (2, 8), (8, 8)), "dot"),
+        ("bij,bjk->bik", ((2, 6, 7), (2, 7, 8)), "_ops"),  # batched: BLAS-ready layouts
+    ],
+)
+def test_numpy_gemm_calls(eq: str, shapes: tuple, name: str) -> None:
+    """NumPy's unbatched floating GEMMs are numpy.dot calls; batched ones go through the
+    layout check of NumpyOps.matmul."""
+    arrays = make_operands(shapes, "float32", np.random.default_rng(36))
+    program, operands = _program(eq, arrays, "numpy")
+    names = program.build().__code__.co_names
+    assert name in names and ("_ops" not in names) == (name == "dot")
+    np.testing.assert_allclose(program.build()(*operands), np.einsum(eq, *operands), rtol=1e-5)
+
+
 def test_repeated_call_runs_the_program() -> None:
     """The second call of a signature runs its program; tiny ones choose it over
     numpy.einsum's loop on views when it is one torch call."""
