@@ -30,8 +30,7 @@ from ..._tables import TORCH
 from ...extend import Priority
 from ..numpy.c_loops import c_einsum
 from ..numpy.einsum import loop_order, loop_wins, native_applies, tiny
-from .vecdot import _NUMPY_DTYPES  # shared with NumPy at full precision: zero-copy views
-from .views import numpy_view
+from .views import NUMPY_DTYPES, numpy_view
 
 
 def integer_matmul(a: Any, b: Any) -> Any:
@@ -140,7 +139,7 @@ def _numpy_loop_plan(a: EinsumArgs) -> Any:
 
 
 def _shares_dtypes(a: EinsumArgs) -> bool:
-    return a.dtype in _NUMPY_DTYPES and all(x.dtype in _NUMPY_DTYPES for x in a.operands)
+    return a.dtype in NUMPY_DTYPES and all(x.dtype in NUMPY_DTYPES for x in a.operands)
 
 
 def _numpy_loop_applies(a: EinsumArgs) -> str | None:

@@ -20,8 +20,7 @@ from ...extend import Priority
 from ..numpy import shear as numpy_kernels
 from .linear_op import LinearPair, result_dtype
 from .shift_sum import empty, needs_of, normalizer
-from .vecdot import _NUMPY_DTYPES as _VIA_NUMPY
-from .views import numpy_view
+from .views import NUMPY_DTYPES, numpy_view
 
 
 def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -34,9 +33,8 @@ def _empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.
 def _via_numpy(a: ShearArgs) -> bool:
     """Whether shear can go to the (several times faster) NumPy kernels."""
     x = a.array
-    return (
-        x.device.type == "cpu" and x.dtype in _VIA_NUMPY and a.fractions is None and a.mask is None
-    )
+    plain = a.fractions is None and a.mask is None
+    return x.device.type == "cpu" and x.dtype in NUMPY_DTYPES and plain
 
 
 def _numpy_kernel(a: ShearArgs) -> torch.Tensor:

@@ -28,8 +28,7 @@ from ..._tables import TORCH
 from ...extend import Priority
 from ..numpy import shift_sum as numpy_shift_sum
 from .linear_op import LinearPair, result_dtype
-from .vecdot import _NUMPY_DTYPES
-from .views import numpy_view
+from .views import NUMPY_DTYPES, numpy_view
 
 __all__ = ["PAIR", "empty", "forward_kernel", "result_dtype", "x_shape", "y_shape"]
 
@@ -38,7 +37,7 @@ _HALF = (torch.float16, torch.bfloat16)
 _GRAD = frozenset({"grad"})
 # Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
 _NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
-_NUMPY_MASKS = _NUMPY_DTYPES | {torch.bool}
+_NUMPY_MASKS = NUMPY_DTYPES | {torch.bool}
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:

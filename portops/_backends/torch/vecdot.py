@@ -16,7 +16,7 @@ from ..._strategy import FEATURES, Strategies, Strategy
 from ..._tables import NUMPY, TORCH
 from ...extend import Priority
 from ..numpy import vecdot as numpy_vecdot
-from .views import numpy_view
+from .views import NUMPY_DTYPES, numpy_view
 
 __all__ = ["STRATEGIES", "choose"]
 
@@ -25,7 +25,6 @@ Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 _REAL = frozenset({torch.float32, torch.float64})
 # torch.linalg.vecdot keeps these dtypes; others are summed in the accumulation dtype.
 _LINALG = _REAL | {torch.complex64, torch.complex128}
-_NUMPY_DTYPES = _LINALG | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
 _UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 # torch's at::internal::GRAIN_SIZE: its CPU kernels use one thread below this many elements.
@@ -145,7 +144,7 @@ def _mv_applies(a: VecdotArgs) -> str | None:
 
 
 def _numpy_applies(a: VecdotArgs) -> str | None:
-    if {a.dtype, a.x1.dtype, a.x2.dtype} - _NUMPY_DTYPES:
+    if {a.dtype, a.x1.dtype, a.x2.dtype} - NUMPY_DTYPES:
         return "a dtype NumPy does not share"
     return None
 
