@@ -20,6 +20,10 @@ the run started, see ``choose_threads``; ``all``; or a number),
 ``--bench-budget SECONDS``: the time the comparisons share for rounds beyond their
 first ``MIN_ROUNDS``, each taking an equal share of what is left (``recheck``: a
 callable of the rounds that returns how many more to run, a sweep point's miss check).
+
+A headline comparison is visited again once every benchmark has run: ``REVISITS`` more
+visits of ``REVISIT_ROUNDS`` rounds each, in turn over the headline comparisons, so that
+its rounds span the run (``Interleaved.revisit``). These rounds come after the budget.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ EXTRA_S = 20.0  # rounds beyond the minimum, at most, per comparison without a b
 # With a budget, at least this: a cheap comparison late in a run whose budget is spent
 # still gets the dozens of rounds a second gives it (an expensive one, one round more).
 FLOOR_S = 1.0
+REVISITS = 2  # later visits of each headline comparison, after every benchmark has run
+REVISIT_ROUNDS = 2  # rounds per later visit (one under --quick)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -160,6 +166,7 @@ class State:
         self.comparisons: set[str] = set()  # node ids of the comparisons not yet run
         self.ran: set[tuple[str, str]] = set()
         self.skips: Counter[tuple[str, str]] = Counter()  # (file, reason) -> count
+        self.headline: list[tuple[Interleaved, Any]] = []  # (rounds, benchmark fixture)
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -191,6 +198,24 @@ class State:
             reason = report.longrepr[2].removeprefix("Skipped: ").strip()
             if not reason.startswith(NOT_SELECTED):
                 self.skips[(report.nodeid.partition("::")[0], reason)] += 1
+
+    def revisit(self) -> None:
+        """The headline comparisons' later visits, in turn; then their records again."""
+        if not self.headline:
+            return
+        quick = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        for visit in range(REVISITS):
+            if reporter is not None:
+                reporter.write_line(f"[revisit {visit + 1}/{REVISITS}] headline comparisons")
+            for rounds, _ in self.headline:
+                set_threads(self.threads)
+                rounds.revisit(1 if quick else REVISIT_ROUNDS)
+        for rounds, benchmark in self.headline:
+            _record(benchmark, rounds.times[rounds.portops], benchmark.stats)
+            benchmark.extra_info.update(
+                rounds=rounds.rounds, visits=rounds.visits, seconds=round(rounds.seconds, 3)
+            )
 
     def status(self) -> dict[str, Any]:
         """The run's mode, load averages, length and skips (``unavailable``), for the JSON."""
@@ -244,13 +269,17 @@ def _selected(state: State, target: tuple[str | None, str | None]) -> None:
         pytest.skip(f"{NOT_SELECTED}: {label(target)}")  # type: ignore[arg-type]
 
 
-def _record(benchmark: Any, seconds_per_call: Sequence[float]) -> None:
+def _record(benchmark: Any, seconds_per_call: Sequence[float | None], metadata: Any = None) -> None:
     """Hand portops' per-call times, a value per round, to pytest-benchmark as its stats
-    (its JSON, its table and ``--benchmark-compare`` then show them). The rounds were
-    timed by ``interleave``, so pytest-benchmark's own timing loop is not used."""
-    stats = benchmark._make_stats(1)
+    (its JSON, its table and ``--benchmark-compare`` then show them); `metadata`: the
+    stats recorded before, filled anew. The rounds were timed by ``interleave``, so
+    pytest-benchmark's own timing loop is not used."""
+    if metadata is None:
+        metadata = benchmark._make_stats(1)
+    metadata.stats = type(metadata.stats)()  # its summaries are cached properties
     for t in seconds_per_call:
-        stats.update(t)
+        if t is not None:
+            metadata.stats.update(t)
     benchmark._mode = "interleaved rounds (benchmarks/interleave.py)"
 
 
@@ -304,6 +333,7 @@ def compare(benchmark: Any, request: pytest.FixtureRequest) -> Any:
             nbytes=nbytes,  # what the operation must read and write
             portops=rounds.portops,
             rounds=rounds.rounds,
+            visits=rounds.visits,
             seconds=round(rounds.seconds, 3),
             load=[before, load_average()],
             candidates={
@@ -317,6 +347,8 @@ def compare(benchmark: Any, request: pytest.FixtureRequest) -> Any:
             },
             **info,
         )
+        if headline:
+            state.headline.append((rounds, benchmark))
         state.ran.add((backend, device))
         return rounds
 
@@ -366,8 +398,13 @@ def pytest_benchmark_update_json(config: pytest.Config, output_json: dict) -> No
     output_json["portops"] = config.stash[STATE].status()
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    if session.config.stash[STATE].failed_required():
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> Any:
+    """The later visits first, before pytest-benchmark (a wrapper too) writes its JSON."""
+    state = session.config.stash[STATE]
+    state.revisit()
+    yield
+    if state.failed_required():
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -19,6 +19,11 @@ the candidates still waited on: not a ratio already tight, nor a slow candidate'
 of ``SLOW_S`` or more) whose interval lies wholly beyond 2x (``ratios.DECIDED``: which is
 faster is settled, and a seed method that takes seconds per call would spend the budget
 on a digit). Their times are None in the rounds they sat out.
+
+A headline comparison is visited again after every benchmark of the run has run
+(``revisit``, called by the conftest): a few more rounds, later, so that its rounds span
+the run and a state of the machine that lasts a minute (another program's burst, memory
+the system is reclaiming) widens its interval instead of moving its median unseen.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ class Interleaved:
     calls: dict[str, int] = field(default_factory=dict)
     single: dict[str, float] = field(default_factory=dict)  # one call, at calibration
     seconds: float = 0.0  # wall time of the rounds and the calibration
+    visits: list[int] = field(default_factory=list)  # the first round of each visit
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.candidates]
@@ -114,6 +120,7 @@ class Interleaved:
         rounds (after the first `min_rounds`) are spent, or `max_rounds` have run."""
         if not self.calls:
             self.calibrate()
+            self.visits.append(0)
         while self.rounds < min_rounds:
             self.run_round()
         deadline = time.perf_counter() + seconds
@@ -123,6 +130,14 @@ class Interleaved:
                 break
             copies = [c.name for c in self.candidates if c.kind == "copy"]
             self.run_round([self.portops, *copies, *waiting])
+
+    def revisit(self, rounds: int) -> None:
+        """A later visit: `rounds` rounds of every candidate but a slow one already
+        settled (``_settled``); the ratios are then read over every visit's rounds."""
+        self.visits.append(self.rounds)
+        names = [n for n in self.times if n == self.portops or not self._settled(n)]
+        for _ in range(rounds):
+            self.run_round(names)
 
     def _settled(self, name: str) -> bool:
         """A slow candidate's ratio decided beyond ``DECIDED``: more rounds would only

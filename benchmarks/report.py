@@ -244,7 +244,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""
 
 def comparison_rows(c: Comparison) -> list[list[str]]:
     """portops, each compared method, the copy: a row each."""
+    visits = len(c.info.get("visits") or [0])
     rounds = str(c.rounds) + " (few)" * (c.headline and c.rounds < 5)
+    rounds += f" in {visits} visits" * (visits > 1)
     rows = [
         [c.title, "portops", "portops", seconds(c.median(c.portops)), "", rounds, limit_text(c)]
     ]

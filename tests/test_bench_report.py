@@ -137,6 +137,27 @@ def test_a_slow_candidates_decided_ratio_is_not_refined(monkeypatch: pytest.Monk
     assert rounds.rounds == 5 and rounds.noisy() == ["c1"] and rounds.speedup("c1").decided
 
 
+def test_a_later_visit_widens_the_interval_of_a_state_that_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A baseline 2x slower in the first visit and 3x slower in the later ones (the
+    machine changed in between): the rounds of every visit count, so the ratio comes out
+    noisy instead of a tight 2x. A slow candidate already settled sits the visits out."""
+    cs = candidates("default", "baseline", "baseline")
+    changed = itertools.chain([2e-3] * 16, itertools.repeat(3e-3))  # calibration + 5 turns
+    slow = itertools.repeat(0.5)
+    FakeClock(monkeypatch, {cs[0].fn: itertools.repeat(1e-3), cs[1].fn: changed, cs[2].fn: slow})
+    rounds = interleave.Interleaved(cs, seed="s")
+    rounds.run(min_rounds=5, seconds=0.0)
+    assert rounds.speedup("c1").median == pytest.approx(2.0) and not rounds.speedup("c1").noisy
+    rounds.revisit(3)
+    rounds.revisit(3)
+    assert rounds.visits == [0, 5, 8] and rounds.rounds == 11
+    assert rounds.speedup("c1").noisy and rounds.speedup("c1").high == pytest.approx(3.0)
+    assert rounds.times["c2"][5:] == [None] * 6  # 500x slower: settled
+    assert None not in rounds.times["c0"] and None not in rounds.times["c1"]
+
+
 def test_a_slow_first_call_does_not_make_a_candidate_slow() -> None:
     """Set-up in the first call (imports, plans) must not get the call timed once per
     turn without its untimed call, as a genuinely slow one is."""
@@ -498,7 +519,15 @@ def test_compare_records_rounds_candidates_and_load(tmp_path: Path) -> None:
         info["candidates"]["copy"]["nbytes"] == 16000
         and info["candidates"]["loop"]["kind"] == "baseline"
     )
-    assert info["rounds"] >= 5 and toy[0]["stats"]["rounds"] == info["rounds"]
+    assert info["rounds"] >= 5 + 4 and toy[0]["stats"]["rounds"] == info["rounds"]
+    # Two later visits of two rounds each, once every benchmark has run.
+    first = info["visits"][1]
+    assert first >= 5 and info["visits"] == [0, first, first + 2] == [
+        0,
+        info["rounds"] - 4,
+        info["rounds"] - 2,
+    ]
+    assert "[revisit 2/2] headline comparisons" in out
     # pytest-benchmark's stats are portops' seconds per call, a value per round.
     assert toy[0]["stats"]["data"] == info["candidates"]["portops"]["times"]
     status = data["portops"]
@@ -516,7 +545,9 @@ def test_selection_full_require_and_bad_kind(tmp_path: Path) -> None:
     rc, out, data = run_toy(tmp_path, "--quick", "--bench-backends=torch", "-k", "toy")
     assert rc == 0, out
     assert [b["extra_info"]["backend"] for b in data["benchmarks"]] == ["torch"]
-    assert data["benchmarks"][0]["stats"]["rounds"] == 2  # --quick: two rounds
+    # --quick: two rounds, then two later visits of one round (a headline comparison)
+    assert data["benchmarks"][0]["stats"]["rounds"] == 4
+    assert data["benchmarks"][0]["extra_info"]["visits"] == [0, 2, 3]
     rc, out, data = run_toy(tmp_path, "--full", "-k", "full_only")
     assert rc == 0 and [b["name"] for b in data["benchmarks"]] == ["test_full_only"]
     rc, out, _ = run_toy(tmp_path, "--quick", "--bench-require=numpy,torch-cuda", "-k", "toy")
