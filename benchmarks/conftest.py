@@ -23,7 +23,9 @@ callable of the rounds that returns how many more to run, a sweep point's miss c
 
 A headline comparison is visited again once every benchmark has run: ``REVISITS`` more
 visits of ``REVISIT_ROUNDS`` rounds each, in turn over the headline comparisons, so that
-its rounds span the run (``Interleaved.revisit``). These rounds come after the budget.
+its rounds span the run (``Interleaved.revisit``); then, for up to ``REVISIT_S`` seconds,
+further visits of the comparisons with a ratio still noisy, in turn, until it is tight.
+These rounds come after the budget.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ EXTRA_S = 20.0  # rounds beyond the minimum, at most, per comparison without a b
 FLOOR_S = 1.0
 REVISITS = 2  # later visits of each headline comparison, after every benchmark has run
 REVISIT_ROUNDS = 2  # rounds per later visit (one under --quick)
+REVISIT_S = 45.0  # for the further visits of the noisy ones (none under --quick)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -211,6 +214,15 @@ class State:
             for rounds, _ in self.headline:
                 set_threads(self.threads)
                 rounds.revisit(1 if quick else REVISIT_ROUNDS)
+        deadline = time.monotonic() + (0.0 if quick else REVISIT_S)
+        comparisons = [rounds for rounds, _ in self.headline]
+        while time.monotonic() < deadline and (noisy := [r for r in comparisons if r.waiting()]):
+            if reporter is not None:
+                reporter.write_line(f"[revisit] {len(noisy)} headline comparisons still noisy")
+            for rounds in noisy:
+                if time.monotonic() < deadline:
+                    set_threads(self.threads)
+                    rounds.revisit(REVISIT_ROUNDS, waiting_only=True)
         for rounds, benchmark in self.headline:
             _record(benchmark, rounds.times[rounds.portops], benchmark.stats)
             benchmark.extra_info.update(

@@ -23,7 +23,8 @@ on a digit). Their times are None in the rounds they sat out.
 A headline comparison is visited again after every benchmark of the run has run
 (``revisit``, called by the conftest): a few more rounds, later, so that its rounds span
 the run and a state of the machine that lasts a minute (another program's burst, memory
-the system is reclaiming) widens its interval instead of moving its median unseen.
+the system is reclaiming) widens its interval instead of moving its median unseen; a
+ratio still noisy then gets its further rounds in further visits, not all at once.
 """
 
 from __future__ import annotations
@@ -124,20 +125,26 @@ class Interleaved:
         while self.rounds < min_rounds:
             self.run_round()
         deadline = time.perf_counter() + seconds
-        while self.rounds < max_rounds and time.perf_counter() < deadline:
-            waiting = [n for n in self.noisy() if not self._settled(n)]
-            if not waiting:
-                break
-            copies = [c.name for c in self.candidates if c.kind == "copy"]
-            self.run_round([self.portops, *copies, *waiting])
+        while self.rounds < max_rounds and time.perf_counter() < deadline and self.waiting():
+            self.run_round(self._refining())
 
-    def revisit(self, rounds: int) -> None:
-        """A later visit: `rounds` rounds of every candidate but a slow one already
-        settled (``_settled``); the ratios are then read over every visit's rounds."""
+    def waiting(self) -> list[str]:
+        """The compared candidates whose ratio is still noisy, but for a slow one settled."""
+        return [n for n in self.noisy() if not self._settled(n)]
+
+    def _refining(self) -> list[str]:
+        """A refining round's candidates: portops, the copies and the ratios waited on."""
+        copies = [c.name for c in self.candidates if c.kind == "copy"]
+        return [self.portops, *copies, *self.waiting()]
+
+    def revisit(self, rounds: int, *, waiting_only: bool = False) -> None:
+        """A later visit: `rounds` rounds of every candidate but a slow one settled
+        (``_settled``), or with `waiting_only` of those a refining round times; the ratios
+        are then read over every visit's rounds."""
         self.visits.append(self.rounds)
-        names = [n for n in self.times if n == self.portops or not self._settled(n)]
+        everyone = [n for n in self.times if n == self.portops or not self._settled(n)]
         for _ in range(rounds):
-            self.run_round(names)
+            self.run_round(self._refining() if waiting_only else everyone)
 
     def _settled(self, name: str) -> bool:
         """A slow candidate's ratio decided beyond ``DECIDED``: more rounds would only

@@ -156,6 +156,9 @@ def test_a_later_visit_widens_the_interval_of_a_state_that_changed(
     assert rounds.speedup("c1").noisy and rounds.speedup("c1").high == pytest.approx(3.0)
     assert rounds.times["c2"][5:] == [None] * 6  # 500x slower: settled
     assert None not in rounds.times["c0"] and None not in rounds.times["c1"]
+    assert rounds.waiting() == ["c1"]  # noisy, fast: further visits time it (and portops)
+    rounds.revisit(2, waiting_only=True)
+    assert rounds.visits[-1] == 11 and rounds.rounds == 13 and None not in rounds.times["c1"]
 
 
 def test_a_slow_first_call_does_not_make_a_candidate_slow() -> None:
