@@ -208,6 +208,8 @@ class State:
             return
         quick = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
         for visit in range(REVISITS):
             if reporter is not None:
                 reporter.write_line(f"[revisit {visit + 1}/{REVISITS}] headline comparisons")
@@ -218,7 +220,7 @@ class State:
         comparisons = [rounds for rounds, _ in self.headline]
         while time.monotonic() < deadline and (noisy := [r for r in comparisons if r.waiting()]):
             if reporter is not None:
-                reporter.write_line(f"[revisit] {len(noisy)} headline comparisons still noisy")
+                reporter.write_line(f"[revisit] the headline comparisons still noisy: {len(noisy)}")
             for rounds in noisy:
                 if time.monotonic() < deadline:
                     set_threads(self.threads)
