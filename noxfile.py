@@ -50,6 +50,7 @@ GPU_BACKENDS = "all-gpu"
 HAS_NVIDIA_GPU = shutil.which("nvidia-smi") is not None
 TEST_EXTRAS = "test,torch,jax,dask" + (",cupy,triton" if HAS_NVIDIA_GPU else "")
 TRITON_MODULES = [
+    "portops/_backends/torch/_triton_launch.py",
     "portops/_backends/torch/_triton_shift_sum.py",
     "portops/_backends/torch/_triton_vecdot.py",
 ]

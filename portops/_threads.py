@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from . import _machine
 from ._validate import positive_int, setting
@@ -247,6 +248,48 @@ def submit_helpers(work: Callable[[], None], count: int, limit: int) -> list[Fut
     with _pool_lock:  # no replacement of the pool between choosing it and submitting
         pool = _executor(count)
         return [pool.submit(helper) for _ in range(count)]
+
+
+def run_units(units: list[Any], work: Callable[[Iterable[Any]], None], workers: int) -> None:
+    """Run `work` over `units` on this thread and up to `workers - 1` pool threads."""
+    if workers <= 1 or len(units) == 1:
+        work(units)
+        return
+    queue = iter(units)
+    lock = threading.Lock()
+
+    def take() -> Iterator[Any]:
+        while True:
+            with lock:
+                unit = next(queue, None)
+            if unit is None:
+                return
+            yield unit
+
+    shared: list[Callable[[Iterable[Any]], None] | None] = [work]
+
+    def help_out() -> None:
+        helper_work = shared[0]
+        if helper_work is not None:
+            helper_work(take())
+
+    enter()
+    try:
+        count = min(workers, len(units)) - 1
+        helpers = submit_helpers(help_out, count, workers)
+        try:
+            work(take())
+        finally:
+            # The pool's queue and threads may hold a helper a while after this returns:
+            # it then refers to no array (every unit was taken, so it has nothing to do).
+            shared[0] = None
+            # A helper still queued behind another call's work has nothing left to do.
+            started = [helper for helper in helpers if not helper.cancel()]
+            wait(started)  # no helper may still write once this returns or raises
+    finally:
+        leave()
+    for helper in started:
+        helper.result()
 
 
 def helpers_started() -> int:

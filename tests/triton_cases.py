@@ -42,7 +42,7 @@ def _launches_take_every_parameter(monkeypatch):
     as the compiled launcher of a GPU's fast path takes them."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return
-    from portops._backends.torch._triton_shift_sum import Launcher
+    from portops._backends.torch._triton_launch import Launcher
 
     real = Launcher.__call__
 

@@ -56,7 +56,6 @@ def thread_grain() -> int:
     """Bytes a thread must move for two threads to beat one by a tenth: half the
     smallest copy where they do (the default where there is one core)."""
     from ..._tables import NUMPY
-    from .shift_sum import run_units
 
     if _threads.effective_threads() < 2:
         return int(NUMPY["thread_grain"])
@@ -67,8 +66,8 @@ def thread_grain() -> int:
         chunk = max(1, n // 16)
         units = [slice(i, i + chunk) for i in range(0, n, chunk)]
         work = partial(_copy, src, dst)
-        one = _best(partial(run_units, units, work, 1), number=3)
-        two = _best(partial(run_units, units, work, 2), number=3)
+        one = _best(partial(_threads.run_units, units, work, 1), number=3)
+        two = _best(partial(_threads.run_units, units, work, 2), number=3)
         if two * 1.1 <= one:
             return (mb << 20) // 2
     return 32 << 20

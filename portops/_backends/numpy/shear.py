@@ -15,7 +15,6 @@ from ..._shear import blocked
 from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
-from .shift_sum import run_units
 
 __all__ = ["runner", "threads"]
 
@@ -28,7 +27,7 @@ def threads(a: ShearArgs) -> int:
 
 def runner(a: ShearArgs) -> blocked.Run:
     """Spread blocks over :func:`threads` of portops' threads."""
-    return functools.partial(run_units, workers=threads(a))
+    return functools.partial(_threads.run_units, workers=threads(a))
 
 
 def _plan(kernel: Any, a: ShearArgs) -> Any:

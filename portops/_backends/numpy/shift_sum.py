@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import wait
+from collections.abc import Callable, Iterable
 from itertools import groupby
 from typing import Any, NamedTuple
 
@@ -23,7 +22,7 @@ from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
 
-__all__ = ["choose_forward", "forward_plan", "run_units", "strided_rows"]
+__all__ = ["choose_forward", "forward_plan", "strided_rows"]
 
 _local = threading.local()
 Run = Callable[[Any, Any], np.ndarray]
@@ -109,48 +108,6 @@ def _blocks(outer: tuple[int, ...], row_elements: int, target: int, workers: int
 def _block_elements(fraction: float, itemsize: int) -> int:
     """Elements of a block filling `fraction` of one core's L2."""
     return max(1, int(fraction * _machine.current().l2) // itemsize)
-
-
-def run_units(units: list[Any], work: Callable[[Iterable[Any]], None], workers: int) -> None:
-    """Run `work` over `units` on this thread and up to `workers - 1` pool threads."""
-    if workers <= 1 or len(units) == 1:
-        work(units)
-        return
-    queue = iter(units)
-    lock = threading.Lock()
-
-    def take() -> Iterator[Any]:
-        while True:
-            with lock:
-                unit = next(queue, None)
-            if unit is None:
-                return
-            yield unit
-
-    shared: list[Callable[[Iterable[Any]], None] | None] = [work]
-
-    def help_out() -> None:
-        helper_work = shared[0]
-        if helper_work is not None:
-            helper_work(take())
-
-    _threads.enter()
-    try:
-        count = min(workers, len(units)) - 1
-        helpers = _threads.submit_helpers(help_out, count, workers)
-        try:
-            work(take())
-        finally:
-            # The pool's queue and threads may hold a helper a while after this returns:
-            # it then refers to no array (every unit was taken, so it has nothing to do).
-            shared[0] = None
-            # A helper still queued behind another call's work has nothing left to do.
-            started = [helper for helper in helpers if not helper.cancel()]
-            wait(started)  # no helper may still write once this returns or raises
-    finally:
-        _threads.leave()
-    for helper in started:
-        helper.result()
 
 
 def _workers(nbytes: int, channel_bytes: int) -> int:
@@ -255,7 +212,7 @@ def _forward_into(
         m = _machine.current()
         target = int(max(m.l2, m.l3_per_core) * NUMPY["block_fraction"]) // xv.itemsize
         units = _blocks(outer, channels * row, target, workers)
-    run_units(units, work, workers)
+    _threads.run_units(units, work, workers)
 
 
 def _forward_bytes(a: ShiftSumArgs) -> int:
@@ -473,7 +430,7 @@ def _blocked_adjoint(
     nbytes = out.size * out.itemsize
     workers = _workers(2 * nbytes, nbytes // len(offsets))
     target = _block_elements(NUMPY["block_fraction"], out.itemsize)
-    run_units(_blocks(tuple(outer), yv.shape[-2] * inner, target, workers), work, workers)
+    _threads.run_units(_blocks(tuple(outer), yv.shape[-2] * inner, target, workers), work, workers)
     if copied:
         moved = np.moveaxis(out, canon.perm[0], 0)
         np.copyto(moved, view.reshape(moved.shape))

@@ -18,7 +18,6 @@ from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
 from .c_loops import c_einsum
-from .shift_sum import run_units
 
 __all__ = ["choose", "plan"]
 
@@ -225,7 +224,7 @@ def _threaded(run: Run, strategy: str, a: VecdotArgs, x1: np.ndarray, x2: np.nda
             for block in blocks:
                 kernel(x1[block], x2[block], out[block])
 
-        run_units([slice(s, e) for s, e in itertools.pairwise(edges)], work, workers)
+        _threads.run_units([slice(s, e) for s, e in itertools.pairwise(edges)], work, workers)
         return out.reshape(a.shape)
 
     return threaded

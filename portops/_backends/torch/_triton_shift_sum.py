@@ -4,7 +4,6 @@ formulation of ``_kernels/shift_sum.cu`` (no atomics, mask fused), row and gener
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from ..._kernels.geometry import (
     row_warps,
 )
 from ..._tables import CUDA
+from ._triton_launch import ACCUMULATOR, Launcher
 from .linear_op import result_dtype
 from .shift_sum import x_shape, y_shape
 
@@ -191,78 +191,7 @@ def _adjoint_rows(
 
 
 _MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
-# Accumulation type per dtype (of the real parts for complex ones).
-_ACC = {
-    torch.float16: tl.float32, torch.bfloat16: tl.float32, torch.float32: tl.float32,
-    torch.float64: tl.float64, torch.complex64: tl.float32, torch.complex128: tl.float64,
-    torch.int8: tl.int8, torch.int16: tl.int16, torch.int32: tl.int32, torch.int64: tl.int64,
-    torch.uint8: tl.uint8,
-}  # fmt: skip
-_ROW_DTYPES = frozenset(_ACC) - {torch.complex64, torch.complex128}
-
-
-def _hooks_idle() -> bool:
-    """True when no Triton launch hook is installed (profilers install them)."""
-    try:
-        from triton import knobs
-
-        hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
-    except (ImportError, AttributeError):
-        return False
-    return all(h is None or not getattr(h, "calls", True) for h in hooks)
-
-
-def _misaligned(tensors: tuple[torch.Tensor, ...]) -> bool:
-    """True when a tensor's data is not 16-byte aligned (Triton specialises on it)."""
-    return any(t.data_ptr() & 15 for t in tensors)
-
-
-# torch's private fast readers where present, the public ones elsewhere.
-_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
-    lambda device: torch.cuda.current_stream(device).cuda_stream
-)
-
-
-class Launcher:
-    """A kernel with grid, scalars and constexprs fixed; later calls skip Triton's JIT."""
-
-    __slots__ = ("compiled", "constexprs", "device", "grid", "kernel", "n_scalars", "tail")
-
-    def __init__(
-        self,
-        kernel: Any,
-        grid: tuple[int, int, int],
-        scalars: tuple[int, ...],
-        constexprs: dict[str, Any],
-        device: int | None,
-    ) -> None:
-        self.kernel = kernel
-        self.grid = grid
-        self.constexprs = constexprs
-        # The compiled launcher takes every parameter in order, constexprs included.
-        params = [constexprs[n] for n in kernel.arg_names if n in constexprs]
-        self.tail = (*scalars, *params)
-        self.n_scalars = len(scalars)
-        self.compiled: Any = None
-        self.device = -1 if device is None else device
-
-    def __call__(self, *tensors: torch.Tensor) -> None:
-        compiled = self.compiled
-        if compiled is not None and not _misaligned(tensors) and _current_device() == self.device:
-            g = self.grid
-            compiled.run(
-                g[0], g[1], g[2], _raw_stream(self.device), compiled.function,
-                compiled.packed_metadata, None, None, None, *tensors, *self.tail,
-            )  # fmt: skip
-            return
-        launch = self.kernel[self.grid]
-        # CPU tensors (device -1) run under Triton's interpreter (tests).
-        with contextlib.nullcontext() if self.device < 0 else torch.cuda.device(self.device):
-            result = launch(*tensors, *self.tail[: self.n_scalars], **self.constexprs)
-        ready = all(hasattr(result, a) for a in ("run", "function", "packed_metadata"))
-        if compiled is None and ready and not _misaligned(tensors) and _hooks_idle():
-            self.compiled = result
+_ROW_DTYPES = frozenset(ACCUMULATOR) - {torch.complex64, torch.complex128}
 
 
 @functools.lru_cache(maxsize=64)
@@ -358,7 +287,7 @@ def _row_forward(c: _Call) -> Run | None:
         (r.s1, r.s2, *r.big, r.big_c, *r.mask, r.mask_c, r.mask_j, *r.small,
          r.width, r.out_width, step, base),
         device, CHANNELS=len(c.offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
-        INVERSE_PHI=False, ACC=_ACC[dtype], LARGE=r.large,
+        INVERSE_PHI=False, ACC=ACCUMULATOR[dtype], LARGE=r.large,
     )  # fmt: skip
     if launch is None:
         return None
@@ -390,7 +319,7 @@ def _row_adjoint(c: _Call, pinv: bool = False) -> Run | None:
          *r.big, r.big_c, r.width, step, base),
         device, CHANNELS=len(c.offsets), HAS_MASK=mask is not None,
         MASK_PER_CHANNEL=mask is not None and r.mask_c != 0, HAS_SCALE=pinv,
-        HAS_TABLE=has_table, ACC=_ACC[dtype], LARGE=r.large,
+        HAS_TABLE=has_table, ACC=ACCUMULATOR[dtype], LARGE=r.large,
     )  # fmt: skip
     if launch is None:
         return None
@@ -409,7 +338,7 @@ def _row_adjoint(c: _Call, pinv: bool = False) -> Run | None:
         (phi_rows.s1, phi_rows.s2, 0, 0, 0, 0, *phi_rows.mask, r.mask_c, r.mask_j, *q,
          r.width, r.out_width, step, base),
         device, CHANNELS=len(c.offsets), HAS_MASK=mask is not None, HAS_TABLE=has_table,
-        INVERSE_PHI=True, ACC=_ACC[phi_dtype], LARGE=r.large,
+        INVERSE_PHI=True, ACC=ACCUMULATOR[phi_dtype], LARGE=r.large,
     )  # fmt: skip
     if phi_launch is None:
         return None
@@ -447,7 +376,7 @@ def _general_forward(c: _Call) -> Run:
         (*g.size, *g.big, g.big_c, *g.mask, g.mask_c, g.channels, g.out_width, step, base,
          numel),
         dict(HAS_MASK=mask is not None, HAS_TABLE=has_table, X_COMPLEX=x_complex,
-             M_COMPLEX=m_complex, ACC=_ACC[dtype], LARGE=g.large, BLOCK=block),
+             M_COMPLEX=m_complex, ACC=ACCUMULATOR[dtype], LARGE=g.large, BLOCK=block),
         device.index,
     )  # fmt: skip
     dummy = _dummy(device)

@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from ..._tables import CUDA
-from ._triton_shift_sum import _ACC, Launcher
+from ._triton_launch import ACCUMULATOR, Launcher
 
 __all__ = ["plan_rows"]
 
@@ -54,7 +54,7 @@ def plan_rows(
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
     """``out[r] = sum_k a[r, k] * b[r, k]`` for 2-D views with the given strides, shaped
     `shape`: a function of the two base tensors (the strides' origin), or None."""
-    acc = _ACC.get(dtype) if dtype.is_floating_point else None  # floating dtypes only
+    acc = ACCUMULATOR.get(dtype) if dtype.is_floating_point else None  # floating dtypes only
     if acc is None or rows == 0 or length == 0:
         return None
     tile = CUDA["vecdot_tile"]

@@ -5,10 +5,9 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
-from functools import cache, partial
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from ..._tables import TORCH
 from ...extend import Priority
 from ..numpy import shift_sum as numpy_shift_sum
 from .linear_op import LinearPair, result_dtype
+from .triton_loader import triton_kernels
 from .views import NUMPY_DTYPES, numpy_view
 
 __all__ = ["PAIR", "empty", "forward_kernel", "result_dtype", "x_shape", "y_shape"]
@@ -173,15 +173,6 @@ PAIR = LinearPair(
 
 
 # ------------------------------------------------------------------------ kernel plans
-
-
-@cache
-def triton_kernels(module: str) -> Any:
-    """The Triton kernels `module` of this package, or None when Triton is not installed."""
-    try:
-        return importlib.import_module(f"{__package__}.{module}")
-    except ImportError:
-        return None
 
 
 _triton = partial(triton_kernels, "_triton_shift_sum")

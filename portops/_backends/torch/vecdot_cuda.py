@@ -14,7 +14,7 @@ from ... import _machine, _torch_state, extend
 from ..._ops.vecdot import VecdotArgs
 from ..._strategy import FEATURES, Strategies, Strategy
 from ...extend import Priority
-from .shift_sum import triton_kernels
+from .triton_loader import triton_kernels
 from .vecdot import STRATEGIES as CPU_STRATEGIES
 
 Run = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
