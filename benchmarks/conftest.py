@@ -25,7 +25,8 @@ A headline comparison is visited again once every benchmark has run: ``REVISITS`
 visits of ``REVISIT_ROUNDS`` rounds each, in turn over the headline comparisons, so that
 its rounds span the run (``Interleaved.revisit``); then, for up to ``REVISIT_S`` seconds,
 further visits of the comparisons with a ratio still noisy, in turn, until it is tight.
-These rounds come after the budget.
+These rounds come after the budget. ``compare(..., inputs=Inputs(build))``: the
+candidates read their arrays from ``inputs``, built anew for each visit.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.interleave import BATCH_S, KINDS, Candidate, Interleaved
+from benchmarks.interleave import BATCH_S, KINDS, Candidate, Inputs, Interleaved
 
 NOT_SELECTED = "not selected by --bench-backends"
 MIN_ROUNDS = 5  # per comparison, whatever the budget
@@ -169,7 +170,8 @@ class State:
         self.comparisons: set[str] = set()  # node ids of the comparisons not yet run
         self.ran: set[tuple[str, str]] = set()
         self.skips: Counter[tuple[str, str]] = Counter()  # (file, reason) -> count
-        self.headline: list[tuple[Interleaved, Any]] = []  # (rounds, benchmark fixture)
+        # (rounds, benchmark fixture, inputs built anew for each later visit)
+        self.headline: list[tuple[Interleaved, Any, Inputs | None]] = []
 
     def time_left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -213,19 +215,18 @@ class State:
         for visit in range(REVISITS):
             if reporter is not None:
                 reporter.write_line(f"[revisit {visit + 1}/{REVISITS}] headline comparisons")
-            for rounds, _ in self.headline:
-                set_threads(self.threads)
-                rounds.revisit(1 if quick else REVISIT_ROUNDS)
+            for rounds, _, inputs in self.headline:
+                _visit(rounds, inputs, 1 if quick else REVISIT_ROUNDS, self.threads)
         deadline = time.monotonic() + (0.0 if quick else REVISIT_S)
-        comparisons = [rounds for rounds, _ in self.headline]
-        while time.monotonic() < deadline and (noisy := [r for r in comparisons if r.waiting()]):
+        while time.monotonic() < deadline and (
+            noisy := [(r, i) for r, _, i in self.headline if r.waiting()]
+        ):
             if reporter is not None:
                 reporter.write_line(f"[revisit] the headline comparisons still noisy: {len(noisy)}")
-            for rounds in noisy:
+            for rounds, inputs in noisy:
                 if time.monotonic() < deadline:
-                    set_threads(self.threads)
-                    rounds.revisit(REVISIT_ROUNDS, waiting_only=True)
-        for rounds, benchmark in self.headline:
+                    _visit(rounds, inputs, REVISIT_ROUNDS, self.threads, waiting_only=True)
+        for rounds, benchmark, _ in self.headline:
             _record(benchmark, rounds.times[rounds.portops], benchmark.stats)
             benchmark.extra_info.update(
                 rounds=rounds.rounds, visits=rounds.visits, seconds=round(rounds.seconds, 3)
@@ -255,6 +256,20 @@ class State:
 
 
 STATE = pytest.StashKey[State]()
+
+
+def _visit(
+    rounds: Interleaved, inputs: Inputs | None, count: int, threads: int, **options: Any
+) -> None:
+    """A later visit of `count` rounds, on inputs built anew, released after it."""
+    set_threads(threads)
+    if inputs is not None:
+        inputs.renew()
+    try:
+        rounds.revisit(count, **options)
+    finally:
+        if inputs is not None:
+            inputs.release()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -317,6 +332,7 @@ def compare(benchmark: Any, request: pytest.FixtureRequest) -> Any:
         min_rounds: int = MIN_ROUNDS,
         extra_s: float = EXTRA_S,
         recheck: Callable[[Interleaved], int] | None = None,
+        inputs: Inputs | None = None,
         **info: Any,
     ) -> Interleaved | None:
         _selected(state, (backend, device))
@@ -362,7 +378,9 @@ def compare(benchmark: Any, request: pytest.FixtureRequest) -> Any:
             **info,
         )
         if headline:
-            state.headline.append((rounds, benchmark))
+            state.headline.append((rounds, benchmark, inputs))
+            if inputs is not None:
+                inputs.release()  # until its next visit
         state.ran.add((backend, device))
         return rounds
 

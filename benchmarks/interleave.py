@@ -67,6 +67,32 @@ class Candidate:
             raise ValueError(f"{self.name}: kind {self.kind!r} is not one of {KINDS}")
 
 
+class Inputs:
+    """A comparison's inputs: the dict of arrays `build` returns, read by the candidates
+    as ``inputs["x"]`` at each call. ``renew`` builds them again (new memory, the same
+    values) for a later visit, and ``release`` drops them in between: where the allocator
+    puts them (which cache sets their lines share) changes a method's time by up to 1.4x
+    from one allocation to the next, so the visits sample it instead of one allocation
+    deciding the run."""
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self.build = build
+        self.data: dict[str, Any] | None = build()
+
+    def __getitem__(self, name: str) -> Any:
+        data = self.data
+        if data is None:
+            raise RuntimeError("inputs released: renew() them first")
+        return data[name]
+
+    def renew(self) -> None:
+        self.data = None  # the old arrays go first: their memory may be reused
+        self.data = self.build()
+
+    def release(self) -> None:
+        self.data = None
+
+
 @dataclass
 class Interleaved:
     """The rounds of one comparison; ``run`` adds rounds, the properties read them."""
@@ -138,13 +164,14 @@ class Interleaved:
         return [self.portops, *copies, *self.waiting()]
 
     def revisit(self, rounds: int, *, waiting_only: bool = False) -> None:
-        """A later visit: `rounds` rounds of every candidate but a slow one settled
-        (``_settled``), or with `waiting_only` of those a refining round times; the ratios
-        are then read over every visit's rounds."""
+        """A later visit: `rounds` rounds, the first of every candidate, the others of all
+        but a slow one settled (``_settled``: one round a visit keeps it sampled); or with
+        `waiting_only` of those a refining round times. The ratios are then read over
+        every visit's rounds."""
         self.visits.append(self.rounds)
-        everyone = [n for n in self.times if n == self.portops or not self._settled(n)]
-        for _ in range(rounds):
-            self.run_round(self._refining() if waiting_only else everyone)
+        unsettled = [n for n in self.times if n == self.portops or not self._settled(n)]
+        for i in range(rounds):
+            self.run_round(self._refining() if waiting_only else None if i == 0 else unsettled)
 
     def _settled(self, name: str) -> bool:
         """A slow candidate's ratio decided beyond ``DECIDED``: more rounds would only

@@ -21,7 +21,7 @@ import pytest
 
 import portops
 from benchmarks import sweep
-from benchmarks.interleave import Candidate
+from benchmarks.interleave import Candidate, Inputs
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 B, HEADS, SEQ_A, SEQ_B, UNITS = (2, 2, 5, 3, 4) if QUICK else (64, 8, 100, 50, 128)
@@ -46,14 +46,27 @@ def _hand_written(xp_matmul: Callable[..., Any], pattern: str) -> Callable[[Any,
     )
 
 
-@functools.cache  # made once per pattern: every candidate of a comparison gets the same
-def _operands(pattern: str) -> tuple[np.ndarray, np.ndarray]:
+def _make_operands(pattern: str) -> tuple[np.ndarray, np.ndarray]:
+    """The pattern's two operands: the same values at every call, in new memory."""
     rng = np.random.default_rng(18043)
     sa, sb = PATTERNS[pattern]
     return (
         rng.standard_normal(sa, dtype=np.float32),
         rng.standard_normal(sb, dtype=np.float32),
     )
+
+
+_operands = functools.cache(_make_operands)  # made once per pattern, beyond the headline
+
+
+def _inputs(pattern: str, convert: Callable[[np.ndarray], Any] = lambda x: x) -> Inputs:
+    """A headline comparison's operands ``a`` and ``b`` (`convert`-ed), made anew per visit."""
+
+    def build() -> dict[str, Any]:
+        a, b = _make_operands(pattern)
+        return {"a": convert(a), "b": convert(b)}
+
+    return Inputs(build)
 
 
 @functools.cache
@@ -79,16 +92,16 @@ def _gemm_operands() -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_numpy(compare: Any, pattern: str) -> None:
-    a, b = _operands(pattern)
+    d, matmul = _inputs(pattern), _hand_written(np.matmul, pattern)
     candidates = [
-        Candidate("portops", "default", lambda: portops.einsum(pattern, a, b)),
-        Candidate("np.einsum", "native", lambda: np.einsum(pattern, a, b)),
+        Candidate("portops", "default", lambda: portops.einsum(pattern, d["a"], d["b"])),
+        Candidate("np.einsum", "native", lambda: np.einsum(pattern, d["a"], d["b"])),
         Candidate(
-            "np.einsum(optimize=True)", "native", lambda: np.einsum(pattern, a, b, optimize=True)
+            "np.einsum(optimize=True)",
+            "native",
+            lambda: np.einsum(pattern, d["a"], d["b"], optimize=True),
         ),
-        Candidate(
-            "hand-written matmul", "baseline", lambda: _hand_written(np.matmul, pattern)(a, b)
-        ),
+        Candidate("hand-written matmul", "baseline", lambda: matmul(d["a"], d["b"])),
     ]
     compare(
         _checked(candidates, pattern),
@@ -97,19 +110,18 @@ def test_numpy(compare: Any, pattern: str) -> None:
         backend="numpy",
         label=pattern,
         headline=True,
+        inputs=d,
     )
 
 
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_torch(compare: Any, pattern: str) -> None:
     torch = pytest.importorskip("torch")
-    a, b = (torch.from_numpy(x) for x in _operands(pattern))
+    d, matmul = _inputs(pattern, torch.from_numpy), _hand_written(torch.matmul, pattern)
     candidates = [
-        Candidate("portops", "default", lambda: portops.einsum(pattern, a, b)),
-        Candidate("torch.einsum", "native", lambda: torch.einsum(pattern, a, b)),
-        Candidate(
-            "hand-written matmul", "baseline", lambda: _hand_written(torch.matmul, pattern)(a, b)
-        ),
+        Candidate("portops", "default", lambda: portops.einsum(pattern, d["a"], d["b"])),
+        Candidate("torch.einsum", "native", lambda: torch.einsum(pattern, d["a"], d["b"])),
+        Candidate("hand-written matmul", "baseline", lambda: matmul(d["a"], d["b"])),
     ]
     compare(
         _checked(candidates, pattern),
@@ -118,6 +130,7 @@ def test_torch(compare: Any, pattern: str) -> None:
         backend="torch",
         label=pattern,
         headline=True,
+        inputs=d,
     )
 
 

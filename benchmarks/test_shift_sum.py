@@ -23,7 +23,7 @@ import pytest
 import portops
 from benchmarks import sweep
 from benchmarks.copies import copy_candidate
-from benchmarks.interleave import Candidate
+from benchmarks.interleave import Candidate, Inputs
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 B, C, H, W, S = (2, 4, 32, 32, 2) if QUICK else (16, 28, 256, 256, 2)
@@ -38,18 +38,17 @@ def _copy() -> Candidate:
     return copy_candidate(COPY_BYTES)
 
 
-@functools.cache
-def _numpy_data() -> dict[str, np.ndarray]:
+def _build_numpy() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(2023)
     x = rng.random((B, C, H, W), dtype=np.float32)
     mask = rng.random((H, W), dtype=np.float32)
     return {"x": x, "mask": mask, "y": portops.shift_sum(x, S, keepdims=True)}
 
 
-@functools.cache
-def _torch_data() -> dict[str, Any]:
+def _build_torch() -> dict[str, Any]:
     """The question's tensors and precomputed tables (A_fast's kernel, A_faster's
-    indices, A_pinv's overlap count alpha), built once, as its code builds them."""
+    indices, A_pinv's overlap count alpha), as its code builds them; ``xg``: x, a leaf
+    that requires grad."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(2023)
     x, mask = torch.rand(B, C, H, W), torch.rand(1, 1, H, W)
@@ -63,7 +62,15 @@ def _torch_data() -> dict[str, Any]:
         alpha[..., i * S : i * S + W] += 1
     y = portops.shift_sum(x, S, mask=mask[0, 0], keepdims=True)
     indices = indices.view(1, C * H * W).expand(B, C * H * W)
-    return {"x": x, "mask": mask, "kernel": kernel, "indices": indices, "alpha": alpha, "y": y}
+    xg = x.clone().requires_grad_()
+    return {"x": x, "mask": mask, "kernel": kernel, "indices": indices, "alpha": alpha, "y": y,
+            "xg": xg}  # fmt: skip
+
+
+# Built once, for the comparisons beyond the headline ones (a headline comparison builds its
+# own ``Inputs``, anew for each of its visits).
+_numpy_data = functools.cache(_build_numpy)
+_torch_data = functools.cache(_build_torch)
 
 
 # ------------------------------------------------------------------ the question's methods
@@ -130,16 +137,23 @@ def _check(fn: Callable[[], Any], reference: Any) -> None:
 @pytest.mark.parametrize("masked", [False, True], ids=["plain", "mask"])
 def test_torch_forward(compare: Any, masked: bool) -> None:
     """The forward; with the mask, the question's three methods as written."""
-    torch, d = pytest.importorskip("torch"), _torch_data()
-    x, mask, kernel, indices = d["x"], d["mask"] if masked else None, d["kernel"], d["indices"]
+    torch, d = pytest.importorskip("torch"), Inputs(_build_torch)
+
+    def m() -> Any:
+        return d["mask"] if masked else None
+
     candidates = [
-        Candidate("portops", "default", lambda: portops.shift_sum(x, S, mask=mask, keepdims=True)),
-        Candidate("slice-add loop", "baseline", lambda: seed_loop(torch, x, mask)),
-        Candidate("scatter_add_", "baseline", lambda: seed_scatter_add(torch, x, mask, indices)),
+        Candidate(
+            "portops", "default", lambda: portops.shift_sum(d["x"], S, mask=m(), keepdims=True)
+        ),
+        Candidate("slice-add loop", "baseline", lambda: seed_loop(torch, d["x"], m())),
+        Candidate(
+            "scatter_add_", "baseline", lambda: seed_scatter_add(torch, d["x"], m(), d["indices"])
+        ),
         _copy(),
     ]
     if masked:  # one conv2d comparison: it takes seconds per call on a CPU
-        conv = Candidate("conv2d", "baseline", lambda: seed_conv2d(torch, x, mask, kernel))
+        conv = Candidate("conv2d", "baseline", lambda: seed_conv2d(torch, d["x"], m(), d["kernel"]))
         candidates.insert(3, conv)
     for c in candidates[1:3]:
         _check(c.fn, candidates[0].fn())
@@ -151,23 +165,23 @@ def test_torch_forward(compare: Any, masked: bool) -> None:
         label="forward, mask" if masked else "forward",
         headline=True,
         nbytes=X_BYTES + Y_BYTES + MASK_BYTES * masked,
+        inputs=d,
     )
 
 
 def test_torch_adjoint(compare: Any) -> None:
-    torch, d = pytest.importorskip("torch"), _torch_data()
-    y = d["y"]
+    torch, d = pytest.importorskip("torch"), Inputs(_build_torch)
 
     def unfold() -> Any:  # every window as a view, then one copy
-        return y[:, 0].unfold(-1, W, S).movedim(2, 1).contiguous()
+        return d["y"][:, 0].unfold(-1, W, S).movedim(2, 1).contiguous()
 
     candidates = [
         Candidate(
             "portops",
             "default",
-            lambda: portops.shift_sum_adjoint(y, S, channels=C, keepdims=True),
+            lambda: portops.shift_sum_adjoint(d["y"], S, channels=C, keepdims=True),
         ),
-        Candidate("window cat", "baseline", lambda: window_cat(torch, y)),
+        Candidate("window cat", "baseline", lambda: window_cat(torch, d["y"])),
         Candidate("unfold + contiguous", "native", unfold),
         _copy(),
     ]
@@ -181,27 +195,30 @@ def test_torch_adjoint(compare: Any) -> None:
         label="adjoint",
         headline=True,
         nbytes=X_BYTES + Y_BYTES,
+        inputs=d,
     )
 
 
 def test_torch_pinv(compare: Any) -> None:
     """The exact pseudo-inverse against the question's A_pinv and A_pinv_fast (which
     compute an approximation: the same bytes, another result)."""
-    torch, d = pytest.importorskip("torch"), _torch_data()
-    y, mask, alpha, kernel = d["y"], d["mask"], d["alpha"], d["kernel"]
-    mask2d = mask[0, 0]
+    torch, d = pytest.importorskip("torch"), Inputs(_build_torch)
     compare(
         [
             Candidate(
                 "portops",
                 "default",
-                lambda: portops.shift_sum_pinv(y, S, channels=C, mask=mask2d, keepdims=True),
+                lambda: portops.shift_sum_pinv(
+                    d["y"], S, channels=C, mask=d["mask"][0, 0], keepdims=True
+                ),
             ),
-            Candidate("A_pinv (cat)", "baseline", lambda: seed_pinv(torch, y, mask, alpha)),
+            Candidate(
+                "A_pinv (cat)", "baseline", lambda: seed_pinv(torch, d["y"], d["mask"], d["alpha"])
+            ),
             Candidate(
                 "A_pinv_fast (conv_transpose2d)",
                 "baseline",
-                lambda: seed_pinv_fast(torch, y, mask, alpha, kernel),
+                lambda: seed_pinv_fast(torch, d["y"], d["mask"], d["alpha"], d["kernel"]),
             ),
             _copy(),
         ],
@@ -211,20 +228,20 @@ def test_torch_pinv(compare: Any) -> None:
         label="pinv, mask",
         headline=True,
         nbytes=X_BYTES + Y_BYTES + MASK_BYTES,
+        inputs=d,
     )
 
 
 def test_torch_forward_backward(compare: Any) -> None:
     """Forward and backward through autograd (the gradient of x), masked."""
-    torch, d = pytest.importorskip("torch"), _torch_data()
-    mask, indices = d["mask"], d["indices"]
-    x = d["x"].clone().requires_grad_()
+    torch, d = pytest.importorskip("torch"), Inputs(_build_torch)
     grad = torch.ones(B, 1, H, WO)
 
-    def step(forward: Callable[[], Any]) -> Callable[[], None]:
+    def step(forward: Callable[[Any, Any], Any]) -> Callable[[], None]:
         def run() -> None:
+            x = d["xg"]
             x.grad = None
-            forward().backward(grad)
+            forward(x, d["mask"]).backward(grad)
 
         return run
 
@@ -233,13 +250,15 @@ def test_torch_forward_backward(compare: Any) -> None:
             Candidate(
                 "portops",
                 "default",
-                step(lambda: portops.shift_sum(x, S, mask=mask[0, 0], keepdims=True)),
+                step(lambda x, mask: portops.shift_sum(x, S, mask=mask[0, 0], keepdims=True)),
             ),
-            Candidate("slice-add loop", "baseline", step(lambda: seed_loop(torch, x, mask))),
+            Candidate(
+                "slice-add loop", "baseline", step(lambda x, mask: seed_loop(torch, x, mask))
+            ),
             Candidate(
                 "scatter_add_",
                 "baseline",
-                step(lambda: seed_scatter_add(torch, x, mask, indices)),
+                step(lambda x, mask: seed_scatter_add(torch, x, mask, d["indices"])),
             ),
             _copy(),
         ],
@@ -249,6 +268,7 @@ def test_torch_forward_backward(compare: Any) -> None:
         label="forward+backward, mask",
         headline=True,
         nbytes=2 * (X_BYTES + Y_BYTES + MASK_BYTES),
+        inputs=d,
     )
 
 
@@ -256,11 +276,11 @@ def test_torch_forward_backward(compare: Any) -> None:
 
 
 def test_numpy_forward(compare: Any) -> None:
-    x = _numpy_data()["x"]
+    d = Inputs(_build_numpy)
     compare(
         [
-            Candidate("portops", "default", lambda: portops.shift_sum(x, S, keepdims=True)),
-            Candidate("slice-add loop", "baseline", lambda: np_slice_add_loop(x)),
+            Candidate("portops", "default", lambda: portops.shift_sum(d["x"], S, keepdims=True)),
+            Candidate("slice-add loop", "baseline", lambda: np_slice_add_loop(d["x"])),
             _copy(),
         ],
         op="shift_sum",
@@ -269,6 +289,7 @@ def test_numpy_forward(compare: Any) -> None:
         label="forward",
         headline=True,
         nbytes=X_BYTES + Y_BYTES,
+        inputs=d,
     )
 
 
@@ -276,7 +297,8 @@ def test_dask_forward(compare: Any) -> None:
     """A NumPy cube in Dask chunks of 4 images, computed on the threaded scheduler, against
     the question's loop on each chunk (``map_blocks``)."""
     da = pytest.importorskip("dask.array")
-    x = da.from_array(_numpy_data()["x"], chunks=(max(1, B // 4), C, H, W))
+    chunks = (max(1, B // 4), C, H, W)
+    d = Inputs(lambda: {"x": da.from_array(_build_numpy()["x"], chunks=chunks)})
 
     def loop_per_chunk(block: np.ndarray) -> np.ndarray:
         y = np.zeros((block.shape[0], 1, H, WO), dtype=block.dtype)
@@ -285,12 +307,13 @@ def test_dask_forward(compare: Any) -> None:
         return y
 
     def mapped() -> Any:
+        x = d["x"]
         out = x.map_blocks(loop_per_chunk, chunks=(x.chunks[0], 1, H, WO), dtype=x.dtype)
         return out.compute()
 
     compare(
         [
-            Candidate("portops", "default", lambda: portops.shift_sum(x, S).compute()),
+            Candidate("portops", "default", lambda: portops.shift_sum(d["x"], S).compute()),
             Candidate("map_blocks(slice-add loop)", "baseline", mapped),
         ],
         op="shift_sum",
@@ -299,6 +322,7 @@ def test_dask_forward(compare: Any) -> None:
         label="forward",
         headline=True,
         nbytes=X_BYTES + Y_BYTES,
+        inputs=d,
     )
 
 

@@ -21,7 +21,7 @@ import pytest
 import portops
 from benchmarks import sweep
 from benchmarks.copies import copy_candidate
-from benchmarks.interleave import Candidate
+from benchmarks.interleave import Candidate, Inputs
 
 QUICK = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
 N = 16 if QUICK else 500  # the post's (500, 500)
@@ -48,13 +48,13 @@ def _numpy(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _numpy_compare(compare: Any, shape: tuple[int, int], headline: bool) -> None:
-    a, b = _numpy(shape)
+    d = Inputs(lambda: dict(zip("ab", _numpy(shape), strict=True)))
     compare(
         [
-            Candidate("portops", "default", lambda: portops.vecdot(a, b)),
-            Candidate("np.vecdot", "native", lambda: np.vecdot(a, b)),
-            Candidate("np.einsum", "native", lambda: np.einsum("ij,ij->i", a, b)),
-            Candidate("(a*b).sum(-1)", "native", lambda: (a * b).sum(-1)),
+            Candidate("portops", "default", lambda: portops.vecdot(d["a"], d["b"])),
+            Candidate("np.vecdot", "native", lambda: np.vecdot(d["a"], d["b"])),
+            Candidate("np.einsum", "native", lambda: np.einsum("ij,ij->i", d["a"], d["b"])),
+            Candidate("(a*b).sum(-1)", "native", lambda: (d["a"] * d["b"]).sum(-1)),
             copy_candidate(_nbytes(shape) // 2),
         ],
         op="vecdot",
@@ -63,6 +63,7 @@ def _numpy_compare(compare: Any, shape: tuple[int, int], headline: bool) -> None
         label="forward",
         headline=headline,
         nbytes=_nbytes(shape),
+        inputs=d,
     )
 
 
@@ -86,14 +87,19 @@ def _torch_devices() -> list[str]:
     return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 
 
-def _torch_candidates(torch: Any, a: Any, b: Any, device: str) -> list[Candidate]:
-    """portops, the post's two methods as written, the library's own calls."""
+def _torch_candidates(torch: Any, d: Inputs, device: str) -> list[Candidate]:
+    """portops, the post's two methods as written, the library's own calls, on the
+    inputs ``d["a"]`` and ``d["b"]``."""
+
+    def bmm() -> Any:
+        return torch.bmm(d["a"].unsqueeze(1), d["b"].unsqueeze(2)).squeeze(2)
+
     fns: list[tuple[str, str, Callable[[], Any]]] = [
-        ("portops", "default", lambda: portops.vecdot(a, b)),
-        ("(a*b).sum", "baseline", lambda: (a * b).sum(1, keepdim=True)),
-        ("bmm", "baseline", lambda: torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).squeeze(2)),
-        ("torch.linalg.vecdot", "native", lambda: torch.linalg.vecdot(a, b)),
-        ("torch.einsum", "native", lambda: torch.einsum("ij,ij->i", a, b)),
+        ("portops", "default", lambda: portops.vecdot(d["a"], d["b"])),
+        ("(a*b).sum", "baseline", lambda: (d["a"] * d["b"]).sum(1, keepdim=True)),
+        ("bmm", "baseline", bmm),
+        ("torch.linalg.vecdot", "native", lambda: torch.linalg.vecdot(d["a"], d["b"])),
+        ("torch.einsum", "native", lambda: torch.einsum("ij,ij->i", d["a"], d["b"])),
     ]
     if device == "cpu":
         return [Candidate(*f) for f in fns]
@@ -108,17 +114,20 @@ def _torch_candidates(torch: Any, a: Any, b: Any, device: str) -> list[Candidate
     return [Candidate(name, kind, synced(fn)) for name, kind, fn in fns]
 
 
-def _torch_inputs(torch: Any, shape: tuple[int, int], device: str, grad: bool) -> tuple[Any, Any]:
-    gen = torch.Generator().manual_seed(0)
-    a, b = (torch.randn(shape, generator=gen).to(device) for _ in range(2))
-    return (a.requires_grad_(), b.requires_grad_()) if grad else (a, b)
+def _torch_inputs(torch: Any, shape: tuple[int, int], device: str, grad: bool) -> Inputs:
+    def build() -> dict[str, Any]:
+        gen = torch.Generator().manual_seed(0)
+        a, b = (torch.randn(shape, generator=gen).to(device) for _ in range(2))
+        return {"a": a.requires_grad_(), "b": b.requires_grad_()} if grad else {"a": a, "b": b}
+
+    return Inputs(build)
 
 
 def _torch_compare(compare: Any, shape: tuple[int, int], device: str, headline: bool) -> None:
     torch = pytest.importorskip("torch")
-    a, b = _torch_inputs(torch, shape, device, grad=False)
+    d = _torch_inputs(torch, shape, device, grad=False)
     compare(
-        [*_torch_candidates(torch, a, b, device), copy_candidate(_nbytes(shape) // 2, device)],
+        [*_torch_candidates(torch, d, device), copy_candidate(_nbytes(shape) // 2, device)],
         op="vecdot",
         case=_case(shape),
         backend="torch",
@@ -126,17 +135,18 @@ def _torch_compare(compare: Any, shape: tuple[int, int], device: str, headline: 
         label="forward",
         headline=headline,
         nbytes=_nbytes(shape),
+        inputs=d,
     )
 
 
 def _torch_backward(compare: Any, shape: tuple[int, int], device: str, headline: bool) -> None:
     """Forward and backward as the post times it: ``f(a, b).sum().backward()``."""
     torch = pytest.importorskip("torch")
-    a, b = _torch_inputs(torch, shape, device, grad=True)
+    d = _torch_inputs(torch, shape, device, grad=True)
 
     def step(c: Candidate) -> Candidate:
         def run() -> None:
-            a.grad = b.grad = None
+            d["a"].grad = d["b"].grad = None
             c.fn().sum().backward()
             if device != "cpu":
                 torch.cuda.synchronize()
@@ -146,7 +156,7 @@ def _torch_backward(compare: Any, shape: tuple[int, int], device: str, headline:
     # Backward: both inputs read again, both gradients written.
     compare(
         [
-            *(step(c) for c in _torch_candidates(torch, a, b, "cpu")),
+            *(step(c) for c in _torch_candidates(torch, d, "cpu")),
             copy_candidate(_nbytes(shape) // 2, device),
         ],
         op="vecdot",
@@ -156,6 +166,7 @@ def _torch_backward(compare: Any, shape: tuple[int, int], device: str, headline:
         label="forward+backward",
         headline=headline,
         nbytes=_nbytes(shape) + 4 * 4 * shape[0] * shape[1],
+        inputs=d,
     )
 
 

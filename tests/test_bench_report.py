@@ -154,11 +154,28 @@ def test_a_later_visit_widens_the_interval_of_a_state_that_changed(
     rounds.revisit(3)
     assert rounds.visits == [0, 5, 8] and rounds.rounds == 11
     assert rounds.speedup("c1").noisy and rounds.speedup("c1").high == pytest.approx(3.0)
-    assert rounds.times["c2"][5:] == [None] * 6  # 500x slower: settled
+    # 500x slower, settled: timed in the first round of each visit only
+    assert [t is None for t in rounds.times["c2"][5:]] == [False, True, True] * 2
     assert None not in rounds.times["c0"] and None not in rounds.times["c1"]
     assert rounds.waiting() == ["c1"]  # noisy, fast: further visits time it (and portops)
     rounds.revisit(2, waiting_only=True)
     assert rounds.visits[-1] == 11 and rounds.rounds == 13 and None not in rounds.times["c1"]
+
+
+def test_inputs_are_built_anew_and_released() -> None:
+    builds: list[list[int]] = []
+
+    def build() -> dict[str, Any]:
+        builds.append([len(builds)])
+        return {"x": builds[-1]}
+
+    inputs = interleave.Inputs(build)
+    first = inputs["x"]
+    inputs.release()
+    with pytest.raises(RuntimeError, match="renew"):
+        inputs["x"]
+    inputs.renew()
+    assert inputs["x"] == [1] and inputs["x"] is not first and len(builds) == 2
 
 
 def test_a_slow_first_call_does_not_make_a_candidate_slow() -> None:
@@ -455,17 +472,18 @@ def test_docs_page_and_history(tmp_path: Path) -> None:
 TOY = """
 import os
 import pytest
-from benchmarks.interleave import Candidate
+from benchmarks.interleave import Candidate, Inputs
 
 N = 10 if os.environ.get("PORTOPS_BENCH_QUICK") == "1" else 1000
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_toy(compare, backend):
-    compare([Candidate("portops", "default", lambda: sum(range(N))),
-             Candidate("loop", "baseline", lambda: sum(range(2 * N))),
+    d = Inputs(lambda: {"n": N})  # released between visits: a read then would raise
+    compare([Candidate("portops", "default", lambda: sum(range(d["n"]))),
+             Candidate("loop", "baseline", lambda: sum(range(2 * d["n"]))),
              Candidate("copy", "copy", lambda: list(range(N)), nbytes=16 * N)],
             op="toy", case="sum", backend=backend, label="forward", headline=True,
-            nbytes=8 * N)
+            nbytes=8 * N, inputs=d)
 
 def test_unavailable(compare):
     pytest.skip("CUDA not available")
