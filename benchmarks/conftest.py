@@ -211,7 +211,7 @@ class State:
         quick = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.ensure_newline()
+            reporter.write("\n")  # after the progress dots
         for visit in range(REVISITS):
             if reporter is not None:
                 reporter.write_line(f"[revisit {visit + 1}/{REVISITS}] headline comparisons")
