@@ -69,6 +69,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _quick() -> bool:
+    """Whether this is a --quick run (tiny sizes, few rounds: CI)."""
+    return os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+
+
 def targets(text: str | None) -> frozenset[tuple[str, str]] | None:
     """``"numpy,torch-cuda"`` -> ``{("numpy", "cpu"), ("torch", "cuda")}``; None for all."""
     if not text:
@@ -163,7 +168,7 @@ class State:
         self.start, budget = time.monotonic(), config.getoption("bench_budget")
         self.deadline = self.start + budget if budget > 0 else None
         self.load_before = load_average()
-        option = "all" if os.environ.get("PORTOPS_BENCH_QUICK") == "1" else None
+        option = "all" if _quick() else None
         self.threads, self.busy = choose_threads(option or config.getoption("bench_threads"))
         self.blas_threads = set_threads(self.threads)
         self.total = self.done = 0
@@ -208,7 +213,7 @@ class State:
         """The headline comparisons' later visits, in turn; then their records again."""
         if not self.headline:
             return
-        quick = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+        quick = _quick()
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write("\n")  # after the progress dots
@@ -237,7 +242,7 @@ class State:
         skipped = [{"file": f, "reason": r, "count": n} for (f, r), n in self.skips.items()]
         option = self.config.getoption
         return {
-            "quick": os.environ.get("PORTOPS_BENCH_QUICK") == "1",
+            "quick": _quick(),
             "full": bool(option("full")),
             "sweep": bool(option("sweep")),
             "budget_s": option("bench_budget") or None,
@@ -317,7 +322,7 @@ def compare(benchmark: Any, request: pytest.FixtureRequest) -> Any:
     """Time a comparison (see the module docstring); returns its ``Interleaved`` rounds
     (None where pytest-benchmark is disabled: each candidate then runs once)."""
     state = request.config.stash[STATE]
-    quick = os.environ.get("PORTOPS_BENCH_QUICK") == "1"
+    quick = _quick()
 
     def run(
         candidates: Sequence[Candidate],
@@ -402,7 +407,7 @@ def bench(benchmark: Any, request: pytest.FixtureRequest) -> Any:
         _selected(state, target)
         benchmark.group = "{op} {case} {backend} {device}".format(**info)
         benchmark.extra_info.update(info)
-        if os.environ.get("PORTOPS_BENCH_QUICK") == "1":
+        if _quick():
             rounds, warmup = min(rounds, 2), min(warmup, 1)
         benchmark.pedantic(
             fn, setup=setup, rounds=rounds, warmup_rounds=warmup, iterations=iterations

@@ -151,17 +151,20 @@ class Interleaved:
         while self.rounds < min_rounds:
             self.run_round()
         deadline = time.perf_counter() + seconds
-        while self.rounds < max_rounds and time.perf_counter() < deadline and self.waiting():
-            self.run_round(self._refining())
+        while self.rounds < max_rounds and time.perf_counter() < deadline:
+            waiting = self.waiting()
+            if not waiting:
+                break
+            self.run_round(self._refining(waiting))
 
     def waiting(self) -> list[str]:
         """The compared candidates whose ratio is still noisy, but for a slow one settled."""
         return [n for n in self.noisy() if not self._settled(n)]
 
-    def _refining(self) -> list[str]:
-        """A refining round's candidates: portops, the copies and the ratios waited on."""
+    def _refining(self, waiting: list[str]) -> list[str]:
+        """A refining round's candidates: portops, the copies and the ratios `waiting`."""
         copies = [c.name for c in self.candidates if c.kind == "copy"]
-        return [self.portops, *copies, *self.waiting()]
+        return [self.portops, *copies, *waiting]
 
     def revisit(self, rounds: int, *, waiting_only: bool = False) -> None:
         """A later visit: `rounds` rounds, the first of every candidate, the others of all
@@ -171,7 +174,10 @@ class Interleaved:
         self.visits.append(self.rounds)
         unsettled = [n for n in self.times if n == self.portops or not self._settled(n)]
         for i in range(rounds):
-            self.run_round(self._refining() if waiting_only else None if i == 0 else unsettled)
+            if waiting_only:
+                self.run_round(self._refining(self.waiting()))
+            else:
+                self.run_round(None if i == 0 else unsettled)
 
     def _settled(self, name: str) -> bool:
         """A slow candidate's ratio decided beyond ``DECIDED``: more rounds would only
