@@ -105,6 +105,12 @@ CASES: list[tuple[str, tuple[tuple[int, ...], ...]]] = [
     ("ij,jk->ik", ((2, 0), (0, 3))),
     ("ii->i", ((0, 0),)),
     ("bij,bjk->bik", ((0, 2, 3), (0, 3, 2))),
+    ("bij,bjk->bik", ((2, 3, 0), (2, 0, 4))),
+    ("bij,bjk->bik", ((2, 0, 3), (2, 3, 4))),
+    ("ijk,jkl->il", ((2, 3, 0), (3, 0, 3))),
+    # summed labels of size 1 (a reshape: the result must still be a new array)
+    ("ijk->ki", ((3, 1, 4),)),
+    ("daa->a", ((1, 2, 2),)),
     # uppercase labels and implicit order (uppercase sorts first)
     ("Ba,aA", ((2, 3), (3, 4))),
     ("iJ,Jk->ki", ((2, 3), (3, 4))),

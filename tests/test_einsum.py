@@ -233,6 +233,64 @@ def test_inputs_not_modified(backend: Backend) -> None:
         np.testing.assert_array_equal(backend.to_numpy(x), c)
 
 
+@pytest.mark.parametrize(
+    "eq,shape", [("ij->i", (3, 1)), ("ijk->ki", (30, 1, 30)), ("daa->a", (1, 2, 2))]
+)
+def test_result_is_never_a_view(backend_impl: tuple[str, str], eq: str, shape: tuple) -> None:
+    # Summing a label of size 1 is a reshape: the result must still be a new array.
+    name, impl = backend_impl
+    backend = require(name)
+    if backend.library not in ("numpy", "torch") or backend.name == "numpy_readonly":
+        pytest.skip("immutable or lazy arrays: a view cannot be written through")
+    a = np.random.default_rng(3).standard_normal(shape)
+    x = backend.asarray(a)
+    with portops.prefer(einsum=impl):
+        got = portops.einsum(eq, x)
+    got[...] = 7.0
+    np.testing.assert_array_equal(backend.to_numpy(x), a)
+
+
+def test_zero_size_labels_on_dask_chunks() -> None:
+    da = pytest.importorskip("dask.array")
+    for (sa, ca), (sb, cb) in [
+        (((2, 3, 0), 1), ((3, 0, 3), 1)),
+        (((2, 0, 4), (1, 1, 2)), ((0, 4, 3), (1, 2, 1))),
+    ]:
+        a, b = np.ones(sa), np.ones(sb)
+        got = portops.einsum(
+            "ijk,jkl->il", da.from_array(a, chunks=ca), da.from_array(b, chunks=cb)
+        )
+        assert isinstance(got, da.Array)
+        np.testing.assert_array_equal(got.compute(), np.einsum("ijk,jkl->il", a, b))
+
+
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS["numpy"])
+@pytest.mark.parametrize(
+    "eq,a", [("", np.float64(3.0)), ("->", np.array(3.0)), ("ii", np.eye(3)), ("i->", np.ones(3))]
+)
+def test_numpy_zero_d_results_are_scalars(impl: str, eq: str, a: Any) -> None:
+    with portops.prefer(einsum=impl):
+        got = portops.einsum(eq, a)
+    expected = np.einsum(eq, a)
+    assert type(got) is type(expected) is np.float64
+    assert got == expected
+
+
+def test_torch_integers_keep_their_dtype() -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    arrays = [rng.integers(-100, 100, s).astype(np.int8) for s in ((3, 2), (4, 3, 4, 2), (3,))]
+    eq, tensors = "dg,ydyg,d->d", [torch.from_numpy(a) for a in arrays]
+    expected = np.einsum(eq, *arrays)  # wraps around in int8
+    with pytest.raises(ValueError, match=r"torch\.einsum sums them in int64"):
+        with portops.prefer(einsum="torch/einsum"):
+            portops.einsum(eq, *tensors)
+    compiled = torch.compile(lambda *xs: portops.einsum(eq, *xs), fullgraph=True)
+    for got in (portops.einsum(eq, *tensors), compiled(*tensors)):
+        assert got.dtype == torch.int8
+        np.testing.assert_array_equal(got.numpy(), expected)
+
+
 # -- memory_limit --------------------------------------------------------------------------
 
 
@@ -632,6 +690,16 @@ def test_out_dtype_and_order_on_every_backend(backend: Backend) -> None:
     np.testing.assert_allclose(backend.to_numpy(out), expected, rtol=1e-12)
     with pytest.raises(ValueError, match="out has shape"):
         portops.einsum("ij,jk->ik", xa, xb, out=backend.asarray(np.zeros((5, 3))))
+    # `casting` governs out at every optimize (numpy.einsum's optimized path ignores it).
+    ints = backend.asarray(np.zeros((3, 5), np.int64))
+    for optimize in ("auto", True, False, "greedy"):
+        with pytest.raises(TypeError, match="cannot cast the result from float64 to int64"):
+            portops.einsum("ij,jk->ik", xa, xb, out=ints, optimize=optimize)
+    assert portops.einsum("ij,jk->ik", xa, xb, out=ints, casting="unsafe") is ints
+    scalar = backend.asarray(np.zeros(()))  # a 0-d out, with every path finder
+    for optimize in ("auto", "optimal", False):
+        assert portops.einsum("ij,ij->", xa, xa, out=scalar, optimize=optimize) is scalar
+        np.testing.assert_allclose(backend.to_numpy(scalar), np.sum(a * a), rtol=1e-12)
 
 
 @pytest.mark.parametrize("rows", [1, 300, 5000])

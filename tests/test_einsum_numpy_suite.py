@@ -48,6 +48,12 @@ EXCLUDED = {
         "input, so that mutating a result cannot change an operand "
         "(tests/test_aliasing.py)"
     ),
+    "TestEinsum::test_einsum_0d_out": (
+        "writes a float64 result into an int64 out under the default casting='safe' "
+        "with optimize='optimal', which NumPy allows because its optimized path ignores "
+        "`casting`; portops applies `casting` to out at every optimize, and checks a 0-d "
+        "out in test_einsum.py::test_out_dtype_and_order_on_every_backend"
+    ),
     "TestEinsumPath::test_path_type_input": (
         "asserts the path NumPy's greedy search picks for optimize=True; portops' "
         "optimize=True ranks orders with its own cost model (optimize='greedy' is "

@@ -107,8 +107,11 @@ def _to_library(value: np.ndarray, like: Any) -> Any:
 
 
 def with_order(result: Any, order: str, library: str, operands: Sequence[Any]) -> Any:
-    """`result` laid out as `order` asks (NumPy and torch; others keep their layout)."""
+    """`result` laid out as `order` asks (NumPy and torch; others keep their layout); a
+    0-d NumPy array as a NumPy scalar, as numpy.einsum returns."""
     if order == "K" or library not in (NUMPY, TORCH) or result.ndim < 2:
+        if library == NUMPY and result.ndim == 0 and isinstance(result, np.ndarray):
+            return result[()]
         return result
     if order == "A":
         fortran = all(_f_contiguous(a, library) for a in operands if a.ndim >= 2)

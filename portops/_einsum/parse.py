@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .._tracing import memo
@@ -23,10 +23,11 @@ class Equation(NamedTuple):
     inputs: tuple[tuple[int, ...], ...]
     output: tuple[int, ...]
 
-    @property
-    def may_alias(self) -> bool:
-        """Whether numpy/torch may return a view (one operand, nothing summed)."""
-        return len(self.inputs) == 1 and set(self.output) == set(self.inputs[0])
+    def may_alias(self, sizes: Mapping[int, int] | None = None) -> bool:
+        """Whether numpy/torch may return a view: one operand, every summed label of size
+        1 in `sizes` (a reshape), or none summed without `sizes`."""
+        summed = set(self.inputs[0]).difference(self.output)
+        return len(self.inputs) == 1 and all(sizes and sizes.get(x, 1) == 1 for x in summed)
 
 
 def split_interleaved(args: Sequence[Any]) -> tuple[tuple[Any, ...], Any]:

@@ -21,6 +21,10 @@ def _ops(xp: Any) -> ArrayAPIOps:
 
 def generic(a: EinsumArgs) -> Any:
     """Lower every step to the namespace's matmul / multiply."""
+    sizes = a.lowering.sizes
+    if 0 in sizes.values():  # every sum is empty: zeros (Dask cannot reshape empty chunks)
+        shape = tuple(sizes[x] for x in a.lowering.equation.output)
+        return a.xp.zeros(shape, dtype=a.dtype, device=compat.device(a.operands[0]))
     ops = _ops(a.xp)
     result = run(a.plan, cast(a.operands, a.dtype, ops), ops, a.lowering.plan_for)
     return a.xp.asarray(result, copy=True) if a.may_alias else result  # never a view

@@ -51,7 +51,7 @@ class EinsumArgs(NamedTuple):
     @property
     def may_alias(self) -> bool:
         """Whether a result may be a view of the operand (implementations copy it)."""
-        return self.lowering.equation.may_alias
+        return self.lowering.equation.may_alias(self.lowering.sizes)
 
     @property
     def casts(self) -> bool:
@@ -307,7 +307,8 @@ def einsum(
         with no array among the operands, NumPy arrays. Axes of size 1 broadcast
         against the same label in other operands. Not modified.
     out : array, optional
-        Written in place with the result (cast under `casting`) and returned; an array
+        Written in place with the result (cast under `casting`, at every `optimize`,
+        where ``numpy.einsum`` ignores `casting` when it optimizes) and returned; an array
         of the operands' library with the result's shape. JAX arrays are immutable, so
         `out` raises ``TypeError`` there.
     dtype : data type, optional
@@ -375,7 +376,7 @@ def einsum(
     if tracing():  # torch.compile: torch.einsum, with the facts found outside the graph
         from .._backends.torch.einsum import traced
 
-        return traced(operands, out, (dtype, casting, order, optimize is False))
+        return traced(operands, out, (dtype, casting, order))
     casting, order, wanted = check_keywords(casting, order, dtype)
     if out is not None and library_of(out) is None:
         raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
@@ -392,8 +393,8 @@ def einsum(
     call = _lookup(operands, optimize, memory_limit, wanted, casting, (key_subs, arrays))
     result = _dispatch.select("einsum", call).func(call.args)
     if out is not None:
-        # NumPy applies `casting` to out only without optimize.
-        return write_out(result, out, call.library, casting if optimize is False else "unsafe")
+        # `casting` governs out at every optimize (numpy.einsum ignores it when optimizing).
+        return write_out(result, out, call.library, casting)
     return with_order(result, order, call.library, call.args.operands)
 
 

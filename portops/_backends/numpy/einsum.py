@@ -57,7 +57,14 @@ def _lowering_plan(a: EinsumArgs) -> Callable[..., Any]:
     if not a.lowering.slices and dtype.kind != "O":
         native = dtype.kind in "fc"
         body = runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), native), lowered)
-    return with_casts(a, _OPS, np.array, body)
+    return with_casts(a, _OPS, _fresh, body)
+
+
+def _fresh(r: Any) -> Any:
+    """A copy of a result that may view an operand; 0-d as a NumPy scalar (numpy.einsum's)."""
+    if np.ndim(r):
+        return np.array(r)
+    return r[()] if isinstance(r, np.ndarray) else r  # (scalars and objects: as they are)
 
 
 # Unbatched floating GEMMs spelled as numpy.dot: the same BLAS call as matmul, which
@@ -85,13 +92,13 @@ def _loop_plan(a: EinsumArgs) -> Callable[..., Any]:
     """numpy.einsum's C loop, subscripts and loop order fixed (a partial: no frame)."""
     order = loop_order(a.subscripts, list(cast(a.operands, a.dtype, _OPS)))
     kwargs = {} if order == "K" else {"order": order}
-    return with_casts(a, _OPS, np.array, functools.partial(c_einsum, a.subscripts, **kwargs))
+    return with_casts(a, _OPS, _fresh, functools.partial(c_einsum, a.subscripts, **kwargs))
 
 
 def numpy_einsum(a: EinsumArgs) -> Any:
     """numpy.einsum itself (with its own optimize=True), for comparison."""
     r = np.einsum(a.subscripts, *cast(a.operands, a.dtype, _OPS), optimize=True)
-    return np.array(r) if a.may_alias else r
+    return _fresh(r) if a.may_alias else r
 
 
 # numpy.einsum's C loop beats the lowering for GEMM-free plans of one or two operands,

@@ -5,6 +5,7 @@ feature), ``einsum`` (``torch.einsum``: faster on CUDA, half precision) and
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import array_api_compat.torch as compat_torch
@@ -43,9 +44,10 @@ def _as_batch_of_matrices(x: Any) -> Any:
     """`x` as one ``[batch, rows, cols]`` array for bmm: a view, else one copy keeping
     the unit-stride axis innermost."""
     rows, cols = x.shape[-2], x.shape[-1]
+    batch = math.prod(x.shape[:-2])  # not -1: ambiguous when rows or cols is 0
     if x.stride(-2) == 1 and x.stride(-1) != 1 and rows > 1:
-        return x.transpose(-1, -2).reshape(-1, cols, rows).transpose(1, 2)
-    return x.reshape(-1, rows, cols)
+        return x.transpose(-1, -2).reshape(batch, cols, rows).transpose(1, 2)
+    return x.reshape(batch, rows, cols)
 
 
 class TorchOps(ArrayAPIOps):
@@ -120,8 +122,8 @@ def _einsum_applies(a: EinsumArgs) -> str | None:
         return "more labels than torch.einsum's 52 letters"
     if a.dtype == torch.bool:
         return "torch.einsum does not take bool operands"
-    if a.operands[0].device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
-        return "torch.einsum on CUDA does not take integer operands"
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return "integers: torch.einsum sums them in int64 (and refuses them on CUDA)"
     return None
 
 
@@ -232,16 +234,16 @@ def _traced_facts(
     key: Any, ndims: tuple[int, ...], dtypes: tuple[Any, ...], keywords: tuple[Any, ...]
 ) -> tuple[str, Any, bool, str]:
     """(equation, result dtype, may-alias, order) of a traced call, found outside the graph."""
-    dtype, casting, order, strict_out, out_dtype = keywords
+    dtype, casting, order, out_dtype = keywords
     casting, order, wanted = check_keywords(casting, order, dtype)
     if wanted is not None:
         check_operand_casts(dtypes, wanted, casting)
     eq = parse(key, ndims)
     letters = spell(eq.inputs, eq.output, label_names([x for t in eq.inputs for x in t]))
     result = result_dtype_of(compat_torch, dtypes, wanted)
-    if out_dtype is not None and strict_out:  # as einsum: optimized, out takes any cast
+    if out_dtype is not None:
         check_cast("the result", result, out_dtype, casting)
-    return letters, result, eq.may_alias, order
+    return letters, result, eq.may_alias(), order
 
 
 def traced(operands: tuple[Any, ...], out: Any, keywords: tuple[Any, ...]) -> Any:
@@ -254,6 +256,10 @@ def traced(operands: tuple[Any, ...], out: Any, keywords: tuple[Any, ...]) -> An
     ops = tuple(x.to(result) for x in ops)
     if result == torch.bool:  # torch.einsum takes no bool: count the true products
         r = torch.einsum(letters, *[x.double() for x in ops]) != 0
+    elif not (result.is_floating_point or result.is_complex):
+        # torch.einsum sums integers in int64 (and fails mixing int64 sums with narrower
+        # products): compute in int64, then wrap around to the result type as NumPy does.
+        r = torch.einsum(letters, *[x.long() for x in ops]).to(result)
     else:
         r = torch.einsum(letters, *ops)
     r = r.clone() if alias else r
