@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
-__all__ = ["accumulation_dtype", "result_dtype"]
+__all__ = ["accumulation_dtype", "promote", "result_dtype"]
+
+
+def promote(xp: Any, a: Any, b: Any) -> Any:
+    """``xp.result_type(a, b)``; torch's by ``promote_types`` (array-api-compat's
+    ``torch.result_type`` of empty tensors breaks ``torch.compile`` graphs)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.dtype) and isinstance(b, torch.dtype):
+        return torch.promote_types(a, b)
+    return xp.result_type(a, b)
 
 
 def result_dtype(xp: Any, a: Any, b: Any = None) -> Any:
@@ -15,7 +25,7 @@ def result_dtype(xp: Any, a: Any, b: Any = None) -> Any:
         return a.dtype
     if a.dtype == b.dtype:
         return a.dtype
-    return xp.result_type(a.dtype, b.dtype)
+    return promote(xp, a.dtype, b.dtype)
 
 
 def accumulation_dtype(xp: Any, dtype: Any) -> Any:

@@ -68,13 +68,20 @@ def axis_pair(axis_: Any, channel_axis: Any, ndim: int) -> tuple[int, int]:
 
 
 def flag(value: Any, name: str) -> bool:
-    """``bool(value)``, or a TypeError naming `name` when it has no single truth value."""
+    """`value` as a bool: a bool, a NumPy bool or the integer 0 or 1; else a TypeError
+    naming `name` (a string such as ``"no"`` or None would otherwise pass by truth)."""
     if type(value) is bool:
         return value
-    try:
+    if isinstance(value, np.bool_):
         return bool(value)
-    except Exception:  # an array of several elements, say
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}") from None
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = -1
+    if number in (0, 1):
+        return bool(number)
+    got = repr(value) if isinstance(value, (str, int, float)) or value is None else None
+    raise TypeError(f"{name} must be a bool, got {got or type(value).__name__}")
 
 
 _KINDS = {"real floating": "f", "complex floating": "c", "integral": "iu", "bool": "b"}

@@ -12,13 +12,15 @@ every call.
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from . import _validate as check
-from ._arrays import inspect_arrays
+from ._arrays import DASK, as_dask_operands, inspect_arrays
+from ._dtypes import accumulation_dtype
 from ._generic import shift_sum as generic
 from ._ops.shear import dispersion_offsets, growth, shear, unshear
 from ._ops.shift_sum import ShiftSumArgs, _normalize_mask, shift_sum, shift_sum_adjoint
@@ -111,6 +113,10 @@ class Dispersion:
                     f"x_shape has {self._x_shape[cax]} channels along channel_axis="
                     f"{channel_axis}, not {self.channels}"
                 )
+        if isinstance(scale, bool) or not (
+            isinstance(scale, numbers.Number) or getattr(scale, "ndim", None) == 0
+        ):
+            raise TypeError(f"scale must be a number, got {type(scale).__name__}")
         self.scale = scale
         self._kept: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self._lock = threading.Lock()
@@ -175,15 +181,29 @@ class Dispersion:
     def _scaled(self, a: Any, factor: Any) -> Any:
         return a if factor == 1 else a * factor
 
+    def _check_channels(self, a: Any, name: str) -> None:
+        """Name `channels` where `a` has another count (the operation would blame `step`)."""
+        ndim = getattr(a, "ndim", None)  # (else the operation says what is wrong)
+        if ndim is not None and -ndim <= self.channel_axis < ndim:
+            if (n := a.shape[self.channel_axis]) != self.channels:
+                raise ValueError(
+                    f"{name} has {n} channels along channel_axis={self.channel_axis}, but "
+                    f"this Dispersion was made with channels={self.channels}"
+                )
+
     def forward(self, x: Any, *, keepdims: bool = False) -> Any:
         """``A(x)``: mask, shift, sum over channels (times `scale`)."""
+        self._check_channels(x, "x")
         if self._fractions is None:
             y = shift_sum(x, self._whole, **self._kw(keepdims=keepdims))
         else:
             sheared = self.shear(x)
             cax = check.axis(self.channel_axis, x.ndim, "channel_axis")
             xp = inspect_arrays(("x",), (x,)).xp
-            y = xp.sum(sheared, axis=cax, keepdims=keepdims)
+            dtype = sheared.dtype
+            acc = accumulation_dtype(xp, dtype)  # half precision summed in float32
+            y = xp.sum(sheared, axis=cax, keepdims=keepdims, dtype=acc)
+            y = y if acc == dtype else xp.astype(y, dtype)
         return self._scaled(y, self.scale)
 
     __call__ = forward
@@ -207,10 +227,12 @@ class Dispersion:
 
     def shear(self, x: Any) -> Any:
         """The sheared cube of ``mask * x``, channels kept (see :func:`portops.shear`)."""
+        self._check_channels(x, "x")
         return shear(x, list(self.offsets), **self._kw())
 
     def unshear(self, y: Any) -> Any:
         """Each channel's window of a sheared cube, times the conjugated mask."""
+        self._check_channels(y, "y")
         return unshear(y, list(self.offsets), **self._kw())
 
     def phi(self, y: Any, *, keepdims: bool = False) -> Any:
@@ -230,7 +252,9 @@ class Dispersion:
     def _phi_and_inverse(self, y: Any, keepdims: bool) -> tuple[Any, Any]:
         """``Phi`` and ``1 / Phi`` (0 where ``Phi == 0``), channel axis kept; cached."""
         lib = inspect_arrays(("y", "mask"), (y, self.mask))
-        xp = lib.xp
+        xp, mask = lib.xp, self.mask
+        if lib.library == DASK:  # a NumPy/CuPy mask beside a Dask y, or the other way round
+            y, mask = as_dask_operands((y, mask))
         ndim = y.ndim if keepdims else y.ndim + 1
         ax = check.axis(self.axis, ndim, "axis")
         cax = check.axis(self.channel_axis, ndim, "channel_axis")
@@ -243,8 +267,8 @@ class Dispersion:
             return kept
         y1 = y if keepdims else xp.expand_dims(y, axis=cax)
         a = ShiftSumArgs.make("adjoint", y1, self._whole, ax, cax, None, True, xp)
-        if self.mask is not None:
-            a = a._replace(mask=_normalize_mask(xp, self.mask, a.shape, real))
+        if mask is not None:
+            a = a._replace(mask=_normalize_mask(xp, mask, a.shape, real))
         phi = generic.overlap(a, _public_forward)
         inverse = generic.divide_where_positive(xp, xp.ones_like(phi), phi)
         if not _traced(phi):  # Phi comes from the mask alone

@@ -76,3 +76,23 @@ def test_a_process_first_tensor_call_can_be_the_compiled_one():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == ["120.0", "12.0"]
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.uint8, torch.int32, torch.bool])
+def test_integer_and_bool_masks_trace(mask_dtype):
+    """A float x with an integer mask (a binary uint8 mask, say) promotes by torch's
+    rules inside the graph as in eager calls."""
+    x, y = torch.randn(2, 3, 4, 6), torch.randn(2, 4, 8)
+    m = (torch.rand(4, 6) > 0.5).to(mask_dtype)
+    calls = [
+        lambda x, y, m: portops.shift_sum(x, 1, mask=m),
+        lambda x, y, m: portops.shift_sum_adjoint(y, 1, channels=3, mask=m),
+        lambda x, y, m: portops.shift_sum_pinv(y, 1, channels=3, mask=m),
+        lambda x, y, m: portops.vecdot(x, m.to(x.dtype) if mask_dtype == torch.bool else m),
+    ]
+    for fn in calls:
+        torch._dynamo.reset()
+        got = torch.compile(fn, fullgraph=True, backend="eager")(x, y, m)
+        want = fn(x, y, m)
+        assert got.dtype == want.dtype == torch.float32
+        torch.testing.assert_close(got, want)

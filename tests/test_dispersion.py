@@ -115,6 +115,69 @@ def test_shapes_and_errors():
         portops.Dispersion(2, 3, mask=[[1.0]])
     with pytest.raises(TypeError, match="y must have a floating-point dtype"):
         portops.Dispersion(2, 3).pinv(np.ones((2, 5, 8), dtype=np.int64))
+    with pytest.raises(TypeError, match="scale must be a number, got str"):
+        portops.Dispersion(2, 3, scale="a")
+    for step in (1, 0.5):  # the channel count is named, not the offsets
+        with pytest.raises(ValueError, match=r"x has 4 channels .* made with channels=3"):
+            portops.Dispersion(step, 3)(np.ones((2, 4, 5, 6)))
+    with pytest.raises(ValueError, match=r"y has 4 channels .* made with channels=3"):
+        portops.Dispersion(1, 3).unshear(np.ones((2, 4, 5, 9)))
+
+
+def test_dask_arrays_beside_a_numpy_mask():
+    da = pytest.importorskip("dask.array")
+    x, mask, y = _problem(None)
+    xd, yd = da.from_array(x, chunks=(1, 2, 5, 6)), da.from_array(y, chunks=(1, 5, 4))
+    for step in (2, 0.5):
+        A = portops.Dispersion(step, 4, mask=mask)
+        got = A(xd)
+        assert isinstance(got, da.Array)
+        np.testing.assert_allclose(got.compute(), A(x), rtol=1e-12)
+        cube = A.shear(xd)
+        np.testing.assert_allclose(cube.compute(), A.shear(x), rtol=1e-12)
+        np.testing.assert_allclose(A.unshear(cube).compute(), A.unshear(A.shear(x)), rtol=1e-12)
+    A = portops.Dispersion(2, 4, mask=mask)
+    np.testing.assert_allclose(A.pinv(yd).compute(), A.pinv(y), rtol=1e-12)
+
+
+def test_fractional_half_precision_sums_in_float32(backend):
+    # 3000 ones summed in float16 stop at 2048; the channel sum runs in float32.
+    if backend.library not in ("numpy", "torch", "jax"):
+        pytest.skip("float16 arrays: NumPy, torch and JAX")
+    channels = 3000
+    x = backend.asarray(np.ones((channels, 1, 4), np.float16))
+    A = portops.Dispersion([0.0] + [0.5] * (channels - 1), channels, channel_axis=0)
+    got = A(x)
+    assert got.dtype == x.dtype
+    assert_matches(backend, got, np.array([[1500.0, 3000, 3000, 3000, 1500]], np.float16))
+
+
+def test_float32_mask_keeps_float64_precision(backend):
+    # Phi and the interpolation run in the result's precision, not the mask's or y's.
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 4, 6))
+    m32 = rng.uniform(0.5, 1.5, (4, 6)).astype(np.float32)
+    mb = backend.asarray(m32)
+    y = portops.shift_sum(backend.asarray(x), 1, mask=mb)
+    again = portops.shift_sum(portops.shift_sum_pinv(y, 1, channels=3, mask=mb), 1, mask=mb)
+    np.testing.assert_allclose(backend.to_numpy(again), backend.to_numpy(y), rtol=0, atol=1e-13)
+    A = portops.Dispersion(1, 3, mask=mb)
+    np.testing.assert_allclose(backend.to_numpy(A(A.pinv(y))), backend.to_numpy(y), atol=1e-13)
+    cube = rng.standard_normal((1, 3, 4, 7)).astype(np.float32)
+    m64 = m32.astype(np.float64)
+    got = portops.unshear(backend.asarray(cube), 0.1, mask=backend.asarray(m64))
+    c64 = cube.astype(np.float64)
+    want = (
+        np.concatenate(
+            [
+                (1 - f) * c64[:, c : c + 1, :, 0:6] + f * c64[:, c : c + 1, :, 1:7]
+                for c, f in enumerate((0.0, 0.1, 0.2))
+            ],
+            axis=1,
+        )
+        * m64
+    )
+    np.testing.assert_allclose(backend.to_numpy(got), want, rtol=1e-12, atol=1e-14)
 
 
 def test_phi_not_kept_inside_jax_jit():

@@ -40,6 +40,15 @@ Y = np.ones((2, 4, 7))
         (lambda: portops.shift_sum_adjoint(np.ones(()), 1, channels=2), ValueError, "y must have"),
         (lambda: portops.shift_sum_adjoint("y", 1, channels=2), TypeError, "y must be an array"),
         (lambda: portops.shift_sum_pinv(Y.astype(int), 1, channels=3), TypeError, "floating"),
+        (lambda: portops.shift_sum(X, {0, 2, 1}), TypeError, "step must be an integer .* set"),
+        (lambda: portops.shear(X, {0, 0.5, 1}), TypeError, "step must be a number .* set"),
+        (lambda: portops.shift_sum(X, 1, keepdims="no"), TypeError, "keepdims must be a bool"),
+        (lambda: portops.vecdot(Y, Y, keepdims=None), TypeError, "keepdims must be a bool"),
+        (
+            lambda: portops.shift_sum_adjoint(np.ones(7), 1, channels=3),
+            ValueError,
+            r"channel_axis=-3 is out of range .* plus the channel axis \(y has 1\)",
+        ),
     ],
 )
 def test_bad_input_names_the_argument(call, error, match):
@@ -129,6 +138,9 @@ def test_flags_take_a_single_truth_value(call):
     assert call(0).shape == call(False).shape
     with pytest.raises(TypeError, match=r"^keepdims must be a bool, got ndarray$"):
         call(np.array([True, False]))
+    for value in ("no", None, 2):  # truthy or falsy, but not a flag
+        with pytest.raises(TypeError, match=f"^keepdims must be a bool, got {value!r}$"):
+            call(value)
 
 
 @pytest.mark.parametrize(

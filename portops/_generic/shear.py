@@ -33,6 +33,8 @@ def unshear(a: ShearArgs) -> Any:
     """Each channel's window, concatenated, then masked."""
     y, offsets, fractions, ax, cax, mask, xp = a[:7]
     width = a.shape[ax]
+    if fractions is not None and y.dtype != a.dtype:  # interpolate in the result's precision
+        y = xp.astype(y, a.dtype)
     parts = []
     for c, n in enumerate(offsets):
         yc = take(y, cax, c, c + 1)

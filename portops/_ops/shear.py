@@ -7,12 +7,13 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
 from .. import _dispatch
 from .. import _validate as check
-from .._arrays import inspect_arrays
+from .._arrays import DASK, as_dask_operands, inspect_arrays
 from .._dtypes import result_dtype
 from .._plans import PlanCache
 from .._plans import key as plan_key
@@ -58,6 +59,10 @@ def dispersion_offsets(
     step: Any, channels: int, argname: str = "step"
 ) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
     """Whole-pixel offsets ``n_c`` and fractions ``f_c`` (None if all 0), ``min(o) == 0``."""
+    if isinstance(step, (AbstractSet, Mapping)):  # (sets have no order)
+        raise TypeError(
+            f"{argname} must be a number or a sequence of numbers, got {type(step).__name__}"
+        )
     if not isinstance(step, (Sequence, numbers.Number, str, bytes)) and hasattr(step, "__len__"):
         step = list(step)  # NumPy or other 1-d arrays
     if _fractional(step):
@@ -88,6 +93,8 @@ def _prepare(
     """Validate a ``"shear"`` (`arr` is x) or ``"unshear"`` (`arr` is y) call."""
     name = "x" if kind == "shear" else "y"
     lib = inspect_arrays((name, "mask"), (arr, mask))
+    if lib.library == DASK:  # a NumPy/CuPy mask beside a Dask array, or the other way round
+        arr, mask = as_dask_operands((arr, mask))
     _check_array(arr, name)
     xp = lib.xp
     check.check_dtype(xp, arr, name)

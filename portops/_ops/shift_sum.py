@@ -5,14 +5,15 @@ the public functions validate once into a :class:`ShiftSumArgs`.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from functools import partial
 from typing import Any, NamedTuple
 
 from .. import _dispatch
 from .. import _validate as check
 from .._arrays import DASK, as_dask_operands, inspect_arrays
-from .._dtypes import accumulation_dtype, result_dtype
+from .._dtypes import accumulation_dtype, promote, result_dtype
 from .._plans import PlanCache, int_key
 from .._plans import key as plan_key
 from .._types import ArrayT
@@ -83,7 +84,7 @@ def _integer_step(step: Any) -> int | None:
 def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -> tuple[int, ...]:
     """Offsets ``o_c`` as a tuple of non-negative ints with ``min == 0``."""
     expected = "an integer or a sequence of integers"
-    if isinstance(step, (bool, str, bytes)):
+    if isinstance(step, (bool, str, bytes, AbstractSet, Mapping)):  # (sets have no order)
         raise TypeError(f"{argname} must be {expected}, got {type(step).__name__}")
     s = _integer_step(step)
     if s is not None:
@@ -107,6 +108,16 @@ def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -
             )
     low = min(offsets)
     return tuple(o - low for o in offsets)
+
+
+def _x_axes(axis: int, channel_axis: int, y_ndim: int, keepdims: bool) -> tuple[int, int]:
+    """The axes of the adjoint's result x (y's dimensions, plus the channel axis unless
+    `keepdims`), a ValueError saying so where one is out of range."""
+    try:
+        return check.axis_pair(axis, channel_axis, y_ndim if keepdims else y_ndim + 1)
+    except ValueError as e:
+        how = "as many dimensions as y" if keepdims else "y's dimensions plus the channel axis"
+        raise ValueError(f"{e}: the result x, with {how} (y has {y_ndim})") from None
 
 
 def _check_array(a: Any, name: str) -> None:
@@ -171,8 +182,8 @@ def _normalize_mask(
     elif not check.has_dtype(xp, mask.dtype, ("real floating", "complex floating", "integral")):
         raise TypeError(f"mask must have a numeric or bool dtype, got {mask.dtype}")
     try:
-        xp.result_type(dtype, mask.dtype)
-    except TypeError:
+        promote(xp, dtype, mask.dtype)
+    except (TypeError, RuntimeError):  # torch raises RuntimeError (uint16 with int64)
         raise TypeError(
             f"mask of dtype {mask.dtype} cannot be combined with {name} of dtype {dtype} by "
             "this library's type promotion; cast one of them"
@@ -244,13 +255,13 @@ def _prepare_transposed(
         channels = check.positive_int(channels, "channels")
         if s is not None and x_ndim >= 2:
             # Offsets that follow from two numbers: y and memory checked before building them.
-            ax, cax = check.axis_pair(axis, channel_axis, x_ndim)
+            ax, cax = _x_axes(axis, channel_axis, y.ndim, keepdims)
             grow = (channels - 1) * abs(s)
             _x_shape(y, keepdims, ax, cax, axis, channels, grow, ("channels", channels), lib)
     offsets = _normalize_offsets(step, channels)
     if x_ndim < 2:
         raise ValueError("y must have at least 1 dimension (2 with keepdims=True)")
-    ax, cax = check.axis_pair(axis, channel_axis, x_ndim)
+    ax, cax = _x_axes(axis, channel_axis, y.ndim, keepdims)
     if keepdims and y.shape[cax] != 1:
         raise ValueError(
             f"with keepdims=True, y must have size 1 along channel_axis={channel_axis}, "

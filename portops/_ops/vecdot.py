@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 from .. import _dispatch
 from .. import _validate as check
 from .._arrays import DASK, as_dask_operands, inspect_arrays
-from .._dtypes import accumulation_dtype
+from .._dtypes import accumulation_dtype, promote
 from .._plans import PlanCache
 from .._plans import key as _key
 from .._types import ArrayT
@@ -38,7 +38,7 @@ class VecdotArgs(NamedTuple):
     def make(cls, x1: Any, x2: Any, axis: int, keepdims: bool, xp: Any) -> VecdotArgs:
         """The record of a call with a checked axis (a ValueError where x1 and x2 do not
         broadcast)."""
-        dtype = x1.dtype if x1.dtype == x2.dtype else xp.result_type(x1.dtype, x2.dtype)
+        dtype = x1.dtype if x1.dtype == x2.dtype else promote(xp, x1.dtype, x2.dtype)
         shape = list(_broadcast(tuple(x1.shape), tuple(x2.shape)))
         if keepdims:
             shape[axis] = 1
@@ -99,7 +99,7 @@ def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> 
     check.check_dtype(xp, x2, "x2")
     try:
         if x1.dtype != x2.dtype:
-            xp.result_type(x1.dtype, x2.dtype)
+            promote(xp, x1.dtype, x2.dtype)
     except (TypeError, RuntimeError):  # torch raises RuntimeError (uint16 with int64)
         raise TypeError(
             f"x1 of dtype {x1.dtype} and x2 of dtype {x2.dtype} cannot be combined by "

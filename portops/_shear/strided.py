@@ -39,8 +39,9 @@ def numpy_like(lib: Any) -> Ops:
         return tricks.as_strided(start, v.shape, v.strides)
 
     def lerp(start: Any, end: Any, weight: float, out: Any) -> None:
-        lib.multiply(start, 1 - weight, out=out)
-        lib.add(out, end * weight, out=out)
+        # In out's precision: float32 windows of a float64 result interpolate in float64.
+        lib.multiply(start, 1 - weight, out=out, dtype=out.dtype)
+        lib.add(out, lib.multiply(end, weight, dtype=out.dtype), out=out)
 
     return Ops(
         lib,

@@ -206,9 +206,19 @@ def _triton_plan(name: str, a: ShiftSumArgs, alloc: list[int] | None = None) -> 
     return cast
 
 
+def _numpy_mask(x: torch.Tensor, m: torch.Tensor | None) -> np.ndarray | None:
+    """`m` as a NumPy view, an integer mask first cast to torch's result dtype (NumPy
+    would promote float32 with int32 to float64)."""
+    if m is None:
+        return None
+    if m.dtype != torch.bool and not (m.is_floating_point() or m.is_complex()):
+        m = m.to(result_dtype(x, m))
+    return numpy_view(m)
+
+
 def _numpy_record(a: ShiftSumArgs) -> ShiftSumArgs:
     """`a` (a forward call) on zero-copy NumPy views, the channel axis kept."""
-    mask = None if a.mask is None else numpy_view(a.mask)
+    mask = _numpy_mask(a.array, a.mask)
     x = numpy_view(a.array)
     return ShiftSumArgs.make("forward", x, a.offsets, a.axis, a.channel_axis, mask, True, np)
 
@@ -230,9 +240,7 @@ def _kernel(name: str, a: ShiftSumArgs, adjoint: bool) -> Run:
     if name == "numpy":
         record = _numpy_record(a)
         kernel = numpy_shift_sum.forward_plan(record, numpy_shift_sum.choose_forward(record)[0])
-        return lambda x, m: torch.from_numpy(
-            kernel(numpy_view(x), None if m is None else numpy_view(m))
-        )
+        return lambda x, m: torch.from_numpy(kernel(numpy_view(x), _numpy_mask(x, m)))
     geometry = (list(a.offsets), a.axis, a.channel_axis)
     return lambda x, m: forward_kernel(x, *geometry, m)
 
