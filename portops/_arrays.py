@@ -5,6 +5,7 @@ per array type, never importing a library the caller has not.
 from __future__ import annotations
 
 import importlib
+import operator
 import sys
 import threading
 import warnings
@@ -260,7 +261,7 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
     device = device_kind(first, library)
     if library in _multi_device:
         # torch's own attribute: compat.device tries every library first (Dynamo warns)
-        read = _torch_device_of if library == TORCH else compat.device
+        read = operator.attrgetter("device") if library == TORCH else compat.device
         placed = [(n, read(a)) for n, a in zip(names, arrays, strict=True) if a is not None]
         # Traced JAX arrays report no device; only concrete placements can disagree.
         placed = [(n, d) for n, d in placed if d is not None]
@@ -313,10 +314,6 @@ def as_dask_operands(
     package = importlib.import_module(backend.package)
     wrapped: tuple[Any, ...] = package.operands.wrap(arrays, labels)
     return wrapped
-
-
-def _torch_device_of(x: Any) -> Any:
-    return x.device
 
 
 def _dask_device(x: Any) -> str:

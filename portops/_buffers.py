@@ -9,6 +9,7 @@ import mmap
 import os
 import sys
 import threading
+from contextlib import suppress
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,14 +35,10 @@ def _default_limit() -> int:
     return min(limit, memory // 64) if memory > 0 else limit
 
 
-def _limit_from_environment() -> int:
-    """``PORTOPS_BUFFER_CACHE_MB`` in bytes (the default when unset; malformed warns)."""
-    megabytes = setting(ENV_CACHE_MB, None, "a non-negative number of megabytes", float)
-    return _default_limit() if megabytes is None else int(megabytes * (1 << 20))
-
-
 _lock = threading.Lock()
-_limit = _limit_from_environment()
+# PORTOPS_BUFFER_CACHE_MB in bytes (the default when unset; malformed warns).
+_megabytes = setting(ENV_CACHE_MB, None, "a non-negative number of megabytes", float)
+_limit = _default_limit() if _megabytes is None else int(_megabytes * (1 << 20))
 _buffers: list[mmap.mmap] = []  # least recently used first
 _last_use: list[int] = []  # the request count when each of _buffers was last handed out
 _recent_sizes: dict[int, int] = {}  # size in bytes -> request count when last asked for
@@ -54,11 +51,8 @@ _PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 def _new_buffer(nbytes: int) -> mmap.mmap:
     # (Windows has no flags: its anonymous mappings are not inherited by children.)
     buf = mmap.mmap(-1, nbytes, flags=_PRIVATE) if _PRIVATE else mmap.mmap(-1, nbytes)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            buf.madvise(mmap.MADV_HUGEPAGE)  # fewer faults and TLB misses
-        except OSError:
-            pass
+    with suppress(AttributeError, OSError):  # (no madvise, or no huge pages, here)
+        buf.madvise(mmap.MADV_HUGEPAGE)  # fewer faults and TLB misses
     return buf
 
 

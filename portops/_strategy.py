@@ -18,10 +18,6 @@ Plan = Callable[..., Any]
 FEATURES = frozenset({"grad", "forward_ad", "functorch", "compile"})
 
 
-def _one_thread(args: Any) -> int:
-    return 1
-
-
 @dataclass(frozen=True)
 class Strategy:
     """One way to run a call.
@@ -46,7 +42,7 @@ class Strategy:
     summary: str
     plan: Callable[[Any], Plan]
     features: frozenset[str] = frozenset()
-    threads: Callable[[Any], int] = field(default=_one_thread)
+    threads: Callable[[Any], int] = field(default=lambda args: 1)
     applies: Callable[[Any], str | None] | None = None
 
     def missing(self, needs: frozenset[str]) -> frozenset[str]:
@@ -65,10 +61,6 @@ class Choice:
 
 Chooser = Callable[[Any], tuple[str, str]]  # args -> (strategy name, reason)
 NeedsOf = Callable[[Any], frozenset[str]]
-
-
-def _no_needs(args: Any) -> frozenset[str]:
-    return frozenset()
 
 
 class Strategies:
@@ -92,7 +84,7 @@ class Strategies:
         self,
         strategies: Sequence[Strategy],
         choose: Chooser,
-        needs: NeedsOf = _no_needs,
+        needs: NeedsOf = lambda args: frozenset(),
         direct: Callable[[], Callable[..., Any]] | None = None,
     ) -> None:
         self.by_name = {s.name: s for s in strategies}

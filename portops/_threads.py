@@ -305,9 +305,3 @@ def peak_threads(reset: bool = False) -> int:
         if reset:
             _peak = 0
     return peak
-
-
-def pool_threads() -> int:
-    """Threads in portops' pool now (0 before the first threaded call)."""
-    pool = _pool
-    return 0 if pool is None else len(pool._threads)

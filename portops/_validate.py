@@ -50,18 +50,18 @@ def positive_int(value: Any, name: str, what: str = "a positive integer") -> int
     return n
 
 
-def axis(value: Any, ndim: int, name: str = "axis") -> int:
-    """`value` as an axis of an array with `ndim` dimensions, in ``[0, ndim)``."""
+def axis(value: Any, ndim: int, name: str = "axis", of: str = "an array") -> int:
+    """`value` as an axis of `of` with `ndim` dimensions, in ``[0, ndim)``."""
     ax = integer(value, name)
     if not -ndim <= ax < ndim:
-        raise ValueError(f"{name}={value} is out of range for an array with {ndim} dimensions")
+        raise ValueError(f"{name}={value} is out of range for {of} with {ndim} dimensions")
     return ax % ndim
 
 
-def axis_pair(axis_: Any, channel_axis: Any, ndim: int) -> tuple[int, int]:
+def axis_pair(axis_: Any, channel_axis: Any, ndim: int, of: str = "an array") -> tuple[int, int]:
     """The shifted axis and the channel axis of the shift_sum family, two distinct axes."""
-    ax = axis(axis_, ndim, "axis")
-    cax = axis(channel_axis, ndim, "channel_axis")
+    ax = axis(axis_, ndim, "axis", of)
+    cax = axis(channel_axis, ndim, "channel_axis", of)
     if ax == cax:
         raise ValueError(f"axis={axis_} and channel_axis={channel_axis} name the same axis")
     return ax, cax
@@ -70,16 +70,11 @@ def axis_pair(axis_: Any, channel_axis: Any, ndim: int) -> tuple[int, int]:
 def flag(value: Any, name: str) -> bool:
     """`value` as a bool: a bool, a NumPy bool or the integer 0 or 1; else a TypeError
     naming `name` (a string such as ``"no"`` or None would otherwise pass by truth)."""
-    if type(value) is bool:
-        return value
-    if isinstance(value, np.bool_):
+    if type(value) is bool or isinstance(value, np.bool_):
         return bool(value)
-    try:
-        number = operator.index(value)
-    except TypeError:
-        number = -1
-    if number in (0, 1):
-        return bool(number)
+    with suppress(TypeError):
+        if operator.index(value) in (0, 1):
+            return bool(value)
     got = repr(value) if isinstance(value, (str, int, float)) or value is None else None
     raise TypeError(f"{name} must be a bool, got {got or type(value).__name__}")
 

@@ -113,9 +113,7 @@ class Dispersion:
                     f"x_shape has {self._x_shape[cax]} channels along channel_axis="
                     f"{channel_axis}, not {self.channels}"
                 )
-        if isinstance(scale, bool) or not (
-            isinstance(scale, numbers.Number) or getattr(scale, "ndim", None) == 0
-        ):
+        if not isinstance(scale, numbers.Number) and getattr(scale, "ndim", None) != 0:
             raise TypeError(f"scale must be a number, got {type(scale).__name__}")
         self.scale = scale
         self._kept: dict[tuple[Any, ...], tuple[Any, Any]] = {}

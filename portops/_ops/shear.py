@@ -16,9 +16,8 @@ from .. import _validate as check
 from .._arrays import DASK, as_dask_operands, inspect_arrays
 from .._dtypes import result_dtype
 from .._plans import PlanCache
-from .._plans import key as plan_key
 from .._types import ArrayT
-from .shift_sum import _check_array, _normalize_mask, _normalize_offsets
+from .shift_sum import _check_array, _normalize_mask, _normalize_offsets, run_planned
 
 __all__ = ["ShearArgs", "dispersion_offsets", "shear", "unshear"]
 
@@ -145,19 +144,13 @@ def _call(
     op: str, plans: PlanCache, array: ArrayT, step: Any, axis: Any, cax: Any, mask: Any
 ) -> ArrayT:
     """Run `op` through the plan of this call's signature, planning it on a first call."""
-    key = None
     step_key = _step_key(step)
-    if step_key is not None and type(axis) is int and type(cax) is int:
-        key = plan_key((step_key, axis, cax), array, mask)  # None while torch traces
-        if key is not None and not _dispatch.preferences_active():
-            plan = plans.get(key)
-            if plan is not None:
-                result: ArrayT = plan(array, mask)
-                return result
-    planned: ArrayT = _dispatch.invoke_planned(
-        op, plans, key, (array, mask), array, step, axis=axis, channel_axis=cax, mask=mask
+    known = step_key is not None and type(axis) is int and type(cax) is int
+    kw = {"axis": axis, "channel_axis": cax, "mask": mask}
+    out: ArrayT = run_planned(
+        op, plans, (step_key, axis, cax) if known else None, array, mask, step, kw
     )
-    return planned
+    return out
 
 
 def shear(

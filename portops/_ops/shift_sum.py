@@ -110,16 +110,6 @@ def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -
     return tuple(o - low for o in offsets)
 
 
-def _x_axes(axis: int, channel_axis: int, y_ndim: int, keepdims: bool) -> tuple[int, int]:
-    """The axes of the adjoint's result x (y's dimensions, plus the channel axis unless
-    `keepdims`), a ValueError saying so where one is out of range."""
-    try:
-        return check.axis_pair(axis, channel_axis, y_ndim if keepdims else y_ndim + 1)
-    except ValueError as e:
-        how = "as many dimensions as y" if keepdims else "y's dimensions plus the channel axis"
-        raise ValueError(f"{e}: the result x, with {how} (y has {y_ndim})") from None
-
-
 def _check_array(a: Any, name: str) -> None:
     ndim = getattr(a, "ndim", None)
     if ndim is None:
@@ -250,18 +240,21 @@ def _prepare_transposed(
     _check_known_shape(lib.library, y, "y")
     keepdims = check.flag(keepdims, "keepdims")
     x_ndim = y.ndim if keepdims else y.ndim + 1
+    of = (
+        "the result x" if keepdims else f"the result x (y's {y.ndim} dimensions and a channel axis)"
+    )
     s = _integer_step(step)
     if channels is not None:
         channels = check.positive_int(channels, "channels")
         if s is not None and x_ndim >= 2:
             # Offsets that follow from two numbers: y and memory checked before building them.
-            ax, cax = _x_axes(axis, channel_axis, y.ndim, keepdims)
+            ax, cax = check.axis_pair(axis, channel_axis, x_ndim, of)
             grow = (channels - 1) * abs(s)
             _x_shape(y, keepdims, ax, cax, axis, channels, grow, ("channels", channels), lib)
     offsets = _normalize_offsets(step, channels)
     if x_ndim < 2:
         raise ValueError("y must have at least 1 dimension (2 with keepdims=True)")
-    ax, cax = _x_axes(axis, channel_axis, y.ndim, keepdims)
+    ax, cax = check.axis_pair(axis, channel_axis, x_ndim, of)
     if keepdims and y.shape[cax] != 1:
         raise ValueError(
             f"with keepdims=True, y must have size 1 along channel_axis={channel_axis}, "
@@ -339,20 +332,25 @@ def _call(
     keepdims: Any,
 ) -> ArrayT:
     """Run `op` through the plan of this call's signature, planning it on a first call."""
-    key = None
-    params = _params(step, channels, axis, channel_axis, keepdims)
-    if params is not None:
-        key = plan_key(params, array, mask)  # None while torch traces: checked first
-        if key is not None and not _dispatch.preferences_active():
-            plan = _PLANS[op].get(key)
-            if plan is not None:
-                result: ArrayT = plan(array, mask)
-                return result
     kw = {"axis": axis, "channel_axis": channel_axis, "mask": mask, "keepdims": keepdims}
     if op != "shift_sum":
         kw["channels"] = channels
-    out: ArrayT = _dispatch.invoke_planned(op, _PLANS[op], key, (array, mask), array, step, **kw)
+    params = _params(step, channels, axis, channel_axis, keepdims)
+    out: ArrayT = run_planned(op, _PLANS[op], params, array, mask, step, kw)
     return out
+
+
+def run_planned(
+    op: str, plans: PlanCache, params: Any, array: Any, mask: Any, step: Any, kw: dict[str, Any]
+) -> Any:
+    """`op` by the plan of its signature (`params`: the other arguments as a key part, or
+    None for unusual types), planned by a first call."""
+    key = None if params is None else plan_key(params, array, mask)  # None while torch traces
+    if key is not None and not _dispatch.preferences_active():
+        plan = plans.get(key)
+        if plan is not None:
+            return plan(array, mask)
+    return _dispatch.invoke_planned(op, plans, key, (array, mask), array, step, **kw)
 
 
 def shift_sum(

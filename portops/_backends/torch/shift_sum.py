@@ -28,7 +28,7 @@ from ...extend import Priority
 from ..numpy import shift_sum as numpy_shift_sum
 from .linear_op import LinearPair, result_dtype
 from .triton_loader import triton_kernels
-from .views import NUMPY_DTYPES, numpy_view
+from .views import numpy_view
 
 __all__ = ["PAIR", "empty", "forward_kernel", "result_dtype", "x_shape", "y_shape"]
 
@@ -37,7 +37,8 @@ _HALF = (torch.float16, torch.bfloat16)
 _GRAD = frozenset({"grad"})
 # Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
 _NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
-_NUMPY_MASKS = NUMPY_DTYPES | {torch.bool}
+# Integer masks stay in torch: NumPy promotes float32 with int32 to float64, torch does not.
+_NUMPY_MASKS = _NUMPY_ARRAYS | {torch.bool}
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -206,19 +207,9 @@ def _triton_plan(name: str, a: ShiftSumArgs, alloc: list[int] | None = None) -> 
     return cast
 
 
-def _numpy_mask(x: torch.Tensor, m: torch.Tensor | None) -> np.ndarray | None:
-    """`m` as a NumPy view, an integer mask first cast to torch's result dtype (NumPy
-    would promote float32 with int32 to float64)."""
-    if m is None:
-        return None
-    if m.dtype != torch.bool and not (m.is_floating_point() or m.is_complex()):
-        m = m.to(result_dtype(x, m))
-    return numpy_view(m)
-
-
 def _numpy_record(a: ShiftSumArgs) -> ShiftSumArgs:
     """`a` (a forward call) on zero-copy NumPy views, the channel axis kept."""
-    mask = _numpy_mask(a.array, a.mask)
+    mask = None if a.mask is None else numpy_view(a.mask)
     x = numpy_view(a.array)
     return ShiftSumArgs.make("forward", x, a.offsets, a.axis, a.channel_axis, mask, True, np)
 
@@ -240,7 +231,9 @@ def _kernel(name: str, a: ShiftSumArgs, adjoint: bool) -> Run:
     if name == "numpy":
         record = _numpy_record(a)
         kernel = numpy_shift_sum.forward_plan(record, numpy_shift_sum.choose_forward(record)[0])
-        return lambda x, m: torch.from_numpy(kernel(numpy_view(x), _numpy_mask(x, m)))
+        return lambda x, m: torch.from_numpy(
+            kernel(numpy_view(x), None if m is None else numpy_view(m))
+        )
     geometry = (list(a.offsets), a.axis, a.channel_axis)
     return lambda x, m: forward_kernel(x, *geometry, m)
 
@@ -306,7 +299,7 @@ def _numpy_applies(a: ShiftSumArgs) -> str | None:
     if x.device.type != "cpu" or x.dtype not in _NUMPY_ARRAYS or x.is_conj():
         return "needs a CPU tensor of a dtype NumPy shares"
     if mask is not None and (mask.dtype not in _NUMPY_MASKS or mask.is_conj()):
-        return "needs a mask of a dtype NumPy shares"
+        return "needs a bool or floating mask (NumPy would promote an integer one further)"
     return None
 
 
