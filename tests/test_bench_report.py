@@ -541,13 +541,13 @@ def test_compare_records_rounds_candidates_and_load(tmp_path: Path) -> None:
         and info["candidates"]["loop"]["kind"] == "baseline"
     )
     assert info["rounds"] >= 5 + 4 and toy[0]["stats"]["rounds"] == info["rounds"]
-    # Two later visits of two rounds each, once every benchmark has run.
-    first = info["visits"][1]
-    assert first >= 5 and info["visits"] == [0, first, first + 2] == [
-        0,
-        info["rounds"] - 4,
-        info["rounds"] - 2,
-    ]
+    # Two later visits of two rounds each, once every benchmark has run; on a busy
+    # machine a ratio still noisy then gets further visits of two rounds.
+    visits = info["visits"]
+    first = visits[1]
+    assert first >= 5 and visits[:3] == [0, first, first + 2]
+    assert all(b - a == 2 for a, b in itertools.pairwise(visits[1:]))
+    assert visits[-1] == info["rounds"] - 2
     assert "[revisit 2/2] headline comparisons" in out
     # pytest-benchmark's stats are portops' seconds per call, a value per round.
     assert toy[0]["stats"]["data"] == info["candidates"]["portops"]["times"]
