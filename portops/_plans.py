@@ -175,14 +175,14 @@ _tensor: Any = None  # torch.Tensor, once a tensor has been seen (torch is impor
 _torch_pair: Callable[..., Hashable | None] = lambda *args: None  # noqa: E731
 
 
-def int_key(v: Any) -> Hashable | None:
-    """`v` if a plain int, ``("seq", *v)`` for a list/tuple of them, else None (no
-    plan: the full path validates it). Bools are refused: ``True == 1`` as a key."""
-    if type(v) is int:
-        return v
+def step_key(v: Any, types: tuple[type, ...] = (int,)) -> Hashable | None:
+    """`v` if exactly of one of `types`, ``("seq", *v)`` for a list/tuple of them, else
+    None (no plan: the full path validates it). Bools are refused: ``True == 1`` as a key."""
+    if type(v) in types:
+        return v  # type: ignore[no-any-return]
     if type(v) in (list, tuple):
         for item in v:
-            if type(item) is not int:
+            if type(item) not in types:
                 return None
         return ("seq", *v)
     return None

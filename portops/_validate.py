@@ -18,7 +18,7 @@ import numpy as np
 from . import _machine
 
 __all__ = [
-    "FLOATING", "axis", "axis_pair", "check_dtype", "check_fits", "flag", "has_dtype",
+    "FLOATING", "axis", "axis_pair", "check_dtype", "check_fits", "dims", "flag", "has_dtype",
     "integer", "integers", "positive_int", "setting"
 ]  # fmt: skip
 
@@ -48,6 +48,11 @@ def positive_int(value: Any, name: str, what: str = "a positive integer") -> int
     if n < 1:
         raise ValueError(f"{name} must be {what}, got {n}")
     return n
+
+
+def dims(values: Iterable[Any], name: str) -> tuple[int, ...]:
+    """A shape: each item of `values` an int >= 1, or a TypeError/ValueError naming `name`."""
+    return tuple(positive_int(v, name, "a sequence of positive integers") for v in values)
 
 
 def axis(value: Any, ndim: int, name: str = "axis", of: str = "an array") -> int:

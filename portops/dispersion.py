@@ -105,7 +105,7 @@ class Dispersion:
             inspect_arrays(("mask",), (mask,))
         self.axis = check.integer(axis, "axis")
         self.channel_axis = check.integer(channel_axis, "channel_axis")
-        self._x_shape = None if x_shape is None else tuple(int(n) for n in x_shape)
+        self._x_shape = None if x_shape is None else check.dims(x_shape, "x_shape")
         if self._x_shape is not None:
             _, cax = check.axis_pair(axis, channel_axis, len(self._x_shape))
             if self._x_shape[cax] != self.channels:
@@ -208,7 +208,7 @@ class Dispersion:
 
     def adjoint(self, y: Any, *, keepdims: bool = False) -> Any:
         """``A^H(y)``: each channel's window of ``y``, times the conjugated mask."""
-        scale = self.scale.conjugate() if isinstance(self.scale, complex) else self.scale
+        scale = self.scale.conj() if hasattr(self.scale, "conj") else self.scale.conjugate()
         if self._fractions is None:
             x = shift_sum_adjoint(
                 y, self._whole, **self._kw(channels=self.channels, keepdims=keepdims)
@@ -249,6 +249,11 @@ class Dispersion:
 
     def _phi_and_inverse(self, y: Any, keepdims: bool) -> tuple[Any, Any]:
         """``Phi`` and ``1 / Phi`` (0 where ``Phi == 0``), channel axis kept; cached."""
+        if self._fractions is not None:
+            raise ValueError(
+                "Phi and pinv need integer offsets: with a fractional step A A^H is not "
+                "diagonal; use an iterative solver with forward/adjoint"
+            )
         lib = inspect_arrays(("y", "mask"), (y, self.mask))
         xp, mask = lib.xp, self.mask
         if lib.library == DASK:  # a NumPy/CuPy mask beside a Dask y, or the other way round
@@ -261,7 +266,10 @@ class Dispersion:
         width = (y.shape[ax] if keepdims else y.shape[ax - (ax > cax)]) - self.grow
         key = (lib.library, str(getattr(y, "device", lib.device)), str(real), width, ndim)
         kept = self._kept.get(key)
-        if kept is not None:
+        if kept is not None:  # (y's other dimensions must still take the mask's, as below)
+            shape = y.shape if keepdims else (*y.shape[:cax], 1, *y.shape[cax:])
+            if any(p not in (1, n) for p, n in zip(kept[0].shape, shape, strict=True)):
+                raise ValueError(f"mask of shape {self.mask.shape} does not broadcast against y")
             return kept
         y1 = y if keepdims else xp.expand_dims(y, axis=cax)
         a = ShiftSumArgs.make("adjoint", y1, self._whole, ax, cax, None, True, xp)
@@ -281,11 +289,6 @@ class Dispersion:
         The first call for a (library, device, dtype, width) computes ``Phi``; later
         ones cost an adjoint and one multiply over `y`.
         """
-        if self._fractions is not None:
-            raise ValueError(
-                "pinv needs integer offsets: with a fractional step A A^H is not diagonal, "
-                "so there is no Phi to divide by; use an iterative solver with forward/adjoint"
-            )
         xp = inspect_arrays(("y",), (y,)).xp
         check.check_dtype(xp, y, "y", floating_only=True)
         _, inverse = self._phi_and_inverse(y, keepdims)

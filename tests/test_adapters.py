@@ -45,6 +45,13 @@ def test_measurement_shape_matches_shift_sum(x_shape, step, axis, channel_axis, 
     assert shape == y.shape
 
 
+def test_adapters_reject_a_bad_x_shape():
+    with pytest.raises(ValueError, match="x_shape must be a sequence of positive integers"):
+        shift_sum_linear_operator((4, -5, 6), 1)
+    with pytest.raises(TypeError, match="x_shape must be a sequence of positive integers"):
+        portops.Dispersion(1, 4, x_shape=(4, 5.0, 6))
+
+
 def test_measurement_shape_rejects_bad_arguments():
     with pytest.raises(ValueError, match="same axis"):
         measurement_shape((3, 4, 5), 1, axis=0, channel_axis=-3)

@@ -78,6 +78,20 @@ def test_scale_recipes():
         lhs, rhs = np.vdot(A(x), y), np.vdot(x, A.adjoint(y))
         assert abs(lhs - rhs) <= 1e-12 * abs(lhs)
         np.testing.assert_allclose(A(A.pinv(A(x))), A(x), rtol=1e-12)
+    y = y + 1j  # a complex scale of any type is conjugated by the adjoint
+    for scale in (1 + 2j, np.complex64(1 + 2j), np.array(1 + 2j), np.array(2.0)):
+        A = portops.Dispersion(2, 4, mask=mask, scale=scale)
+        lhs, rhs = np.vdot(A(x), y), np.vdot(x, A.adjoint(y))
+        assert abs(lhs - rhs) <= 1e-6 * abs(lhs)
+
+
+def test_kept_phi_checks_the_mask_against_y():
+    rng = np.random.default_rng(8)
+    A = portops.Dispersion(2, 4, mask=rng.random((5, 6)))
+    A.pinv(np.ones((2, 5, 12)))  # Phi kept for this width
+    for y in (np.ones((2, 1, 12)), np.ones((2, 7, 12))):  # as when nothing was kept
+        with pytest.raises(ValueError, match=r"mask of shape \(5, 6\) does not broadcast"):
+            A.pinv(y)
 
 
 def test_fractional_step_forward_adjoint_and_no_pinv(backend):
@@ -93,8 +107,9 @@ def test_fractional_step_forward_adjoint_and_no_pinv(backend):
     aty = backend.to_numpy(A.adjoint(backend.asarray(y)))
     lhs, rhs = np.vdot(ax, y), np.vdot(x, aty)
     assert abs(lhs - rhs) <= 1e-12 * abs(lhs)
-    with pytest.raises(ValueError, match="pinv needs integer offsets"):
-        A.pinv(backend.asarray(y))
+    for of_y in (A.pinv, A.phi):  # Phi of the whole offsets would be wrong here
+        with pytest.raises(ValueError, match="Phi and pinv need integer offsets"):
+            of_y(backend.asarray(y))
 
 
 def test_shapes_and_errors():

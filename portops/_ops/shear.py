@@ -15,7 +15,7 @@ from .. import _dispatch
 from .. import _validate as check
 from .._arrays import DASK, as_dask_operands, inspect_arrays
 from .._dtypes import result_dtype
-from .._plans import PlanCache
+from .._plans import PlanCache, step_key
 from .._types import ArrayT
 from .shift_sum import _check_array, _normalize_mask, _normalize_offsets, run_planned
 
@@ -131,25 +131,14 @@ SHEAR_PLANS = PlanCache("shear")
 UNSHEAR_PLANS = PlanCache("unshear")
 
 
-def _step_key(step: Any) -> Any:
-    """`step` as a key part: ints and floats, or a list/tuple of them; else None."""
-    if type(step) in (int, float):
-        return step
-    if type(step) in (list, tuple) and all(type(v) in (int, float) for v in step):
-        return ("seq", *step)
-    return None
-
-
 def _call(
     op: str, plans: PlanCache, array: ArrayT, step: Any, axis: Any, cax: Any, mask: Any
 ) -> ArrayT:
     """Run `op` through the plan of this call's signature, planning it on a first call."""
-    step_key = _step_key(step)
-    known = step_key is not None and type(axis) is int and type(cax) is int
+    key = step_key(step, (int, float))
+    known = key is not None and type(axis) is int and type(cax) is int
     kw = {"axis": axis, "channel_axis": cax, "mask": mask}
-    out: ArrayT = run_planned(
-        op, plans, (step_key, axis, cax) if known else None, array, mask, step, kw
-    )
+    out: ArrayT = run_planned(op, plans, (key, axis, cax) if known else None, array, mask, step, kw)
     return out
 
 

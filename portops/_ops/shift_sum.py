@@ -14,7 +14,7 @@ from .. import _dispatch
 from .. import _validate as check
 from .._arrays import DASK, as_dask_operands, inspect_arrays
 from .._dtypes import accumulation_dtype, promote, result_dtype
-from .._plans import PlanCache, int_key
+from .._plans import PlanCache, step_key
 from .._plans import key as plan_key
 from .._types import ArrayT
 
@@ -317,8 +317,8 @@ def _params(
         return None
     if channels is not None and type(channels) is not int:
         return None
-    step_key = int_key(step)
-    return None if step_key is None else (step_key, channels, axis, channel_axis, keepdims)
+    key = step_key(step)
+    return None if key is None else (key, channels, axis, channel_axis, keepdims)
 
 
 def _call(

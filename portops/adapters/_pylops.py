@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._ops.shift_sum import shift_sum, shift_sum_adjoint
+from .._validate import dims
 from ._geometry import measurement_shape
 
 
@@ -88,5 +89,5 @@ def shift_sum_pylops(
     >>> bool(dottest(Op, *Op.shape))
     True
     """
-    shape = tuple(int(n) for n in x_shape)
+    shape = dims(x_shape, "x_shape")
     return _operator_class()(shape, step, mask, axis, channel_axis, dtype)

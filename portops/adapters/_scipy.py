@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._ops.shift_sum import shift_sum, shift_sum_adjoint, shift_sum_pinv
+from .._validate import dims
 from ._geometry import measurement_shape
 
 
@@ -62,7 +63,7 @@ def shift_sum_linear_operator(
     """
     from scipy.sparse.linalg import LinearOperator
 
-    x_shape = tuple(int(n) for n in x_shape)
+    x_shape = dims(x_shape, "x_shape")
     y_shape = measurement_shape(x_shape, step, axis=axis, channel_axis=channel_axis)
     if dtype is None:
         dtype = np.result_type(np.float64, mask.dtype) if mask is not None else np.float64
