@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 import shift_sum_reference as sref
@@ -223,3 +225,18 @@ def test_torch_gradients_through_the_object():
     fixed = portops.Dispersion(2, 4, mask=m.detach())
     assert torch.autograd.gradcheck(lambda t: fixed.pinv(t), (yt,))
     assert fixed._kept
+
+
+def test_integer_mask_is_squared_without_overflow():
+    # 12 * 12 wraps in int8: Phi is computed in the result's floating dtype.
+    mask, y = np.full((4, 6), 12, np.int8), np.ones((1, 4, 8))
+    arrays = [(mask, y)]
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        arrays.append((torch.from_numpy(mask), torch.from_numpy(y)))
+    for m, yb in arrays:
+        x = portops.shift_sum_pinv(yb, 1, channels=3, mask=m)
+        np.testing.assert_allclose(np.asarray(portops.shift_sum(x, 1, mask=m)), y, rtol=1e-12)
+        A = portops.Dispersion(1, 3, mask=m)
+        np.testing.assert_allclose(np.asarray(A(A.pinv(yb))), y, rtol=1e-12)

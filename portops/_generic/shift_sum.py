@@ -87,11 +87,10 @@ def overlap(a: ShiftSumArgs, forward_impl: Kernel = forward) -> Any:
     if mask is None:
         m2 = xp.ones(tuple(shape), dtype=real, device=compat.device(y))
     else:
-        if xp.isdtype(mask.dtype, ("real floating", "complex floating")):
-            # Square in the result's precision: a float32 mask with float64 y is exact there.
-            mask = xp.astype(mask, promote(xp, mask.dtype, real), copy=False)
+        # Squared in the result's precision: no integer overflow, and a float32 mask with
+        # float64 y exact there.
+        mask = xp.astype(mask, promote(xp, mask.dtype, real), copy=False)
         m2 = xp.abs(mask) ** 2 if xp.isdtype(mask.dtype, "complex floating") else mask * mask
-        m2 = xp.astype(m2, promote(xp, m2.dtype, real), copy=False)
         full = [t if s == 1 else s for s, t in zip(m2.shape, shape, strict=True)]
         m2 = xp.broadcast_to(m2, tuple(full))
     return forward_impl(ShiftSumArgs.make("forward", m2, offsets, ax, cax, None, True, xp))
