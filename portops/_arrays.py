@@ -316,6 +316,13 @@ def as_dask_operands(
     return wrapped
 
 
+def inspect_operands(names: Sequence[str], arrays: Sequence[Any]) -> tuple[ArrayArgs, Any]:
+    """:func:`inspect_arrays`, and the arrays: NumPy/CuPy ones beside a Dask one wrapped
+    lazily (:func:`as_dask_operands`), as Dask itself combines them."""
+    lib = inspect_arrays(names, arrays)
+    return lib, (as_dask_operands(arrays) if lib.library == DASK else tuple(arrays))
+
+
 def _dask_device(x: Any) -> str:
     return "cuda" if compat.is_cupy_array(getattr(x, "_meta", None)) else "cpu"
 

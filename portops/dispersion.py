@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import _validate as check
-from ._arrays import DASK, as_dask_operands, inspect_arrays
+from ._arrays import inspect_arrays, inspect_operands
 from ._dtypes import accumulation_dtype
 from ._generic import shift_sum as generic
 from ._ops.shear import dispersion_offsets, growth, shear, unshear
@@ -254,10 +254,8 @@ class Dispersion:
                 "Phi and pinv need integer offsets: with a fractional step A A^H is not "
                 "diagonal; use an iterative solver with forward/adjoint"
             )
-        lib = inspect_arrays(("y", "mask"), (y, self.mask))
-        xp, mask = lib.xp, self.mask
-        if lib.library == DASK:  # a NumPy/CuPy mask beside a Dask y, or the other way round
-            y, mask = as_dask_operands((y, mask))
+        lib, (y, mask) = inspect_operands(("y", "mask"), (y, self.mask))
+        xp = lib.xp
         ndim = y.ndim if keepdims else y.ndim + 1
         ax = check.axis(self.axis, ndim, "axis")
         cax = check.axis(self.channel_axis, ndim, "channel_axis")

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from .. import _dispatch
 from .. import _validate as check
-from .._arrays import DASK, as_dask_operands, inspect_arrays
+from .._arrays import inspect_operands
 from .._dtypes import result_dtype
 from .._plans import PlanCache, step_key
 from .._types import ArrayT
@@ -91,9 +91,7 @@ def _prepare(
 ) -> _dispatch.Call:
     """Validate a ``"shear"`` (`arr` is x) or ``"unshear"`` (`arr` is y) call."""
     name = "x" if kind == "shear" else "y"
-    lib = inspect_arrays((name, "mask"), (arr, mask))
-    if lib.library == DASK:  # a NumPy/CuPy mask beside a Dask array, or the other way round
-        arr, mask = as_dask_operands((arr, mask))
+    lib, (arr, mask) = inspect_operands((name, "mask"), (arr, mask))
     _check_array(arr, name)
     xp = lib.xp
     check.check_dtype(xp, arr, name)

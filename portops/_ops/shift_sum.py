@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from .. import _dispatch
 from .. import _validate as check
-from .._arrays import DASK, as_dask_operands, inspect_arrays
+from .._arrays import inspect_operands
 from .._dtypes import accumulation_dtype, promote, result_dtype
 from .._plans import PlanCache, step_key
 from .._plans import key as plan_key
@@ -192,9 +192,7 @@ def _prepare_forward(
     mask: Any = None,
     keepdims: bool = False,
 ) -> _dispatch.Call:
-    lib = inspect_arrays(("x", "mask"), (x, mask))
-    if lib.library == DASK:  # a NumPy/CuPy mask beside a Dask x, or the other way round
-        x, mask = as_dask_operands((x, mask))
+    lib, (x, mask) = inspect_operands(("x", "mask"), (x, mask))
     _check_array(x, "x")
     xp = lib.xp
     check.check_dtype(xp, x, "x")
@@ -229,9 +227,7 @@ def _prepare_transposed(
     floating_only: bool = False,
 ) -> _dispatch.Call:
     """Shared by the adjoint and the pseudo-inverse: `y` in, an `x`-shaped array out."""
-    lib = inspect_arrays(("y", "mask"), (y, mask))
-    if lib.library == DASK:
-        y, mask = as_dask_operands((y, mask))
+    lib, (y, mask) = inspect_operands(("y", "mask"), (y, mask))
     if getattr(y, "ndim", None) is None:
         raise TypeError(f"y must be an array, got {type(y).__name__}")
     xp = lib.xp

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from .. import _dispatch
 from .. import _validate as check
-from .._arrays import DASK, as_dask_operands, inspect_arrays
+from .._arrays import inspect_operands
 from .._dtypes import accumulation_dtype, promote
 from .._plans import PlanCache
 from .._plans import key as _key
@@ -85,10 +85,8 @@ def _normalize_axis(axis: Any, n1: int, n2: int) -> int:
 def _prepare(x1: Any, x2: Any, /, *, axis: int = -1, keepdims: bool = False) -> _dispatch.Call:
     if x1 is None or x2 is None:
         raise TypeError(f"{'x1' if x1 is None else 'x2'} must be an array, got None")
-    lib = inspect_arrays(("x1", "x2"), (x1, x2))
+    lib, (x1, x2) = inspect_operands(("x1", "x2"), (x1, x2))
     xp = lib.xp
-    if lib.library == DASK:  # NumPy/CuPy operands beside Dask ones are wrapped, as Dask does
-        x1, x2 = as_dask_operands((x1, x2))
     s1, s2 = tuple(x1.shape), tuple(x2.shape)
     n1, n2 = len(s1), len(s2)
     if n1 == 0 or n2 == 0:
