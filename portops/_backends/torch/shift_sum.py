@@ -28,17 +28,15 @@ from ...extend import Priority
 from ..numpy import shift_sum as numpy_shift_sum
 from .linear_op import LinearPair, result_dtype
 from .triton_loader import triton_kernels
-from .views import numpy_view
+from .views import NUMPY_FLOATING, numpy_view
 
 __all__ = ["PAIR", "empty", "forward_kernel", "result_dtype", "x_shape", "y_shape"]
 
 Run = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 _HALF = (torch.float16, torch.bfloat16)
 _GRAD = frozenset({"grad"})
-# Dtypes whose CPU tensors have zero-copy NumPy views (half precision stays in torch).
-_NUMPY_ARRAYS = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
 # Integer masks stay in torch: NumPy promotes float32 with int32 to float64, torch does not.
-_NUMPY_MASKS = _NUMPY_ARRAYS | {torch.bool}
+_NUMPY_MASKS = NUMPY_FLOATING | {torch.bool}
 
 
 def empty(shape: list[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -296,7 +294,7 @@ def _threads(a: ShiftSumArgs) -> int:
 
 def _numpy_applies(a: ShiftSumArgs) -> str | None:
     x, mask = a.array, a.mask
-    if x.device.type != "cpu" or x.dtype not in _NUMPY_ARRAYS or x.is_conj():
+    if x.device.type != "cpu" or x.dtype not in NUMPY_FLOATING or x.is_conj():
         return "needs a CPU tensor of a dtype NumPy shares"
     if mask is not None and (mask.dtype not in _NUMPY_MASKS or mask.is_conj()):
         return "needs a bool or floating mask (NumPy would promote an integer one further)"

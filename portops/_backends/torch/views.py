@@ -5,10 +5,8 @@ import torch
 
 # Dtypes NumPy shares with torch at full precision: their CPU tensors have zero-copy views
 # (half precision, bfloat16 and unsigned integers past 8 bits have none).
-NUMPY_DTYPES = frozenset(
-    {torch.float32, torch.float64, torch.complex64, torch.complex128}
-    | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
-)
+NUMPY_FLOATING = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})
+NUMPY_DTYPES = NUMPY_FLOATING | {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8}
 
 
 def numpy_view(t: torch.Tensor) -> np.ndarray:
