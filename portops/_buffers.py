@@ -205,8 +205,3 @@ def set_cache_limit(max_bytes: int) -> int:
         previous, _limit = _limit, value
         _evict(value)
     return previous
-
-
-def cached_bytes() -> int:
-    """Bytes currently kept by the cache (in use or free)."""
-    return _held

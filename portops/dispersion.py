@@ -105,6 +105,8 @@ class Dispersion:
             inspect_arrays(("mask",), (mask,))
         self.axis = check.integer(axis, "axis")
         self.channel_axis = check.integer(channel_axis, "channel_axis")
+        if self.axis == self.channel_axis:
+            raise ValueError(f"axis={axis} and channel_axis={channel_axis} name the same axis")
         self._x_shape = None if x_shape is None else check.dims(x_shape, "x_shape")
         if self._x_shape is not None:
             _, cax = check.axis_pair(axis, channel_axis, len(self._x_shape))
@@ -262,6 +264,11 @@ class Dispersion:
         is_complex = xp.isdtype(y.dtype, "complex floating")
         real = xp.real(xp.empty((), dtype=y.dtype)).dtype if is_complex else y.dtype
         width = (y.shape[ax] if keepdims else y.shape[ax - (ax > cax)]) - self.grow
+        if width < 0:
+            raise ValueError(
+                f"y is too narrow: its axis {self.axis} has length {width + self.grow}, but "
+                f"{self.channels} channels with offsets up to {self.grow} need at least {self.grow}"
+            )
         key = (lib.library, str(getattr(y, "device", lib.device)), str(real), width, ndim)
         kept = self._kept.get(key)
         if kept is not None:  # (y's other dimensions must still take the mask's, as below)
@@ -296,7 +303,7 @@ class Dispersion:
         if self.mask is None:
             z = xp.astype(z, y.dtype, copy=False)
         x = shift_sum_adjoint(z, self._whole, **self._kw(channels=self.channels, keepdims=keepdims))
-        return self._scaled(x, 1 / self.scale)
+        return self._scaled(x, 1 / self.scale if self.scale != 0 else 0)  # (zero operator: 0)
 
 
 def _public_forward(a: ShiftSumArgs) -> Any:

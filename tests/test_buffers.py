@@ -69,7 +69,7 @@ def test_cache_is_bounded_and_can_be_turned_off():
         "import numpy as np\n"
         "from portops import _buffers\n"
         "keep = [_buffers.empty((8, 1024, 1024), np.float32) for _ in range(5)]\n"
-        "print(_buffers.cached_bytes() >> 20, all(k.flags.owndata for k in keep))\n"
+        "print(_buffers.cache_info().held_bytes >> 20, all(k.flags.owndata for k in keep))\n"
     )
     for limit, expected in (("64", "64 False"), ("0", "0 True")):
         out = subprocess.run(

@@ -139,6 +139,18 @@ def test_shapes_and_errors():
             portops.Dispersion(step, 3)(np.ones((2, 4, 5, 6)))
     with pytest.raises(ValueError, match=r"y has 4 channels .* made with channels=3"):
         portops.Dispersion(1, 3).unshear(np.ones((2, 4, 5, 9)))
+    with pytest.raises(ValueError, match="axis=1 and channel_axis=1 name the same axis"):
+        portops.Dispersion(1, 3, axis=1, channel_axis=1)
+    for op in ("pinv", "phi", "adjoint"):  # pinv and phi as the adjoint: y is named
+        with pytest.raises(ValueError, match=r"y is too narrow: its axis -1 has length 3, but"):
+            getattr(portops.Dispersion(2, 4), op)(np.ones((2, 5, 3)))
+
+
+def test_pinv_of_the_zero_operator_is_zero():
+    """scale=0 makes A zero; its Moore-Penrose pseudo-inverse is zero too."""
+    y = np.random.default_rng(3).random((2, 5, 12))
+    x = portops.Dispersion(2, 4, scale=0).pinv(y)
+    assert x.shape == (2, 4, 5, 6) and x.dtype == y.dtype and not x.any()
 
 
 def test_dask_arrays_beside_a_numpy_mask():

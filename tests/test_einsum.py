@@ -282,13 +282,36 @@ def test_torch_integers_keep_their_dtype() -> None:
     arrays = [rng.integers(-100, 100, s).astype(np.int8) for s in ((3, 2), (4, 3, 4, 2), (3,))]
     eq, tensors = "dg,ydyg,d->d", [torch.from_numpy(a) for a in arrays]
     expected = np.einsum(eq, *arrays)  # wraps around in int8
-    with pytest.raises(ValueError, match=r"torch\.einsum sums them in int64"):
+    with pytest.raises(ValueError, match=r"integers \(summed in int64"):
         with portops.prefer(einsum="torch/einsum"):
             portops.einsum(eq, *tensors)
     compiled = torch.compile(lambda *xs: portops.einsum(eq, *xs), fullgraph=True)
     for got in (portops.einsum(eq, *tensors), compiled(*tensors)):
         assert got.dtype == torch.int8
         np.testing.assert_array_equal(got.numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64", "complex32"])
+def test_torch_dtypes_without_gemms_are_computed_wider(dtype: str) -> None:
+    """torch has no CPU GEMM or typed sum for these: eager and traced calls compute in
+    int64 (complex64) and wrap back, as NumPy's einsum wraps around."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    eq, shapes = "ij,jk,k->i", ((3, 4), (4, 5), (5,))
+    if dtype == "complex32":  # small Gaussian integers: exact in half precision
+        arrays = [(rng.integers(-3, 4, s) + 1j * rng.integers(-3, 4, s)) for s in shapes]
+        arrays = [a.astype(np.complex64) for a in arrays]
+        tensors = [torch.from_numpy(a).to(torch.complex32) for a in arrays]
+    else:
+        top = np.iinfo(dtype).max
+        arrays = [rng.integers(0, top, s, dtype=dtype, endpoint=True) for s in shapes]
+        tensors = [torch.from_numpy(a) for a in arrays]
+    expected = np.einsum(eq, *arrays)
+    compiled = torch.compile(lambda *xs: portops.einsum(eq, *xs), backend="eager", fullgraph=True)
+    for got in (portops.einsum(eq, *tensors), compiled(*tensors)):
+        assert got.dtype == tensors[0].dtype
+        wide = got.to(torch.complex64) if dtype == "complex32" else got
+        np.testing.assert_array_equal(wide.numpy(), expected)
 
 
 # -- memory_limit --------------------------------------------------------------------------

@@ -33,6 +33,10 @@ from ..numpy.c_loops import c_einsum
 from ..numpy.einsum import loop_order, loop_wins, native_applies, tiny
 from .views import NUMPY_DTYPES, numpy_view
 
+# torch has no CPU GEMM or typed sum for these: computed in the wider dtype, wrapped back.
+_WIDER = {torch.uint16: torch.int64, torch.uint32: torch.int64, torch.uint64: torch.int64}
+_WIDER[torch.complex32] = torch.complex64
+
 
 def integer_matmul(a: Any, b: Any) -> Any:
     """matmul by multiply-and-sum over K, exact in any dtype (CUDA GEMMs refuse
@@ -73,6 +77,9 @@ _OPS = TorchOps(compat_torch)
 
 def _lowering_plan(a: EinsumArgs) -> Any:
     """The lowering, written out as straight-line code from the signature's second call."""
+    if (wide := _WIDER.get(a.dtype)) is not None:
+        widened, dtype = _lowering_plan(a._replace(dtype=wide)), a.dtype
+        return lambda *operands: widened(*operands).to(dtype)
     plan, plan_for = a.plan, a.lowering.plan_for
 
     def lowered(*operands: Any) -> Any:
@@ -122,8 +129,8 @@ def _einsum_applies(a: EinsumArgs) -> str | None:
         return "more labels than torch.einsum's 52 letters"
     if a.dtype == torch.bool:
         return "torch.einsum does not take bool operands"
-    if not (a.dtype.is_floating_point or a.dtype.is_complex):
-        return "integers: torch.einsum sums them in int64 (and refuses them on CUDA)"
+    if not (a.dtype.is_floating_point or a.dtype.is_complex) or a.dtype in _WIDER:
+        return "integers (summed in int64, refused on CUDA) or complex32 (no GEMM)"
     return None
 
 
@@ -256,10 +263,11 @@ def traced(operands: tuple[Any, ...], out: Any, keywords: tuple[Any, ...]) -> An
     ops = tuple(x.to(result) for x in ops)
     if result == torch.bool:  # torch.einsum takes no bool: count the true products
         r = torch.einsum(letters, *[x.double() for x in ops]) != 0
-    elif not (result.is_floating_point or result.is_complex):
+    elif not (result.is_floating_point or result.is_complex) or result in _WIDER:
         # torch.einsum sums integers in int64 (and fails mixing int64 sums with narrower
         # products): compute in int64, then wrap around to the result type as NumPy does.
-        r = torch.einsum(letters, *[x.long() for x in ops]).to(result)
+        wide = _WIDER.get(result, torch.int64)
+        r = torch.einsum(letters, *[x.to(wide) for x in ops]).to(result)
     else:
         r = torch.einsum(letters, *ops)
     r = r.clone() if alias else r

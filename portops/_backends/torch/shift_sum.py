@@ -149,10 +149,6 @@ def _op_kernel(adjoint: bool, arr: torch.Tensor, *rest: Any) -> torch.Tensor:
     return run(arr, mask)
 
 
-def _shape(adjoint: bool, shape: list[int], geometry: tuple[Any, ...]) -> list[int]:
-    return x_shape(shape, geometry) if adjoint else y_shape(shape, geometry)
-
-
 def _public(adjoint: bool, arr: torch.Tensor, m: torch.Tensor | None, g: Any) -> torch.Tensor:
     """The public forward or adjoint, channel axis kept, called as the pair calls it."""
     kw = {"axis": g[1], "channel_axis": g[2], "mask": m, "keepdims": True}
@@ -165,7 +161,7 @@ PAIR = LinearPair(
     ("shift_sum", "shift_sum_adjoint"),
     "SymInt[] offsets, SymInt axis, SymInt channel_axis, Tensor? mask",
     _op_kernel,
-    _shape,
+    lambda adjoint, shape, g: x_shape(shape, g) if adjoint else y_shape(shape, g),
     _public,
     (1, 2),
 )

@@ -27,6 +27,7 @@ _REAL = frozenset({torch.float32, torch.float64})
 _LINALG = _REAL | {torch.complex64, torch.complex128}
 _UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+_ACCUMULATE[torch.complex32] = torch.complex64  # (torch has no complex32 sum on the CPU)
 # torch's at::internal::GRAIN_SIZE: its CPU kernels use one thread below this many elements.
 GRAIN = 32768
 
