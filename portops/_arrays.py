@@ -5,7 +5,6 @@ per array type, never importing a library the caller has not.
 from __future__ import annotations
 
 import importlib
-import operator
 import sys
 import threading
 import warnings
@@ -212,6 +211,11 @@ library_of._dynamo_marked_constant = True  # type: ignore[attr-defined]
 _namespace_name._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
+def device_of(x: Any) -> Any:
+    """`x`'s device: torch's own attribute (compat.device tries every library: Dynamo warns)."""
+    return x.device if library_of(x) == TORCH else compat.device(x)
+
+
 def device_kind(x: Any, library: str) -> str:
     """ "cpu", "cuda" or another device type name; "cpu" for libraries without devices."""
     device = _device_of.get(library)
@@ -260,9 +264,7 @@ def inspect_arrays(names: Sequence[str], arrays: Sequence[Any]) -> ArrayArgs:
         return _inspect_with_dask(names, arrays)
     device = device_kind(first, library)
     if library in _multi_device:
-        # torch's own attribute: compat.device tries every library first (Dynamo warns)
-        read = operator.attrgetter("device") if library == TORCH else compat.device
-        placed = [(n, read(a)) for n, a in zip(names, arrays, strict=True) if a is not None]
+        placed = [(n, device_of(a)) for n, a in zip(names, arrays, strict=True) if a is not None]
         # Traced JAX arrays report no device; only concrete placements can disagree.
         placed = [(n, d) for n, d in placed if d is not None]
         for n, d in placed[1:]:

@@ -96,3 +96,35 @@ def test_integer_and_bool_masks_trace(mask_dtype):
         want = fn(x, y, m)
         assert got.dtype == want.dtype == torch.float32
         torch.testing.assert_close(got, want)
+
+
+_NO_WARNINGS = """
+import warnings
+import torch, portops
+x, m = torch.rand(2, 4, 8, 8), torch.rand(8, 8)
+y, A = portops.shift_sum(x, 2, mask=m), portops.Dispersion(2, 4, mask=m)
+calls = [
+    lambda: portops.shift_sum(x, 2, mask=m),
+    lambda: portops.shift_sum_pinv(y, 2, mask=m, channels=4),
+    lambda: portops.shift_sum_pinv(y, 2, channels=4),
+    lambda: A.pinv(y),
+    lambda: portops.einsum("bcij,ij->bc", x, m),
+    lambda: portops.vecdot(x, x),
+]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for call in calls:
+        torch.compile(call, fullgraph=True)()
+# Dynamo's (about the functions it traces), or raised in portops (not torch's own imports)
+ours = [str(w.message) for w in caught if "lru_cache" in str(w.message) or "portops" in w.filename]
+print(len(ours), [w[:200] for w in ours])
+"""
+
+
+def test_compiling_warns_nothing() -> None:
+    """Dynamo warns at each lru_cache-wrapped function it traces, array-api-compat's
+    helpers among them: compiled calls of every operation (inductor) trace none. A new
+    process, as Dynamo warns once per process."""
+    out = subprocess.run([sys.executable, "-c", _NO_WARNINGS], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("0 []"), out.stdout

@@ -8,6 +8,7 @@ from typing import Any
 import array_api_compat as compat
 
 from .. import extend
+from .._arrays import device_of
 from .._einsum.execute import ArrayAPIOps, cast, run
 from .._ops.einsum import EinsumArgs
 from .._tracing import memo
@@ -24,7 +25,7 @@ def generic(a: EinsumArgs) -> Any:
     sizes = a.lowering.sizes
     if 0 in sizes.values():  # every sum is empty: zeros (Dask cannot reshape empty chunks)
         shape = tuple(sizes[x] for x in a.lowering.equation.output)
-        return a.xp.zeros(shape, dtype=a.dtype, device=compat.device(a.operands[0]))
+        return a.xp.zeros(shape, dtype=a.dtype, device=device_of(a.operands[0]))
     ops = _ops(a.xp)
     result = run(a.plan, cast(a.operands, a.dtype, ops), ops, a.lowering.plan_for)
     return a.xp.asarray(result, copy=True) if a.may_alias else result  # never a view

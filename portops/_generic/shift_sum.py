@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import array_api_compat as compat
-
 from .. import extend
+from .._arrays import device_of
 from .._dtypes import promote
 from .._ops.shift_sum import ShiftSumArgs
 from ..extend import Priority
@@ -35,7 +34,7 @@ def pad_axis(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
         elif n > 0:
             shape = list(z.shape)
             shape[axis] = n
-            parts.append(xp.zeros(tuple(shape), dtype=z.dtype, device=compat.device(z)))
+            parts.append(xp.zeros(tuple(shape), dtype=z.dtype, device=device_of(z)))
     return parts[0] if len(parts) == 1 else xp.concat(parts, axis=axis)
 
 
@@ -85,7 +84,7 @@ def overlap(a: ShiftSumArgs, forward_impl: Kernel = forward) -> Any:
     shape = [1] * y.ndim
     shape[cax], shape[ax] = len(offsets), width
     if mask is None:
-        m2 = xp.ones(tuple(shape), dtype=real, device=compat.device(y))
+        m2 = xp.ones(tuple(shape), dtype=real, device=device_of(y))
     else:
         # Squared in the result's precision: no integer overflow, and a float32 mask with
         # float64 y exact there.
