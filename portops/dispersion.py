@@ -179,7 +179,7 @@ class Dispersion:
         return {"axis": self.axis, "channel_axis": self.channel_axis, "mask": self.mask, **more}
 
     def _scaled(self, a: Any, factor: Any) -> Any:
-        return a if factor == 1 else a * factor
+        return a if isinstance(factor, numbers.Complex) and factor == 1 else a * factor
 
     def _check_channels(self, a: Any, name: str) -> None:
         """Name `channels` where `a` has another count (the operation would blame `step`)."""
@@ -303,7 +303,8 @@ class Dispersion:
         if self.mask is None:
             z = xp.astype(z, y.dtype, copy=False)
         x = shift_sum_adjoint(z, self._whole, **self._kw(channels=self.channels, keepdims=keepdims))
-        return self._scaled(x, 1 / self.scale if self.scale != 0 else 0)  # (zero operator: 0)
+        zero = isinstance(self.scale, numbers.Complex) and self.scale == 0  # (arrays: traced?)
+        return self._scaled(x, 0 if zero else 1 / self.scale)  # the zero operator's is zero
 
 
 def _public_forward(a: ShiftSumArgs) -> Any:

@@ -146,6 +146,30 @@ def test_shapes_and_errors():
             getattr(portops.Dispersion(2, 4), op)(np.ones((2, 5, 3)))
 
 
+def test_scale_may_be_traced():
+    """An array scale is multiplied, never tested: jax.jit/grad and torch.compile(fullgraph)
+    trace a learnable scale through the forward and pinv."""
+    x, _, y = _problem(None)
+    want_y, want_x = (
+        portops.Dispersion(2, 4, scale=2.0)(x),
+        portops.Dispersion(2, 4, scale=2.0).pinv(y),
+    )
+    jax = pytest.importorskip("jax")
+    forward = jax.jit(lambda s, x: portops.Dispersion(2, 4, scale=s)(x))
+    pinv = jax.jit(lambda s, y: portops.Dispersion(2, 4, scale=s).pinv(y))
+    np.testing.assert_allclose(forward(2.0, x), want_y, rtol=1e-5)  # (float32: no x64)
+    np.testing.assert_allclose(pinv(2.0, y), want_x, rtol=1e-5, atol=1e-6)
+    grad = jax.grad(lambda s: forward(s, x).sum())(2.0)
+    np.testing.assert_allclose(grad, want_y.sum() / 2, rtol=1e-5)
+    torch = pytest.importorskip("torch")
+    scale = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    A = portops.Dispersion(2, 4, scale=scale)
+    got = torch.compile(lambda x: A(x), fullgraph=True, backend="eager")(torch.from_numpy(x))
+    got.sum().backward()
+    np.testing.assert_allclose(got.detach().numpy(), want_y)
+    np.testing.assert_allclose(scale.grad.item(), want_y.sum() / 2)
+
+
 def test_pinv_of_the_zero_operator_is_zero():
     """scale=0 makes A zero; its Moore-Penrose pseudo-inverse is zero too."""
     y = np.random.default_rng(3).random((2, 5, 12))

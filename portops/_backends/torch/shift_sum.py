@@ -362,10 +362,6 @@ def _composed_pinv(a: ShiftSumArgs) -> Run:
     return run
 
 
-def _triton_pinv(a: ShiftSumArgs) -> Run:
-    return _triton_plan("pinv", a) or _composed_pinv(a)
-
-
 def _strategy(name: str, summary: str, adjoint: bool, **kw: Any) -> Strategy:
     return Strategy(name, summary, lambda a: _linear_plan(a, name, adjoint), **kw)
 
@@ -410,7 +406,10 @@ PINV = Strategies(
     [
         Strategy("composed", f"{_COMPOSED} (every feature)", _composed_pinv, FEATURES, _threads),
         Strategy(
-            "triton", "CUDA: fused, one or two launches", _triton_pinv, applies=_triton_applies
+            "triton",
+            "CUDA: fused, one or two launches",
+            lambda a: _triton_plan("pinv", a) or _composed_pinv(a),
+            applies=_triton_applies,
         ),
     ],
     choose=choose_pinv,
