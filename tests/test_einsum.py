@@ -308,10 +308,12 @@ def test_torch_dtypes_without_gemms_are_computed_wider(dtype: str) -> None:
         tensors = [torch.from_numpy(a) for a in arrays]
     expected = np.einsum(eq, *arrays)
     compiled = torch.compile(lambda *xs: portops.einsum(eq, *xs), backend="eager", fullgraph=True)
-    for got in (portops.einsum(eq, *tensors), compiled(*tensors)):
-        assert got.dtype == tensors[0].dtype
-        wide = got.to(torch.complex64) if dtype == "complex32" else got
-        np.testing.assert_array_equal(wide.numpy(), expected)
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        on = [t.to(device) for t in tensors]
+        for got in (portops.einsum(eq, *on), compiled(*on)):
+            assert got.dtype == tensors[0].dtype and got.device.type == device
+            wide = got.to(torch.complex64) if dtype == "complex32" else got
+            np.testing.assert_array_equal(wide.cpu().numpy(), expected)
 
 
 # -- memory_limit --------------------------------------------------------------------------

@@ -297,11 +297,12 @@ def test_half_precision() -> None:
             torch.testing.assert_close(got, want)
 
 
-def test_complex32_is_summed_in_complex64() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_complex32_is_summed_in_complex64(device) -> None:
     """torch has no complex32 sum on the CPU: the conjugated products sum in complex64."""
     gen = torch.Generator().manual_seed(1)
     a, b = (torch.randn(4, 30, dtype=torch.complex64, generator=gen) for _ in range(2))
-    x1, x2 = a.to(torch.complex32), b.to(torch.complex32)
+    x1, x2 = a.to(device, torch.complex32), b.to(device, torch.complex32)
     got = portops.vecdot(x1, x2)
     assert got.dtype == torch.complex32
     want = torch.linalg.vecdot(x1.to(torch.complex128), x2.to(torch.complex128))
