@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import array_api_compat as compat
 import numpy as np
@@ -314,8 +314,7 @@ def as_dask_operands(
     if backend is None or backend.package is None:
         raise RuntimeError("no Dask backend is registered")
     package = importlib.import_module(backend.package)
-    wrapped: tuple[Any, ...] = package.operands.wrap(arrays, labels)
-    return wrapped
+    return cast("tuple[Any, ...]", package.operands.wrap(arrays, labels))
 
 
 def inspect_operands(names: Sequence[str], arrays: Sequence[Any]) -> tuple[ArrayArgs, Any]:

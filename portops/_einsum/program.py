@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .._tables import EINSUM
 from .plan import Plan
@@ -29,8 +29,7 @@ class Program:
         """The function itself (``compile`` costs tens of microseconds: see :func:`runner`)."""
         names = dict(self.names)
         exec(compile(self.source, "<portops einsum program>", "exec"), names)
-        function: Callable[..., Any] = names["program"]
-        return function
+        return cast("Callable[..., Any]", names["program"])
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -39,8 +39,7 @@ def _plan(kernel: Any, a: ShearArgs) -> Any:
         if m is not None:  # cast from bool and reshaped, as validation did
             m = m.astype(dtype, copy=False).reshape(shape)
         b = template._replace(array=np.asarray(arr), mask=m)
-        out: np.ndarray = kernel(b, runner(b))
-        return out
+        return cast("np.ndarray", kernel(b, runner(b)))
 
     return run
 

@@ -9,7 +9,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from itertools import groupby
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -65,8 +65,7 @@ class _Canonical:
                 self.mask_shape = _canonical_shape(self.mask_full, cax, ax)
 
     def view(self, arr: Any, shape: tuple[int, ...] | None = None) -> np.ndarray:
-        out: np.ndarray = arr.transpose(self.perm).reshape(shape or self.shape)
-        return out
+        return cast("np.ndarray", arr.transpose(self.perm).reshape(shape or self.shape))
 
     def mask(self, raw: Any) -> Any:
         if raw is None:
@@ -136,8 +135,7 @@ def _sub(a: np.ndarray, prefix: tuple[int, ...], rows: slice) -> np.ndarray:
         idx.append(0 if p == 1 else i)
     if len(outer_dims) > len(prefix):
         idx.append(slice(None) if outer_dims[len(prefix)] == 1 else rows)
-    view: np.ndarray = a[tuple(idx)]
-    return view
+    return cast("np.ndarray", a[tuple(idx)])
 
 
 def _as_words(a: np.ndarray) -> np.ndarray:
@@ -484,8 +482,7 @@ def _pinv_plan(a: ShiftSumArgs) -> Run:
     def run(y: Any, mask: Any) -> np.ndarray:
         y = y if y.ndim == ndim else np.expand_dims(y, cax)
         b = template._replace(array=y, mask=None if mask is None else normalize_mask(mask))
-        x: np.ndarray = generic.pinv(b, forward, adjoint)
-        return x
+        return cast("np.ndarray", generic.pinv(b, forward, adjoint))
 
     return run
 

@@ -9,7 +9,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -144,16 +144,14 @@ class LinearPair:
     ) -> torch.Tensor:
         """The operator through autograd: `kernel` computes, the public functions differentiate."""
         apply: Any = _Linear.apply
-        out: torch.Tensor = apply(arr, mask, (self, adjoint, geometry, kernel))
-        return out
+        return cast("torch.Tensor", apply(arr, mask, (self, adjoint, geometry, kernel)))
 
     def call_op(
         self, adjoint: bool, arr: torch.Tensor, mask: torch.Tensor | None, geometry: Any
     ) -> torch.Tensor:
         """The custom operator (what ``torch.compile`` traces)."""
         op = self.ops[1 if adjoint else 0]  # (torch 2.11 traces no bool index)
-        out: torch.Tensor = op(arr, *geometry, mask)
-        return out
+        return cast("torch.Tensor", op(arr, *geometry, mask))
 
 
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -170,8 +168,7 @@ class _Linear(torch.autograd.Function):
     # `spec`: (pair, adjoint, geometry, kernel), one argument (torch binds each per call).
     @staticmethod
     def forward(arr: torch.Tensor, mask: Any, spec: tuple[Any, ...]) -> torch.Tensor:
-        out: torch.Tensor = spec[3](arr, mask)
-        return out
+        return cast("torch.Tensor", spec[3](arr, mask))
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -60,8 +60,7 @@ OPS = strided.Ops(
 def _strided_kernel(adjoint: bool, a: ShearArgs) -> torch.Tensor:
     device = a.array.device
     kernel = strided.unshear if adjoint else strided.shear
-    out: torch.Tensor = kernel(OPS, lambda shape, dtype: _empty(shape, dtype, device), a)
-    return out
+    return cast("torch.Tensor", kernel(OPS, lambda shape, dtype: _empty(shape, dtype, device), a))
 
 
 def _shape(adjoint: bool, shape: list[int], geometry: tuple[Any, ...]) -> list[int]:
