@@ -307,6 +307,8 @@ def test_torch_dtypes_without_gemms_are_computed_wider(dtype: str) -> None:
         arrays = [rng.integers(0, top, s, dtype=dtype, endpoint=True) for s in shapes]
         tensors = [torch.from_numpy(a) for a in arrays]
     expected = np.einsum(eq, *arrays)
+    reason = portops.explain("einsum", eq, *tensors).reason
+    assert reason.startswith(f"no torch GEMM for {tensors[0].dtype}: computed in torch.")
     compiled = torch.compile(lambda *xs: portops.einsum(eq, *xs), backend="eager", fullgraph=True)
     for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
         on = [t.to(device) for t in tensors]

@@ -186,6 +186,8 @@ def _needs(a: EinsumArgs) -> frozenset[str]:
 def choose(a: EinsumArgs, device: str | None = None) -> tuple[str, str]:
     """(strategy, rule) of a torch einsum call (on `device`, by default the operands')."""
     device = a.operands[0].device.type if device is None else device
+    if a.dtype in _WIDER:
+        return "lowering", f"no torch GEMM for {a.dtype}: computed in {_WIDER[a.dtype]}, cast back"
     if a.dtype in (torch.float16, torch.bfloat16) and _einsum_applies(a) is None:
         return "einsum", "half precision: torch.einsum's GEMMs round each sum once, as torch does"
     if device == "cuda":
