@@ -932,6 +932,16 @@ def test_dask_unknown_sizes_and_timedelta_are_rejected():
         portops.shift_sum(x, 1, mask=td[0])
     with pytest.raises(TypeError, match="x1 must have a numeric dtype"):
         portops.vecdot(td, x)
+    # Dask cannot broadcast an unknown size against a known one: the operand is named.
+    rows, cols = da.ones((4, 6), chunks=2), da.ones((4, 6), chunks=2)
+    rows, cols = rows[rows[:, 0] > 0], cols[:, cols[0] > 0]
+    with pytest.raises(ValueError, match=r"x1 has unknown sizes \(shape \(nan, 6\)\).*x1\.comp"):
+        portops.vecdot(rows, da.ones((4, 6)))
+    with pytest.raises(ValueError, match=r"x2 has unknown sizes \(shape \(4, nan\)\)"):
+        portops.vecdot(da.ones((4, 6)), cols)
+    # Unknown sizes that meet each other, or a size 1, are Dask's to match.
+    np.testing.assert_array_equal(portops.vecdot(cols, cols).compute(), np.full(4, 6.0))
+    np.testing.assert_array_equal(portops.vecdot(rows, da.ones(6)).compute(), np.full(4, 6.0))
 
 
 # -- the pool under concurrent calls with different thread limits ----------------------

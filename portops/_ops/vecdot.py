@@ -52,8 +52,8 @@ def _known(n: Any) -> bool:
 
 
 def _broadcast(s1: tuple[Any, ...], s2: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The broadcast of two shapes; Dask's unknown sizes (NaN or None) yield to a known
-    size other than 1."""
+    """The broadcast of two shapes; Dask's unknown sizes (NaN or None) meet only 1 or
+    each other (Dask cannot broadcast them against a known size)."""
     if s1 == s2:
         return s1
     n = max(len(s1), len(s2))
@@ -61,7 +61,13 @@ def _broadcast(s1: tuple[Any, ...], s2: tuple[Any, ...]) -> tuple[Any, ...]:
     for a, b in zip((1,) * (n - len(s1)) + s1, (1,) * (n - len(s2)) + s2, strict=True):
         if a != b and a != 1 and b != 1 and _known(a) and _known(b):
             raise ValueError(f"x1 of shape {s1} and x2 of shape {s2} do not broadcast")
-        out.append(b if a == 1 or (not _known(a) and _known(b) and b != 1) else a)
+        if a != 1 and b != 1 and _known(a) != _known(b):
+            name, shape = ("x2", s2) if _known(a) else ("x1", s1)
+            raise ValueError(
+                f"{name} has unknown sizes (shape {shape}) where the other's are known; "
+                f"compute them first, for a Dask array with {name}.compute_chunk_sizes()"
+            )
+        out.append(b if a == 1 else a)
     return tuple(out)
 
 
