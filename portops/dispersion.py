@@ -26,6 +26,7 @@ from ._ops.shear import dispersion_offsets, growth, shear, unshear
 from ._ops.shift_sum import ShiftSumArgs, _normalize_mask, shift_sum, shift_sum_adjoint
 
 __all__ = ["Dispersion"]
+_KEPT_LOCK = threading.Lock()  # guards every operator's kept Phi: making one makes no lock
 
 
 def _traced(a: Any) -> bool:
@@ -119,7 +120,6 @@ class Dispersion:
             raise TypeError(f"scale must be a number, got {type(scale).__name__}")
         self.scale = scale
         self._kept: dict[tuple[Any, ...], tuple[Any, Any]] = {}
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ facts
 
@@ -283,7 +283,7 @@ class Dispersion:
         phi = generic.overlap(a, _public_forward)
         inverse = generic.divide_where_positive(xp, xp.ones_like(phi), phi)
         if not _traced(phi):  # Phi comes from the mask alone
-            with self._lock:
+            with _KEPT_LOCK:
                 self._kept[key] = (phi, inverse)
         return phi, inverse
 

@@ -102,12 +102,12 @@ _NO_WARNINGS = """
 import warnings
 import torch, portops
 x, m = torch.rand(2, 4, 8, 8), torch.rand(8, 8)
-y, A = portops.shift_sum(x, 2, mask=m), portops.Dispersion(2, 4, mask=m)
+y = portops.shift_sum(x, 2, mask=m)
 calls = [
     lambda: portops.shift_sum(x, 2, mask=m),
     lambda: portops.shift_sum_pinv(y, 2, mask=m, channels=4),
     lambda: portops.shift_sum_pinv(y, 2, channels=4),
-    lambda: A.pinv(y),
+    lambda: portops.Dispersion(2, 4, mask=m).pinv(y),  # made in the graph too
     lambda: portops.einsum("bcij,ij->bc", x, m),
     lambda: portops.vecdot(x, x),
 ]
