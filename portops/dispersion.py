@@ -23,7 +23,7 @@ from ._arrays import inspect_arrays, inspect_operands
 from ._dtypes import accumulation_dtype
 from ._generic import shift_sum as generic
 from ._ops.shear import dispersion_offsets, growth, shear, unshear
-from ._ops.shift_sum import ShiftSumArgs, _normalize_mask, shift_sum, shift_sum_adjoint
+from ._ops.shift_sum import ShiftSumArgs, _normalize_mask, _x_width, shift_sum, shift_sum_adjoint
 
 __all__ = ["Dispersion"]
 _KEPT_LOCK = threading.Lock()  # guards every operator's kept Phi: making one makes no lock
@@ -263,12 +263,8 @@ class Dispersion:
         cax = check.axis(self.channel_axis, ndim, "channel_axis")
         is_complex = xp.isdtype(y.dtype, "complex floating")
         real = xp.real(xp.empty((), dtype=y.dtype)).dtype if is_complex else y.dtype
-        width = (y.shape[ax] if keepdims else y.shape[ax - (ax > cax)]) - self.grow
-        if width < 0:
-            raise ValueError(
-                f"y is too narrow: its axis {self.axis} has length {width + self.grow}, but "
-                f"{self.channels} channels with offsets up to {self.grow} need at least {self.grow}"
-            )
+        length = y.shape[ax] if keepdims else y.shape[ax - (ax > cax)]
+        width = _x_width(length, self.axis, self.channels, self.grow)
         key = (lib.library, str(getattr(y, "device", lib.device)), str(real), width, ndim)
         kept = self._kept.get(key)
         if kept is not None:  # (y's other dimensions must still take the mask's, as below)

@@ -272,14 +272,19 @@ def _x_shape(
     shape = list(y.shape)
     if not keepdims:
         shape.insert(cax, 1)
-    if shape[ax] < grow:
-        raise ValueError(
-            f"y is too narrow: its axis {axis} has length {shape[ax]}, but {n} "
-            f"channels with offsets up to {grow} need at least {grow}"
-        )
-    shape[cax], shape[ax] = n, shape[ax] - grow
+    shape[cax], shape[ax] = n, _x_width(shape[ax], axis, n, grow)
     check.check_fits(shape, _itemsize(y.dtype), culprit, lib.library)
     return shape
+
+
+def _x_width(length: int, axis: Any, n: int, grow: int) -> int:
+    """The adjoint's width from `y`'s `length` along `axis`: a ValueError if too narrow."""
+    if length < grow:
+        raise ValueError(
+            f"y is too narrow: its axis {axis} has length {length}, but {n} "
+            f"channels with offsets up to {grow} need at least {grow}"
+        )
+    return length - grow
 
 
 def _itemsize(dtype: Any) -> int:
