@@ -112,6 +112,8 @@ def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
         _evict(sys.maxsize, stale)
         for size in [s for s, seen in _recent_sizes.items() if seen < stale]:
             del _recent_sizes[size]
+        recurs = nbytes in _recent_sizes
+        _recent_sizes[nbytes] = _requests
         chosen = None
         for i in range(len(_buffers)):
             if len(_buffers[i]) == nbytes and _is_free(i):
@@ -121,8 +123,6 @@ def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
                 break
         if chosen is None:
             _misses += 1
-            recurs = nbytes in _recent_sizes
-            _recent_sizes[nbytes] = _requests
             if not recurs:
                 return np.empty(shape, dtype=dtype)  # cached from its second request
             _evict(_limit - nbytes)
@@ -130,7 +130,6 @@ def empty(shape: tuple[int, ...] | list[int], dtype: Any) -> np.ndarray:
                 return np.empty(shape, dtype=dtype)
             chosen = _new_buffer(nbytes)
             _held += nbytes
-        _recent_sizes[nbytes] = _requests
         _buffers.append(chosen)  # most recently used last
         _last_use.append(_requests)
         return np.frombuffer(chosen, dtype=dtype, count=count).reshape(shape)

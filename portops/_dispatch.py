@@ -96,9 +96,7 @@ _preferred: ContextVar[dict[str, str] | None] = ContextVar("portops_preferred", 
 
 
 def define_operation(
-    name: str,
-    prepare: Callable[..., Call],
-    arrays: Callable[[Any], tuple[Any, ...]] = lambda args: (),
+    name: str, prepare: Callable[..., Call], arrays: Callable[[Any], tuple[Any, ...]]
 ) -> None:
     """Declare operation `name`: `prepare` makes a :class:`Call`, `arrays` a record's arrays."""
     with _lock:
@@ -266,8 +264,7 @@ def invoke_planned(
     impl = select(op, call)
     keep = key is not None and not preferences_active()
     if impl.strategies is not None:
-        choice = impl.strategies.choose(call.args, _forced_strategy(op))
-        plan = choice.strategy.plan(call.args)
+        plan = impl.strategies.choose(call.args, _forced_strategy(op)).strategy.plan(call.args)
         if keep:
             plans.put(key, plan)
             if impl.strategies.direct is not None and plans.maxsize > 0:
@@ -430,8 +427,7 @@ def prefer(**choices: str) -> Iterator[None]:
         check_operation(op)
         if not isinstance(name, str):
             raise TypeError(f"prefer({op}=...) expects an implementation name, got {name!r}")
-    current = _preferred.get() or {}
-    token = _preferred.set({**current, **choices})
+    token = _preferred.set({**(_preferred.get() or {}), **choices})
     try:
         yield
     finally:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import warnings
+from contextlib import suppress
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -184,12 +185,8 @@ def _sysctl_cache() -> dict[str, int] | None:
         "line": ("hw.cachelinesize",),
         "memory": ("hw.memsize",),
     }
-    found = {"l3": 0}
-    for key, candidates in names.items():
-        value = next(filter(None, map(_sysctl, candidates)), None)
-        if value is not None:
-            found[key] = value
-    return found if "l2" in found else None
+    found = {k: v for k, c in names.items() if (v := next(filter(None, map(_sysctl, c)), 0))}
+    return {"l3": 0, **found} if "l2" in found else None
 
 
 def _sysconf(name: str) -> int | None:
@@ -211,13 +208,10 @@ def _sysconf_cache() -> dict[str, int] | None:
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
+    with suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
     return platform.processor() or platform.machine() or "unknown"
 
 
@@ -281,8 +275,7 @@ def _process_machine() -> Machine:
 
 def current() -> Machine:
     """The profile in force: the innermost ``with machine(...)``'s, else the process's."""
-    scoped = _scoped.get()
-    return scoped if scoped is not None else _process_machine()
+    return _scoped.get() or _process_machine()
 
 
 def token() -> int:

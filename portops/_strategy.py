@@ -112,8 +112,7 @@ class Strategies:
             why = None if strategy.applies is None else strategy.applies(args)
             if why is not None:
                 raise ValueError(f"strategy {forced!r} does not apply to these arguments: {why}")
-            missing = strategy.missing(needs)
-            if missing:
+            if missing := strategy.missing(needs):
                 raise ValueError(
                     f"strategy {forced!r} does not keep what this call needs "
                     f"({', '.join(sorted(missing))})"

@@ -44,10 +44,7 @@ def get_num_threads() -> int:
         limit on NumPy's BLAS, or without one ``OMP_NUM_THREADS``, also applies when a
         kernel runs).
     """
-    scoped = _scoped.get()
-    if scoped is not None:
-        return scoped
-    return _setting if _setting is not None else available_cores()
+    return _scoped.get() or _setting or available_cores()  # (each set one is at least 1)
 
 
 # Read eagerly while torch.compile traces (see portops._machine.current).
@@ -76,9 +73,8 @@ def set_num_threads(n: int | None) -> int | None:
         If `n` is less than 1.
     """
     global _setting
-    value = None if n is None else positive_int(n, "n")
     previous = _setting
-    _setting = value if value is not None else _from_environment()
+    _setting = _from_environment() if n is None else positive_int(n, "n")
     return previous
 
 
@@ -142,11 +138,8 @@ def _blas_limit() -> int | None:
 
 
 def _openmp_limit() -> int | None:
-    """``OMP_NUM_THREADS`` (its outermost level), or None when unset or malformed.
-
-    Dask's, loky's and Ray's workers set it to their thread count; it stands in for the
-    BLAS limit when ``threadpoolctl`` cannot read one, so that their limits hold anyway.
-    """
+    """``OMP_NUM_THREADS``'s outermost level, or None. Dask's, loky's and Ray's workers set it
+    to their thread count: it stands in for a BLAS limit ``threadpoolctl`` cannot read."""
     first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     return int(first) if first.isdigit() and int(first) >= 1 else None
 
@@ -159,11 +152,8 @@ _openmp_at_import = _openmp_limit()
 def effective_threads() -> int:
     """Threads a kernel starting now may use: :func:`get_num_threads`, capped by BLAS."""
     n = get_num_threads()
-    if n > 1:
-        blas = _blas_limit()
-        if blas is not None:
-            n = min(n, blas)
-    return n
+    blas = _blas_limit() if n > 1 else None
+    return n if blas is None else min(n, blas)
 
 
 effective_threads._dynamo_marked_constant = True  # type: ignore[attr-defined]
@@ -171,9 +161,7 @@ effective_threads._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 def workers(work: int, grain: int) -> int:
     """Threads for `work` bytes: one per `grain` bytes, within [1, effective_threads()]."""
-    if work < 2 * grain:
-        return 1
-    return max(1, min(work // grain, effective_threads()))
+    return 1 if work < 2 * grain else max(1, min(work // grain, effective_threads()))
 
 
 _pool_lock = threading.Lock()

@@ -35,16 +35,13 @@ else:
 
 def needs(tensors: tuple[Any, ...]) -> frozenset[str]:
     """The features (see :data:`portops._strategy.FEATURES`) a call on `tensors` needs."""
-    found = []
-    if _is_compiling():
-        found.append("compile")
-    if _transforms_now():
-        found.append("functorch")
-    if _dual_level_now(tensors):
-        found.append("forward_ad")
-    if _grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
-        found.append("grad")
-    return frozenset(found)
+    found = {
+        "compile": _is_compiling(),
+        "functorch": _transforms_now(),
+        "forward_ad": _dual_level_now(tensors),
+        "grad": _grad_enabled() and any(t is not None and t.requires_grad for t in tensors),
+    }
+    return frozenset(name for name, needed in found.items() if needed)
 
 
 def plan_state(tensors: tuple[Any, ...]) -> Hashable | None:

@@ -127,8 +127,7 @@ def _set(values: dict[str, int | float]) -> None:
 
 def default_path() -> Path:
     """``PORTOPS_TUNING`` if set, else ``portops/tuning.json`` in the user's cache folder."""
-    override = os.environ.get(ENV_TUNING, "").strip()
-    if override:
+    if override := os.environ.get(ENV_TUNING, "").strip():
         return Path(override)
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join("~", ".cache")
     return Path(base).expanduser() / "portops" / "tuning.json"

@@ -108,9 +108,8 @@ def check_dtype(xp: Any, a: Any, name: str, *, floating_only: bool = False) -> N
     complex floating; not bool) or, with `floating_only`, a floating dtype."""
     # No cache keyed by dtype: torch.compile cannot compare torch and NumPy dtype keys.
     if not has_dtype(xp, a.dtype, FLOATING if floating_only else _NUMERIC):
-        expected = "a floating-point dtype" if floating_only else "a numeric dtype"
-        hint = "" if floating_only else " (integer or floating)"
-        raise TypeError(f"{name} must have {expected}{hint}, got {a.dtype}")
+        kind = "floating-point dtype" if floating_only else "numeric dtype (integer or floating)"
+        raise TypeError(f"{name} must have a {kind}, got {a.dtype}")
 
 
 def _size(nbytes: int) -> str:

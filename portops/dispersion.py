@@ -220,9 +220,8 @@ class Dispersion:
             ndim = y.ndim if keepdims else y.ndim + 1
             cax = check.axis(self.channel_axis, ndim, "channel_axis")
             y1 = y if keepdims else xp.expand_dims(y, axis=cax)
-            shape = list(y1.shape)
-            shape[cax] = self.channels
-            x = self.unshear(xp.broadcast_to(y1, tuple(shape)))
+            shape = (*y1.shape[:cax], self.channels, *y1.shape[cax + 1 :])
+            x = self.unshear(xp.broadcast_to(y1, shape))
         return self._scaled(x, scale)
 
     def shear(self, x: Any) -> Any:
@@ -246,8 +245,7 @@ class Dispersion:
 
     def _drop_channel_axis(self, phi: Any, y: Any) -> Any:
         cax = check.axis(self.channel_axis, y.ndim + 1, "channel_axis")
-        xp = inspect_arrays(("y",), (y,)).xp
-        return xp.squeeze(phi, axis=cax)
+        return inspect_arrays(("y",), (y,)).xp.squeeze(phi, axis=cax)
 
     def _phi_and_inverse(self, y: Any, keepdims: bool) -> tuple[Any, Any]:
         """``Phi`` and ``1 / Phi`` (0 where ``Phi == 0``), channel axis kept; cached."""
@@ -293,9 +291,7 @@ class Dispersion:
         xp = inspect_arrays(("y",), (y,)).xp
         check.check_dtype(xp, y, "y", floating_only=True)
         _, inverse = self._phi_and_inverse(y, keepdims)
-        if not keepdims:
-            inverse = self._drop_channel_axis(inverse, y)
-        z = y * inverse
+        z = y * (inverse if keepdims else self._drop_channel_axis(inverse, y))
         if self.mask is None:
             z = xp.astype(z, y.dtype, copy=False)
         x = shift_sum_adjoint(z, self._whole, **self._kw(channels=self.channels, keepdims=keepdims))

@@ -99,8 +99,7 @@ def run(
     """Execute `plan` on `operands` (already in the result dtype)."""
     if plan.slices:
         return _run_sliced(plan, list(operands), ops, plan_for, 0, {})
-    vals: list[Any] = list(operands)
-    vals.extend([None] * (plan.n_slots - len(vals)))
+    vals: list[Any] = list(operands) + [None] * (plan.n_slots - len(operands))
     for ins in plan.instructions:
         name = ins[0]
         if name in BINARY_OPS:

@@ -8,7 +8,6 @@ import dataclasses
 import math
 from typing import Any
 
-from .. import _machine
 from .._tracing import memo
 from .._validate import check_fits
 from .parse import Equation
@@ -69,11 +68,9 @@ class Lowering:
         if limit is not None and plan.peak > limit:
             fits = [p for p in plans if p.peak <= limit]
             plan = min(fits, key=lambda p: p.cost) if fits else self._sliced(plan, limit)
-        if self.itemsize and plan.peak * self.itemsize > _machine.current().memory:
-            check_fits(
-                (plan.peak,), self.itemsize, "einsum (pass memory_limit to cut it in chunks)",
-                "", "an intermediate",
-            )  # fmt: skip
+        if self.itemsize:
+            cause = "einsum (pass memory_limit to cut it in chunks)"
+            check_fits((plan.peak,), self.itemsize, cause, "", "an intermediate")
         return plan
 
     def _sliced(self, plan: Plan, limit: int) -> Plan:
@@ -83,8 +80,7 @@ class Lowering:
         sub = plan
         while sub.peak > limit:
             step = max(sub.steps, key=lambda s: max(s.copies, s.temporary, s.result))
-            labels = step.peak_labels or tuple(sizes)
-            lab = max(labels, key=lambda x: chunks.get(x, sizes[x]))
+            lab = max(step.peak_labels or tuple(sizes), key=lambda x: chunks.get(x, sizes[x]))
             if chunks.get(lab, sizes[lab]) <= 1:  # every label of the peak is at 1
                 lab = max(sizes, key=lambda x: chunks.get(x, sizes[x]))
                 if chunks.get(lab, sizes[lab]) <= 1:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import array_api_compat as compat
 import numpy as np
 
 from .._arrays import JAX, NUMPY, TORCH, library_of, namespace_of
@@ -90,8 +91,6 @@ def as_arrays(operands: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _to_library(value: np.ndarray, like: Any) -> Any:
     """A NumPy array as an array of `like`'s library, on its device."""
-    import array_api_compat as compat
-
     if library_of(like) == NUMPY:
         return value
     xp = namespace_of(like)

@@ -48,26 +48,24 @@ def _sublist(s: Any, what: str) -> tuple[Any, ...]:
             "format op0, sublist0, op1, ...; or pass the subscripts as a string first), "
             f"got {type(s).__name__}"
         )
-    items: list[Any] = []
-    for v in s:
-        if v is Ellipsis:
-            items.append(Ellipsis)
-            continue
-        if isinstance(v, bool):
-            raise TypeError(f"einsum: {what} must contain integers or Ellipsis, got {v!r}")
-        try:
-            iv = operator.index(v)
-        except TypeError:
-            raise TypeError(
-                f"einsum: {what} must contain integers or Ellipsis, got {type(v).__name__}"
-            ) from None
-        if not 0 <= iv < len(_SUBLIST_LETTERS):
-            raise ValueError(
-                f"einsum: {what} contains the label {iv}; labels of the interleaved format "
-                f"are 0-{len(_SUBLIST_LETTERS) - 1} (numpy's 52 letters)"
-            )
-        items.append(iv)
-    return tuple(items)
+    return tuple(v if v is Ellipsis else _sublist_label(v, what) for v in s)
+
+
+def _sublist_label(v: Any, what: str) -> int:
+    if isinstance(v, bool):
+        raise TypeError(f"einsum: {what} must contain integers or Ellipsis, got {v!r}")
+    try:
+        iv = operator.index(v)
+    except TypeError:
+        raise TypeError(
+            f"einsum: {what} must contain integers or Ellipsis, got {type(v).__name__}"
+        ) from None
+    if not 0 <= iv < len(_SUBLIST_LETTERS):
+        raise ValueError(
+            f"einsum: {what} contains the label {iv}; labels of the interleaved format "
+            f"are 0-{len(_SUBLIST_LETTERS) - 1} (numpy's 52 letters)"
+        )
+    return iv
 
 
 def _letters(term: str, subscripts: str, what: str) -> tuple[Any, ...]:
@@ -191,12 +189,8 @@ def spell(inputs: Sequence[Sequence[int]], output: Sequence[int], names: dict[in
 
 def label_names(labels: Sequence[int]) -> dict[int, str]:
     """A one-character name per label for readable equations (letters kept as is)."""
-    names: dict[int, str] = {}
-    for v in labels:
-        if v >= _SUBLIST_BASE:
-            names[v] = _SUBLIST_LETTERS[v - _SUBLIST_BASE]
-        elif v >= 0:
-            names[v] = chr(v)
+    names = {v: chr(v) for v in labels if 0 <= v < _SUBLIST_BASE}
+    names.update({v: _SUBLIST_LETTERS[v - _SUBLIST_BASE] for v in labels if v >= _SUBLIST_BASE})
     taken = set(names.values())
     pool = iter(c for c in _POOL if c not in taken)
     for v in labels:

@@ -144,11 +144,9 @@ class _Estimator:
         self.sizes: dict[int, int] = {}
 
     def size(self, mask: int) -> int:
-        found = self.sizes.get(mask)
-        if found is None:
-            found = math.prod(w for i, w in enumerate(self.weights) if mask >> i & 1)
-            self.sizes[mask] = found
-        return found
+        if mask not in self.sizes:
+            self.sizes[mask] = math.prod(w for i, w in enumerate(self.weights) if mask >> i & 1)
+        return self.sizes[mask]
 
     def __call__(self, path: Sequence[tuple[int, ...]]) -> float:
         items = list(self.masks)
@@ -157,8 +155,7 @@ class _Estimator:
             union = _union([items[i] for i in c])
             items = [m for k, m in enumerate(items) if k not in c]
             kept = union & _union(items, self.output)
-            total += max(len(c) - 1, 1) * self.size(union)
-            total += EINSUM["memory_cost"] * self.size(kept)
+            total += max(len(c) - 1, 1) * self.size(union) + EINSUM["memory_cost"] * self.size(kept)
             items.append(kept)
         return total
 
@@ -167,14 +164,12 @@ class _Estimator:
         items = list(self.masks)
         path: Path = []
         while len(items) > 1:
-            best = None
+            best: tuple[Any, ...] = (math.inf,)
             for i, j in itertools.combinations(range(len(items)), 2):
                 rest = _union([m for k, m in enumerate(items) if k != i and k != j], self.output)
                 union = items[i] | items[j]
                 gain = self.size(union & rest) - self.size(items[i]) - self.size(items[j])
-                key = (gain, self.size(union), i, j, union & rest)
-                best = key if best is None or key < best else best
-            assert best is not None
+                best = min(best, (gain, self.size(union), i, j, union & rest))
             *_, i, j, kept = best
             items = [m for k, m in enumerate(items) if k != i and k != j] + [kept]
             path.append((i, j))

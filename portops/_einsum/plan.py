@@ -110,11 +110,9 @@ class _Builder:
         merge_reshapes: bool = True,
         sizes: dict[int, int] | None = None,
     ) -> None:
+        self.eq, self.shapes, self.boolean = eq, shapes, boolean
         self.merge_reshapes = merge_reshapes
-        self.eq = eq
-        self.shapes = shapes
         self.sizes = sizes_of(eq, shapes) if sizes is None else sizes
-        self.boolean = boolean
         self.instr: list[tuple[Any, ...]] = []
         self.steps: list[Step] = []
         self.values: list[_Value] = []
@@ -187,13 +185,12 @@ class _Builder:
                 peak_labels=tuple(after),
             )
             self.note(step, final=alone)
-            labels = after
-            mem = labels
+            labels = mem = after
         else:
             mem = [x for x in dict.fromkeys(reversed(v.mem)) if x in labels][::-1]
         self.values[k] = _Value(tuple(labels), tuple(mem))
 
-    def contract(self, i: int, j: int, keep: set[int], final: bool, pos: tuple[int, int]) -> int:
+    def contract(self, i: int, j: int, keep: set[int], final: bool) -> int:
         """Emit the step contracting slots i and j; return the result's slot."""
         a, b = self.values[i], self.values[j]
         if final:
@@ -202,9 +199,7 @@ class _Builder:
             lead = [x for x in self.eq.output if x in keep and x not in shared]
             if lead and lead[0] in b.labels:
                 i, j, a, b = j, i, b, a
-                pos = (pos[1], pos[0])
-        in_b = set(b.labels)
-        in_a = set(a.labels)
+        in_a, in_b = set(a.labels), set(b.labels)
         batch: list[int] = []
         ks: list[int] = []
         ms: list[int] = []
@@ -222,9 +217,7 @@ class _Builder:
             ks = [x for x in b.mem if x in ks]
         out_labels = batch + ms + ns
         out = len(self.values)
-        bsh = tuple(map(size, batch))
-        msh = tuple(map(size, ms))
-        nsh = tuple(map(size, ns))
+        bsh, msh, nsh = (tuple(map(size, group)) for group in (batch, ms, ns))
         bp, mp, np_, kp = prod(bsh), prod(msh), prod(nsh), prod(map(size, ks))
         result = bp * mp * np_
         eq = (a.labels, b.labels, tuple(out_labels))
@@ -263,7 +256,7 @@ class _Builder:
             temp = copies
             peak_labels = tuple(out_labels) if result >= copies else copy_labels
         self.values.append(_Value(tuple(out_labels), tuple(out_labels)))
-        step = Step(kind=kind, operands=pos, terms=eq, batch=bp, m=mp, n=np_, k=kp, flops=flops)
+        step = Step(kind=kind, operands=(i, j), terms=eq, batch=bp, m=mp, n=np_, k=kp, flops=flops)
         step.result = 0 if final else result
         step.copies = copies
         step.temporary = temp
@@ -271,11 +264,13 @@ class _Builder:
         self.note(step, final)
         return out
 
-    def _permute(self, k: int, order: Sequence[int]) -> None:
+    def _permute(self, k: int, order: Sequence[int]) -> bool:
         labels = self.values[k].labels
         perm = tuple(labels.index(x) for x in order)
-        if perm != tuple(range(len(perm))):
+        moved = perm != tuple(range(len(perm)))
+        if moved:
             self.instr.append(("permute", k, perm))
+        return moved
 
     def _operand(
         self, k: int, batch: list[int], rows: list[int], cols: list[int], bsh: tuple[int, ...]
@@ -310,30 +305,25 @@ class _Builder:
 
     def run(self, path: Sequence[tuple[int, ...]]) -> int:
         eq = self.eq
-        n = len(eq.inputs)
         eff = effective_labels(eq, self.shapes)
         out_set = set(eq.output)
         uses = Counter(x for labs in eff for x in labs)  # operands with each label (size > 1)
         for k, mine in enumerate(eff):
             others = {x for x, c in uses.items() if c > (x in mine)}
             self.prepare(k, others | out_set)
-        slots = list(range(n))
+        slots = list(range(len(eq.inputs)))
         for step_no, contraction in enumerate(path):
             taken = [slots.pop(p) for p in sorted(contraction, reverse=True)]
             last = step_no == len(path) - 1
             while len(taken) > 1:
                 x, y = taken.pop(), taken.pop()
                 keep = out_set.union(*[self.values[s].labels for s in slots + taken])
-                final = last and not taken
-                taken.append(self.contract(x, y, keep, final, (x, y)))
+                taken.append(self.contract(x, y, keep, last and not taken))
             slots.append(taken[0])
         (res,) = slots
-        final_labels = self.values[res].labels
         out_big = [x for x in eq.output if self.sizes[x] != 1]
-        perm = tuple(final_labels.index(x) for x in out_big)
-        if perm != tuple(range(len(perm))):
-            self.instr.append(("permute", res, perm))
-            terms = (final_labels, tuple(out_big))
+        if self._permute(res, out_big):
+            terms = (self.values[res].labels, tuple(out_big))
             self.steps.append(Step(kind="transpose", operands=(res,), terms=terms))
         if len(out_big) != len(eq.output):
             self.emit(("reshape", res, tuple(self.sizes[x] for x in eq.output)))

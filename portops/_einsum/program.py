@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from numpy import broadcast_shapes
+
 from .._tables import EINSUM
 from .plan import Plan
 
@@ -63,12 +65,6 @@ class _Value:
         self.shape = base if shape is None else shape
 
 
-def _broadcast(a: Shape, b: Shape) -> Shape:
-    n = max(len(a), len(b))
-    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-    return tuple(y if x == 1 else x for x, y in zip(a, b, strict=True))
-
-
 def _reduced(shape: Shape, axes: Sequence[int]) -> Shape:
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
@@ -106,7 +102,7 @@ class _Writer:
         s = self.spelling
         *batch_a, m, _ = a.shape
         *batch_b, _, n = b.shape
-        batch = _broadcast(tuple(batch_a), tuple(batch_b))
+        batch = broadcast_shapes(tuple(batch_a), tuple(batch_b))
         shape = (*batch, m, n)
         form, base, x, y = None, shape, "", ""
         if self.native_gemm and not batch:
@@ -133,7 +129,7 @@ class _Writer:
         if outer and len(a.shape) == len(b.shape) == 2 and a.shape[1] == 1 and b.shape[0] == 1:
             expr = outer.format(a=self.vector(a), b=self.vector(b))
             return self.emit(expr, (a.shape[0], b.shape[1]))
-        return self.emit(f"{self.made(a)} * {self.made(b)}", _broadcast(a.shape, b.shape))
+        return self.emit(f"{self.made(a)} * {self.made(b)}", broadcast_shapes(a.shape, b.shape))
 
 
 def write_program(
@@ -154,9 +150,9 @@ def write_program(
         elif name in ("matmul_bool", "logical_and"):
             b = vals[rest[0]]
             if name == "logical_and":
-                shape = _broadcast(v.shape, b.shape)
+                shape = broadcast_shapes(v.shape, b.shape)
             else:
-                shape = (*_broadcast(v.shape[:-2], b.shape[:-2]), v.shape[-2], b.shape[-1])
+                shape = (*broadcast_shapes(v.shape[:-2], b.shape[:-2]), v.shape[-2], b.shape[-1])
             vals[rest[1]] = w.emit(f"_ops.{name}({w.made(v)}, {w.made(b)})", shape)
         elif name == "reshape":
             vals[slot] = _Value(v.name, v.base, tuple(rest[0]))

@@ -27,14 +27,13 @@ def channel(a: Any, axis: int, c: int) -> Any:
 
 def pad_axis(xp: Any, z: Any, axis: int, before: int, after: int) -> Any:
     """`z` with `before` and `after` zeros along `axis` (by concatenation: no mutation)."""
-    parts = []
-    for n in (before, None, after):
-        if n is None:
-            parts.append(z)
-        elif n > 0:
-            shape = list(z.shape)
-            shape[axis] = n
-            parts.append(xp.zeros(tuple(shape), dtype=z.dtype, device=device_of(z)))
+
+    def zeros(n: int) -> list[Any]:
+        shape = list(z.shape)
+        shape[axis] = n
+        return [xp.zeros(tuple(shape), dtype=z.dtype, device=device_of(z))] if n > 0 else []
+
+    parts = [*zeros(before), z, *zeros(after)]
     return parts[0] if len(parts) == 1 else xp.concat(parts, axis=axis)
 
 

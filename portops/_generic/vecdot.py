@@ -13,8 +13,7 @@ from ..extend import Priority
 def vecdot(a: VecdotArgs) -> Any:
     """``sum(conj(x1) * x2)`` in float32 or wider, cast to ``result_type(x1, x2)``."""
     xp, acc = a.xp, a.acc_dtype
-    x1 = xp.astype(a.x1, acc, copy=False)
-    x2 = xp.astype(a.x2, acc, copy=False)
+    x1, x2 = (xp.astype(x, acc, copy=False) for x in (a.x1, a.x2))
     if xp.isdtype(acc, "complex floating"):
         x1 = xp.conj(x1)
     # dtype= keeps small integers from being promoted to the default integer dtype.

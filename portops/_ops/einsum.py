@@ -4,6 +4,7 @@ each contraction step is one batched ``matmul``; lowerings are cached per signat
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple, overload
@@ -79,15 +80,10 @@ def result_dtype_of(xp: Any, dtypes: tuple[Any, ...], dtype: np.dtype[Any] | Non
 
 def _memory_order(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> tuple[int, ...]:
     """Axes from outermost to innermost in memory (C order when strides are unknown)."""
-    n = len(shape)
-    if strides is not None:
-        previous = None
-        for st in strides:  # C order (the common case) needs no sort
-            st = abs(st)
-            if previous is not None and st >= previous:
-                return tuple(sorted(range(n), key=lambda a: (-abs(strides[a]), a)))
-            previous = st
-    return tuple(range(n))
+    # C order (the common case, strides decreasing) needs no sort.
+    if strides is not None and any(abs(x) <= abs(y) for x, y in itertools.pairwise(strides)):
+        return tuple(sorted(range(len(shape)), key=lambda a: (-abs(strides[a]), a)))
+    return tuple(range(len(shape)))
 
 
 def split_operands(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
@@ -100,14 +96,21 @@ def split_operands(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
     return key, ops
 
 
+def _split_arrays(operands: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+    """:func:`split_operands`, with at least one operand, every one made an array."""
+    key_subs, ops = split_operands(operands)
+    if not ops:
+        raise ValueError("einsum: at least one operand is required")
+    return key_subs, as_arrays(ops)
+
+
 def _shape(a: Any, k: int) -> tuple[int, ...]:
     shape = tuple(a.shape)
-    for d in shape:
-        if d is None or (isinstance(d, float) and math.isnan(d)):
-            raise ValueError(
-                f"einsum: operand {k} has an unknown shape {shape}; compute its chunk sizes "
-                "first (dask: x.compute_chunk_sizes())"
-            )
+    if any(d is None or (isinstance(d, float) and math.isnan(d)) for d in shape):
+        raise ValueError(
+            f"einsum: operand {k} has an unknown shape {shape}; compute its chunk sizes "
+            "first (dask: x.compute_chunk_sizes())"
+        )
     return shape
 
 
@@ -141,20 +144,13 @@ def _lookup(
     split: tuple[Any, tuple[Any, ...]] | None = None,
 ) -> _dispatch.Call:
     """The call, its arguments planned (`split`: already split and converted)."""
-    if split is None:
-        key_subs, ops = split_operands(operands)
-        if not ops:
-            raise ValueError("einsum: at least one operand is required")
-        ops = as_arrays(ops)
-    else:
-        key_subs, ops = split
+    key_subs, ops = _split_arrays(operands) if split is None else split
     lib = _inspect(ops)
     library = lib.library
     if library == DASK:
         shapes = tuple(_shape(a, k) for k, a in enumerate(ops))
         # NumPy/CuPy operands beside Dask ones: wrapped with the chunks of their labels.
-        eq = parse(key_subs, tuple(len(s) for s in shapes))
-        ops = as_dask_operands(ops, eq.inputs)
+        ops = as_dask_operands(ops, parse(key_subs, tuple(len(s) for s in shapes)).inputs)
     else:
         shapes = tuple([tuple(a.shape) for a in ops])
     dtypes = tuple([a.dtype for a in ops])
@@ -380,10 +376,7 @@ def einsum(
     casting, order, wanted = check_keywords(casting, order, dtype)
     if out is not None and library_of(out) is None:
         raise TypeError(f"einsum: out must be an array, got {type(out).__name__}")
-    key_subs, ops = split_operands(operands)
-    if not ops:
-        raise ValueError("einsum: at least one operand is required")
-    arrays = as_arrays(ops)
+    key_subs, arrays = _split_arrays(operands)
     kinds = {getattr(getattr(a, "dtype", None), "kind", None) for a in arrays}
     if library_of(arrays[0]) == NUMPY and "O" in (*kinds, getattr(wanted, "kind", None)):
         # Object arrays: numpy.einsum itself (Python objects have no BLAS to lower to).

@@ -17,7 +17,7 @@ from .._arrays import inspect_operands
 from .._dtypes import result_dtype
 from .._plans import PlanCache, step_key
 from .._types import ArrayT
-from .shift_sum import _check_array, _normalize_mask, _normalize_offsets, run_planned
+from .shift_sum import _check_array, _normalize_mask, _normalize_offsets, _x_width, run_planned
 
 __all__ = ["ShearArgs", "dispersion_offsets", "shear", "unshear"]
 
@@ -55,12 +55,12 @@ def _fractional(v: Any) -> bool:
 
 
 def dispersion_offsets(
-    step: Any, channels: int, argname: str = "step"
+    step: Any, channels: int
 ) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
     """Whole-pixel offsets ``n_c`` and fractions ``f_c`` (None if all 0), ``min(o) == 0``."""
     if isinstance(step, (AbstractSet, Mapping)):  # (sets have no order)
         raise TypeError(
-            f"{argname} must be a number or a sequence of numbers, got {type(step).__name__}"
+            f"step must be a number or a sequence of numbers, got {type(step).__name__}"
         )
     if not isinstance(step, (Sequence, numbers.Number, str, bytes)) and hasattr(step, "__len__"):
         step = list(step)  # NumPy or other 1-d arrays
@@ -68,18 +68,18 @@ def dispersion_offsets(
         values = [c * float(step) for c in range(channels)]
     elif isinstance(step, Sequence) and not isinstance(step, (str, bytes)):
         if not any(_fractional(v) for v in step):
-            return _normalize_offsets(step, channels, argname), None
+            return _normalize_offsets(step, channels), None
         for v in step:
             if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                raise TypeError(f"{argname} must contain numbers, got {type(v).__name__}")
+                raise TypeError(f"step must contain numbers, got {type(v).__name__}")
         if len(step) != channels:
-            raise ValueError(f"{argname} has {len(step)} offsets but there are {channels} channels")
+            raise ValueError(f"step has {len(step)} offsets but there are {channels} channels")
         values = [float(v) for v in step]
     else:
-        return _normalize_offsets(step, channels, argname), None
+        return _normalize_offsets(step, channels), None
     # Not math.isfinite / math.floor: torch.compile traces those as tensor operations.
     if not all(-math.inf < v < math.inf for v in values):
-        raise ValueError(f"{argname} must be finite, got {step!r}")
+        raise ValueError(f"step must be finite, got {step!r}")
     low = min(values)
     whole = [int(v - low) for v in values]  # v - low >= 0: truncation is the floor
     fractions = [v - low - n for v, n in zip(values, whole, strict=True)]
@@ -107,13 +107,8 @@ def _prepare(
     if kind == "shear":
         out_shape[ax] += grow
         check.check_fits(out_shape, getattr(arr.dtype, "itemsize", 8), ("step", step), lib.library)
-    elif arr.shape[ax] < grow:
-        raise ValueError(
-            f"y is too narrow: its axis {axis} has length {arr.shape[ax]}, but "
-            f"{len(offsets)} channels with offsets up to {grow} need at least {grow}"
-        )
     else:
-        x_shape[ax] = out_shape[ax] = arr.shape[ax] - grow
+        x_shape[ax] = out_shape[ax] = _x_width(arr.shape[ax], axis, len(offsets), grow)
     m = _normalize_mask(xp, mask, tuple(x_shape), arr.dtype)
     dtype = result_dtype(xp, arr, m)
     args = ShearArgs(arr, offsets, fractions, ax, cax, m, xp, dtype, tuple(out_shape))

@@ -81,11 +81,11 @@ def _integer_step(step: Any) -> int | None:
         return None
 
 
-def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -> tuple[int, ...]:
+def _normalize_offsets(step: Any, channels: int | None) -> tuple[int, ...]:
     """Offsets ``o_c`` as a tuple of non-negative ints with ``min == 0``."""
     expected = "an integer or a sequence of integers"
     if isinstance(step, (bool, str, bytes, AbstractSet, Mapping)):  # (sets have no order)
-        raise TypeError(f"{argname} must be {expected}, got {type(step).__name__}")
+        raise TypeError(f"step must be {expected}, got {type(step).__name__}")
     s = _integer_step(step)
     if s is not None:
         if channels is None:
@@ -96,16 +96,12 @@ def _normalize_offsets(step: Any, channels: int | None, argname: str = "step") -
             try:
                 step = list(step)  # NumPy or other 1-d arrays of integers
             except TypeError:
-                raise TypeError(
-                    f"{argname} must be {expected}, got {type(step).__name__}"
-                ) from None
-        offsets = check.integers(step, argname)
+                raise TypeError(f"step must be {expected}, got {type(step).__name__}") from None
+        offsets = check.integers(step, "step")
         if not offsets:
-            raise ValueError(f"{argname} must contain at least one offset")
+            raise ValueError("step must contain at least one offset")
         if channels is not None and len(offsets) != channels:
-            raise ValueError(
-                f"{argname} has {len(offsets)} offsets but there are {channels} channels"
-            )
+            raise ValueError(f"step has {len(offsets)} offsets but there are {channels} channels")
     low = min(offsets)
     return tuple(o - low for o in offsets)
 
@@ -256,8 +252,7 @@ def _prepare_transposed(
             f"with keepdims=True, y must have size 1 along channel_axis={channel_axis}, "
             f"got {y.shape[cax]}"
         )
-    n = len(offsets)
-    x_shape = _x_shape(y, keepdims, ax, cax, axis, n, max(offsets), ("step", step), lib)
+    x_shape = _x_shape(y, keepdims, ax, cax, axis, len(offsets), max(offsets), ("step", step), lib)
     if not keepdims:
         y = xp.expand_dims(y, axis=cax)
     m = _normalize_mask(xp, mask, tuple(x_shape), y.dtype, "y", lib.library)

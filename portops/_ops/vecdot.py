@@ -193,7 +193,6 @@ def vecdot(x1: ArrayT, x2: ArrayT, /, *, axis: int = -1, keepdims: bool = False)
             plan = _lookup(key)
             if plan is not None:
                 return plan(x1, x2)  # type: ignore[no-any-return]
-    planned: ArrayT = _dispatch.invoke_planned(
+    return _dispatch.invoke_planned(  # type: ignore[no-any-return]
         "vecdot", PLANS, key, (x1, x2), x1, x2, axis=axis, keepdims=keepdims
     )
-    return planned

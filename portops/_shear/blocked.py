@@ -96,9 +96,7 @@ def _in_unit(unit: Unit, cax: int, g: ChannelGroup, channels: int) -> Unit | Non
     start, stop = s.start or 0, channels if s.stop is None else s.stop
     first = max(0, -(-(start - g.start) // g.every))
     last = min(g.size, -(-(stop - g.start) // g.every))
-    if first >= last:
-        return None
-    return (*unit[:cax], slice(first, last), *unit[cax + 1 :])
+    return None if first >= last else (*unit[:cax], slice(first, last), *unit[cax + 1 :])
 
 
 def _fill(out: np.ndarray, a: ShearArgs, run: Run, adjoint: bool) -> None:

@@ -120,10 +120,9 @@ def unshear(ops: Ops, empty: Empty, a: ShearArgs) -> Any:
     out = empty(list(a.shape), a.dtype)
     if math.prod(a.shape) == 0:
         return out
-    if mask is not None:
-        mask = ops.conj(mask)
-        if mask.dtype != a.dtype:
-            mask = ops.astype(mask, a.dtype)
+    mask = None if mask is None else ops.conj(mask)
+    if mask is not None and mask.dtype != a.dtype:
+        mask = ops.astype(mask, a.dtype)
     strides = ops.strides(y)
     for g in _groups(strides, a):
         dst, m = select(out, cax, g), select(mask, cax, g)

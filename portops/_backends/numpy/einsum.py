@@ -55,8 +55,7 @@ def _lowering_plan(a: EinsumArgs) -> Callable[..., Any]:
 
     body: Callable[..., Any] = lowered
     if not a.lowering.slices and dtype.kind != "O":
-        native = dtype.kind in "fc"
-        body = runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), native), lowered)
+        body = runner(lambda: _PROGRAMS.get(plan, dtype, _OPS, (), dtype.kind in "fc"), lowered)
     return with_casts(a, _OPS, _fresh, body)
 
 

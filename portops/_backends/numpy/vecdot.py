@@ -237,15 +237,11 @@ def plan(x1: np.ndarray, x2: np.ndarray, a: VecdotArgs, name: str = "") -> Run:
     strategy = name or choose(x1, x2, axis)[0]
     plain = axis == -1 and not a.keepdims and len(shape) > 0  # NumPy's result as it is
     if strategy == "vecdot":
-        if plain:
-            return _threaded(np.vecdot, strategy, a, x1, x2)
-        return _threaded(
-            lambda x1, x2: _shaped(np.vecdot(x1, x2, axis=axis), shape),  # type: ignore[call-overload]
-            strategy,
-            a,
-            x1,
-            x2,
-        )
+
+        def shaped(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+            return _shaped(np.vecdot(x1, x2, axis=axis), shape)  # type: ignore[call-overload]
+
+        return _threaded(np.vecdot if plain else shaped, strategy, a, x1, x2)
     if strategy == "einsum":
         return _threaded(_plan_einsum(x1, x2, axis, shape, "K", plain), strategy, a, x1, x2)
     if strategy == "columns":

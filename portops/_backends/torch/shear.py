@@ -78,10 +78,8 @@ def _op_kernel(adjoint: bool, arr: torch.Tensor, *rest: Any) -> torch.Tensor:
     *geometry, mask = rest
     offsets, fractions, axis, cax = geometry
     shape = tuple(_shape(adjoint, list(arr.shape), tuple(geometry)))
-    fractions = tuple(fractions) or None
-    a = ShearArgs(
-        arr, tuple(offsets), fractions, axis, cax, mask, torch, result_dtype(arr, mask), shape
-    )
+    fractions, dtype = tuple(fractions) or None, result_dtype(arr, mask)
+    a = ShearArgs(arr, tuple(offsets), fractions, axis, cax, mask, torch, dtype, shape)
     return _strided_kernel(adjoint, a)
 
 
@@ -125,8 +123,7 @@ def _plan(a: ShearArgs, adjoint: bool, kernel: Callable[[ShearArgs], torch.Tenso
 
 
 def choose_shear(a: ShearArgs) -> tuple[str, str]:
-    needs = needs_of(a)
-    if needs:
+    if needs := needs_of(a):
         return "strided", f"needs {', '.join(sorted(needs))}: torch's own ops only"
     if _via_numpy(a):
         return "numpy", "CPU, integer offsets, no mask: NumPy's cache-sized blocks on views"

@@ -152,9 +152,7 @@ def _op_kernel(adjoint: bool, arr: torch.Tensor, *rest: Any) -> torch.Tensor:
 def _public(adjoint: bool, arr: torch.Tensor, m: torch.Tensor | None, g: Any) -> torch.Tensor:
     """The public forward or adjoint, channel axis kept, called as the pair calls it."""
     kw = {"axis": g[1], "channel_axis": g[2], "mask": m, "keepdims": True}
-    if adjoint:
-        return ops.shift_sum_adjoint(arr, list(g[0]), **kw)
-    return ops.shift_sum(arr, list(g[0]), **kw)
+    return (ops.shift_sum_adjoint if adjoint else ops.shift_sum)(arr, list(g[0]), **kw)
 
 
 PAIR = LinearPair(
@@ -434,8 +432,7 @@ def scatter_add(a: ShiftSumArgs) -> torch.Tensor:
     shape[k] = width + max(offsets)
     y = torch.zeros(shape, dtype=merged.dtype, device=x.device)
     y.scatter_add_(k, index, merged)
-    y = y.unsqueeze(cax) if a.keepdims else y
-    return y.to(out_dtype)
+    return (y.unsqueeze(cax) if a.keepdims else y).to(out_dtype)
 
 
 def slice_add_loop(a: ShiftSumArgs) -> torch.Tensor:

@@ -65,10 +65,8 @@ def _plan_native(a: VecdotArgs) -> Run:
 
 def _plan_mv(a: VecdotArgs) -> Run:
     """A single vector (1-d) against a matrix or a stack of them."""
-    first_is_many = a.x2.ndim == 1
-    if max(a.x1.ndim, a.x2.ndim) == 2:
-        return torch.mv if first_is_many else lambda x1, x2: torch.mv(x2, x1)
-    return torch.matmul if first_is_many else lambda x1, x2: torch.matmul(x2, x1)
+    op = torch.mv if max(a.x1.ndim, a.x2.ndim) == 2 else torch.matmul
+    return op if a.x2.ndim == 1 else lambda x1, x2: op(x2, x1)
 
 
 def _view(x: torch.Tensor, dtype: torch.dtype) -> Any:
@@ -137,8 +135,7 @@ def _real(a: VecdotArgs) -> str | None:
 
 
 def _mv_applies(a: VecdotArgs) -> str | None:
-    x1, x2 = a.x1, a.x2
-    many, one = (x1, x2) if x2.ndim == 1 else (x2, x1)
+    many, one = (a.x1, a.x2) if a.x2.ndim == 1 else (a.x2, a.x1)
     if a.axis != -1 or a.keepdims or one.ndim != 1 or many.ndim == 1 or one.shape[0] < 2:
         return "not a 1-d vector against a matrix along the last axis"
     return _real(a)
@@ -218,9 +215,8 @@ def _direct() -> Callable[[Any, Any], Any]:
     vecdot, mv, grad_enabled = torch.linalg.vecdot, torch.mv, torch.is_grad_enabled
 
     def rule_native(n: int, size: int, item: int, unit: bool) -> bool:
-        """choose's verdict past its grain rule for equal real shapes whose NumPy kernel
-        would be einsum's loop (its rules, shared); False (the full path) past an L2 of
-        vectors."""
+        """choose's verdict past its grain rule, for equal real shapes NumPy would sum by
+        einsum's loop (its rules, shared); False (the full path) past an L2 of vectors."""
         vectors, short = size // n, n * item <= short_row
         if vectors < 2 or (unit and (short or vectors <= few)):
             return False  # NumPy's kernel: by column, or np.vecdot
@@ -326,7 +322,6 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
     if size < GRAIN and not (short and unit):
         return "native", f"below {GRAIN} elements (torch's grain) its calls wake no thread: faster"
     m = _machine.current()
-    nbytes = (x1.numel() + x2.numel()) * item
     threads = torch.get_num_threads()
     # Long vectors: a BLAS dot each on torch's threads, where NumPy's loop has one.
     long_rows = n * item >= TORCH["row_dots_bytes"]
@@ -336,7 +331,7 @@ def choose(a: VecdotArgs) -> tuple[str, str]:
         c1, c2 = x1.select(axis, 0), x2.select(axis, 0)
         if c1.numel() * item >= m.l2 and c1.is_contiguous() and c2.is_contiguous():
             return "columns", "short vectors along a strided axis, columns past L2: by column"
-    fits = nbytes < m.l2 * m.cores
+    fits = (x1.numel() + x2.numel()) * item < m.l2 * m.cores
     if why := _traffic_wins(threads, fits, TORCH["native_traffic"]):
         return "native", why
     kernel = numpy_vecdot.choose(numpy_view(x1), numpy_view(x2), axis)[0]
