@@ -255,6 +255,23 @@ def _traced_facts(
     return letters, result, eq.may_alias(), order
 
 
+def _summed_products(letters: str, *operands: Any) -> Any:
+    """torch.einsum without GEMMs (CUDA has none for integers): operands multiplied in one
+    at a time, each label summed out once no later operand or the output holds it."""
+    inputs, out = letters.split("->")
+    terms, have, acc = inputs.split(","), "", operands[0].new_ones(())
+    for n, (term, x) in enumerate(zip(terms, operands, strict=True)):
+        later = out + "".join(terms[n + 1 :])
+        both = have + "".join(c for c in dict.fromkeys(term) if c not in have and c in later)
+        mine = "".join(c for c in both if c in term)
+        x = torch.einsum(f"{term}->{mine}", x)
+        x = x.reshape([x.shape[mine.index(c)] if c in mine else 1 for c in both])
+        acc = acc.reshape(acc.shape + (1,) * (len(both) - len(have))) * x
+        have = "".join(c for c in both if c in later)
+        acc = torch.einsum(f"{both}->{have}", acc)
+    return torch.einsum(f"{have}->{out}", acc)
+
+
 def traced(operands: tuple[Any, ...], out: Any, keywords: tuple[Any, ...]) -> Any:
     """einsum while torch.compile traces: torch.einsum, which dynamo traces at every size
     (no planning, caches or dispatch in the graph; memory_limit makes no chunks)."""
@@ -269,7 +286,8 @@ def traced(operands: tuple[Any, ...], out: Any, keywords: tuple[Any, ...]) -> An
         # torch.einsum sums integers in int64 (and fails mixing int64 sums with narrower
         # products): compute in int64, then wrap around to the result type as NumPy does.
         wide = _WIDER.get(result, torch.int64)
-        r = torch.einsum(letters, *[x.to(wide) for x in ops]).to(result)
+        einsum = torch.einsum if ops[0].is_cpu or wide != torch.int64 else _summed_products
+        r = einsum(letters, *[x.to(wide) for x in ops]).to(result)
     else:
         r = torch.einsum(letters, *ops)
     r = r.clone() if alias else r
