@@ -506,6 +506,23 @@ def test_sheared_sum_buffers_switch_between_geometries(monkeypatch, l2):
         assert kernels._local.sheared_bytes == sum(s.nbytes for s in kept.values())
 
 
+def test_forced_small_array_strategies_keep_no_large_buffer(monkeypatch):
+    """A thread keeps buffers up to twice the cache a block fills: the loop or the sheared
+    sum forced on a larger x leaves no buffer of x's size behind."""
+    from portops._backends.numpy import shift_sum as kernels
+
+    for slot in ("masked", "sheared"):
+        monkeypatch.delattr(kernels._local, slot, raising=False)
+    x, mask = _make(None, (1, 4, 32, 64), np.float32), _make(None, (32, 64), np.float32, seed=1)
+    with portops.machine(l2=1 << 10, l3=0):
+        for strategy in ("loop", "sheared"):
+            with portops.prefer(shift_sum=f"numpy_blocked/{strategy}"):
+                got = portops.shift_sum(x, 2, mask=mask)
+            np.testing.assert_allclose(got, ref.forward(x, 2, mask=mask), rtol=1e-5, atol=1e-5)
+    assert getattr(kernels._local, "masked", None) is None
+    assert not getattr(kernels._local, "sheared", {})
+
+
 def test_small_masked_forward_results_do_not_share_its_buffer():
     """The loop's masked product goes to a reused buffer: results never alias it."""
     x = _make(None, (1, 3, 4, 5), np.float32)

@@ -117,12 +117,20 @@ def _workers(nbytes: int, channel_bytes: int) -> int:
     return min(calls, _threads.workers(nbytes, NUMPY["thread_grain"]))
 
 
+def _kept_bytes() -> int:
+    """The largest per-thread buffer kept between calls: twice the cache a block fills
+    (a strategy forced on a large x gets fresh buffers: no thread keeps x's size)."""
+    m = _machine.current()
+    return 2 * max(m.l2, m.l3_per_core)
+
+
 def _scratch(slot: str, size: int, dtype: np.dtype) -> np.ndarray:
     """A per-thread flat buffer of `size` elements, reused from call to call."""
     cached = getattr(_local, slot, None)
     if cached is None or cached.dtype != dtype or cached.size < size:
         cached = np.empty(size, dtype=dtype)
-        setattr(_local, slot, cached)
+        if cached.nbytes <= _kept_bytes():
+            setattr(_local, slot, cached)
     return cached[:size]
 
 
@@ -289,7 +297,10 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Run:
             _local.sheared_bytes = 0
         found = kept.get(key)
         if found is None:
-            found = kept[key] = make()
+            found = make()
+            if found.nbytes > _kept_bytes():
+                return found
+            kept[key] = found
             _local.sheared_bytes += found.nbytes
             m = _machine.current()
             while len(kept) > 1 and _local.sheared_bytes > max(m.l2, m.l3_per_core):
