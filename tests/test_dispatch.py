@@ -55,7 +55,7 @@ def test_implementations_table_reads_as_the_list_of_dicts_it_was():
         "devices": None,
         "priority": blocked["priority"],
         "summary": blocked["summary"],
-        "strategies": ["blocked", "strided", "sheared", "loop"],
+        "strategies": ["blocked", "strided", "sheared", "loop", "rows"],
     }
     row = next(i for i in impls if i.name == "numpy_blocked")
     assert row["libraries"] == ["numpy"] and row["name"] == "numpy_blocked"

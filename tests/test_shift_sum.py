@@ -390,6 +390,53 @@ def test_blocked_numpy_kernels_on_every_case(
             np.testing.assert_allclose(got_t, want_t, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize(
+    ("shape", "step", "axis", "cax", "mask_shape"), CASES + EXTRA_BLOCKED_CASES + LARGE
+)
+def test_compiled_row_loop_on_every_case(blocked_kernels, shape, step, axis, cax, mask_shape):
+    """The compiled row loop, threaded, wherever it applies (contiguous float32 or float64
+    x, shifted along its last axis, no mask); elsewhere it is refused with its reason."""
+    if blocked_kernels.row_loops() is None:
+        pytest.fail("the compiled row loop was not built: pip install -e . with a C compiler")
+    from portops import _tuning
+
+    for dtype in (np.float32, np.float64):
+        x = _make(None, shape, dtype)
+        kw = _kwargs(axis, cax)
+        with (
+            portops.prefer(shift_sum="numpy_blocked/rows"),
+            _tuning.overridden(
+                {"numpy.thread_call_bytes": 1}  # two threads on every case
+            ),
+        ):
+            if axis % len(shape) != len(shape) - 1:
+                with pytest.raises(ValueError, match="shifted along its last axis"):
+                    portops.shift_sum(x, step, **kw)
+                continue
+            got = portops.shift_sum(x, step, **kw, keepdims=True)
+            report = portops.explain("shift_sum", x, step, **kw)
+        assert got.dtype == dtype and (report.strategy, report.threads) == ("rows", 2)
+        want = ref.forward(x, step, **kw, keepdims=True)
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        assert not np.shares_memory(got, x)
+
+
+def test_without_the_compiled_row_loop_the_other_kernels_run(monkeypatch):
+    """Where the extension was not built, NumPy and torch keep their own kernels."""
+    from portops._backends.numpy import shift_sum as kernels
+
+    monkeypatch.setattr(kernels, "row_loops", lambda: None)
+    x = _make(None, (4, 8, 100, 120), np.float32)
+    assert portops.explain("shift_sum", x, 2).strategy == "blocked"
+    with pytest.raises(ValueError, match="was not built here"):
+        with portops.prefer(shift_sum="numpy_blocked/rows"):
+            portops.shift_sum(x, 2)
+    np.testing.assert_allclose(portops.shift_sum(x, 2), ref.forward(x, 2), rtol=1e-5, atol=1e-5)
+    torch = pytest.importorskip("torch")
+    assert portops.explain("shift_sum", torch.from_numpy(x), 2).strategy == "slice_add"
+
+
 def _every_thread_gets_the_reference(xs: list, masks: list, calls: int) -> bool:
     """Whether `calls` shift_sums of each (x, mask), one thread per pair, all equal the
     reference."""
@@ -477,8 +524,9 @@ def _both_sides(shape, step, axis, cax, mask_shape, kind, dtype):
     # The kernels themselves: the sheared sum adds in the slice-add loop's order.
     m = None if mask is None else mask.reshape((1,) * (ndim - mask.ndim) + mask.shape)
     a = ShiftSumArgs.make("forward", x, offsets, axis % ndim, cax % ndim, m, False, np)
-    assert kernels.choose_forward(a)[0] == kind
-    for name in ("blocked", "strided"):
+    rows = kernels.rows_apply(a) is None  # the compiled row loop, where it takes the call
+    assert kernels.choose_forward(a)[0] == ("rows" if kind == "blocked" and rows else kind)
+    for name in ("blocked", "strided", "rows") if rows else ("blocked", "strided"):
         np.testing.assert_allclose(kernels.forward_plan(a, name)(x, m), want, rtol=1e-5, atol=1e-5)
     if kind == "sheared":
         sheared = kernels.forward_plan(a, "sheared")(x, m)

@@ -17,12 +17,13 @@ from ... import _buffers as buffers
 from ... import _machine, _threads, extend
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import linear_step
+from ..._kernels.shift_rows import row_loops
 from ..._ops.shift_sum import ShiftSumArgs
 from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
 
-__all__ = ["choose_forward", "forward_plan", "strided_rows"]
+__all__ = ["choose_forward", "forward_plan", "rows_apply", "strided_rows"]
 
 _local = threading.local()
 Run = Callable[[Any, Any], np.ndarray]
@@ -219,6 +220,43 @@ def _forward_into(
         target = int(max(m.l2, m.l3_per_core) * NUMPY["block_fraction"]) // xv.itemsize
         units = _blocks(outer, channels * row, target, workers)
     _threads.run_units(units, work, workers)
+
+
+def rows_apply(a: ShiftSumArgs) -> str | None:
+    """None when the compiled row loop takes forward call `a`, else why not."""
+    x, loops = a.array, row_loops()
+    if loops is None:
+        return "the compiled row loop was not built here"
+    if x.dtype.char not in loops or a.mask is not None or np.dtype(a.acc_dtype) != x.dtype:
+        return "float32 or float64 without a mask only"
+    if a.axis != x.ndim - 1 or not x.flags.c_contiguous or not x.size:
+        return "x C-contiguous, shifted along its last axis"
+    return None
+
+
+def _rows_forward_plan(a: ShiftSumArgs) -> Run:
+    """The compiled row loop over x's rows, split among threads."""
+    x, cax, offsets = a.array, a.channel_axis, np.asarray(a.offsets, dtype=np.intp)
+    loop, final = cast("dict[str, Any]", row_loops())[x.dtype.char], a.shape  # keeps no x
+    channels, width, out_width = x.shape[cax], x.shape[-1], x.shape[-1] + max(a.offsets)
+    per_block = math.prod(x.shape[cax + 1 : -1])  # rows between the channel and shifted axes
+    rows, workers, dtype = x.size // (channels * width), _forward_threads(a), x.dtype
+    layout = (per_block, channels * per_block * width, width, per_block * width, channels, width)
+    step = -(-rows // (4 * workers))  # a few units per thread: they balance
+    units = [(r, min(r + step, rows)) for r in range(0, rows, step)]
+
+    def run(x: Any, mask: Any) -> np.ndarray:
+        x, y = np.ascontiguousarray(x), buffers.empty((rows, out_width), dtype)
+        pointers, tail = (y.ctypes.data, x.ctypes.data), (out_width, offsets.ctypes.data)
+
+        def work(units: Iterable[tuple[int, int]]) -> None:
+            for first, last in units:
+                loop(*pointers, first, last, *layout, *tail)
+
+        _threads.run_units(units, work, workers)
+        return y.reshape(final)
+
+    return run
 
 
 def _forward_bytes(a: ShiftSumArgs) -> int:
@@ -466,6 +504,8 @@ def choose_forward(a: ShiftSumArgs) -> tuple[str, str]:
                 "channel: two NumPy calls in all"
             )
         return "loop", "x fits one core's L2, with long padding: a slice-add per channel"
+    if rows_apply(a) is None:
+        return "rows", "contiguous rows: the compiled loop sums each output row in L1"
     if strided_rows(a):
         return "strided", "x's rows are strided: each channel gathered from cache-sized blocks"
     return "blocked", "contiguous adds into a flat accumulator, block by block"
@@ -533,6 +573,13 @@ FORWARD = Strategies(
             _sheared_forward_plan,
         ),
         Strategy("loop", "small x: one slice-add per channel", _loop_forward_plan),
+        Strategy(
+            "rows",
+            "the compiled row loop (C, where built): each output row summed in L1, threaded",
+            _rows_forward_plan,
+            threads=_forward_threads,
+            applies=rows_apply,
+        ),
     ],
     choose=choose_forward,
 )
