@@ -422,6 +422,19 @@ def test_compiled_row_loop_on_every_case(blocked_kernels, shape, step, axis, cax
         assert not np.shares_memory(got, x)
 
 
+def test_compiled_row_loop_refuses_other_byte_orders_and_unaligned_data():
+    """A big-endian float32 x is not the C loop's float, nor is one at an odd address:
+    both run NumPy's kernels."""
+    x = _make(None, (4, 8, 100, 120), np.float32)
+    unaligned = np.frombuffer(bytearray(x.nbytes + 1), np.float32, x.size, offset=1)
+    unaligned = unaligned.reshape(x.shape)
+    unaligned[...] = x
+    for other in (x.astype(x.dtype.newbyteorder()), unaligned):
+        assert portops.explain("shift_sum", other, 2).strategy != "rows"
+        want = ref.forward(x, 2)
+        np.testing.assert_allclose(portops.shift_sum(other, 2), want, rtol=1e-5, atol=1e-5)
+
+
 def test_without_the_compiled_row_loop_the_other_kernels_run(monkeypatch):
     """Where the extension was not built, NumPy and torch keep their own kernels."""
     from portops._backends.numpy import shift_sum as kernels

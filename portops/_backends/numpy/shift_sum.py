@@ -227,17 +227,17 @@ def rows_apply(a: ShiftSumArgs) -> str | None:
     x, loops = a.array, row_loops()
     if loops is None:
         return "the compiled row loop was not built here"
-    if x.dtype.char not in loops or a.mask is not None or np.dtype(a.acc_dtype) != x.dtype:
-        return "float32 or float64 without a mask only"
-    if a.axis != x.ndim - 1 or not x.flags.c_contiguous or not x.size:
-        return "x C-contiguous, shifted along its last axis"
+    if x.dtype not in loops or a.mask is not None or np.dtype(a.acc_dtype) != x.dtype:
+        return "float32 or float64 in native byte order, without a mask, only"
+    if a.axis != x.ndim - 1 or not (x.flags.c_contiguous and x.flags.aligned and x.size):
+        return "x C-contiguous and aligned, shifted along its last axis"
     return None
 
 
 def _rows_forward_plan(a: ShiftSumArgs) -> Run:
     """The compiled row loop over x's rows, split among threads."""
     x, cax, offsets = a.array, a.channel_axis, np.asarray(a.offsets, dtype=np.intp)
-    loop, final = cast("dict[str, Any]", row_loops())[x.dtype.char], a.shape  # keeps no x
+    loop, final = cast("dict[np.dtype, Any]", row_loops())[x.dtype], a.shape  # keeps no x
     channels, width, out_width = x.shape[cax], x.shape[-1], x.shape[-1] + max(a.offsets)
     per_block = math.prod(x.shape[cax + 1 : -1])  # rows between the channel and shifted axes
     rows, workers, dtype = x.size // (channels * width), _forward_threads(a), x.dtype
