@@ -1,10 +1,10 @@
 /* The shift_sum forward's row loop on the CPU, loaded with ctypes where the optional
- * extension was built (portops/_kernels/rows.py): for rows r in [first, last),
+ * extension was built (portops/_kernels/shift_rows.py): for rows r in [first, last),
  *     y[r, o_c + w] = sum over channels c of x[c, r, w],
  * each output row summed while it stays in the L1 cache. Row r of x starts at
  * (r / per_block) * block_stride + (r % per_block) * row_stride; channel c adds
- * c * channel_stride. `restrict` rows let the compiler vectorise the adds, which
- * keep NumPy's order of summation (channel by channel), so results match it bit for bit.
+ * c * channel_stride. `restrict` rows let the compiler vectorise the adds, which go
+ * channel by channel as the slice-add loop's do, so results match it bit for bit.
  */
 #include <stddef.h>
 #include <string.h>

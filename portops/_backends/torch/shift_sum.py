@@ -323,9 +323,10 @@ def choose_forward(a: ShiftSumArgs, needs: frozenset[str] | None = None) -> tupl
             f"x within {TORCH['numpy_forward_l2']:g} of a core's L2: NumPy's kernels on "
             "views cost less than a torch add (and its dispatch) per channel"
         )
-    if numpy_shift_sum.rows_apply(_numpy_record(a)) is None:
+    record = _numpy_record(a)
+    if numpy_shift_sum.rows_apply(record) is None:
         return "numpy", "contiguous rows: NumPy's compiled row loop sums each row in L1"
-    if nbytes > m.cache and numpy_shift_sum.strided_rows(_numpy_record(a)):
+    if nbytes > m.cache and numpy_shift_sum.strided_rows(record):
         return "numpy", "strided rows past the caches: NumPy's cache-blocked gathers"
     return "slice_add", "torch's adds, each over its threads, into a cache-resident y"
 
