@@ -21,9 +21,7 @@ def promote(xp: Any, a: Any, b: Any) -> Any:
 
 def result_dtype(xp: Any, a: Any, b: Any = None) -> Any:
     """``xp.result_type`` of the dtypes of arrays `a` and `b` (`b` may be None)."""
-    if b is None or a.dtype == b.dtype:
-        return a.dtype
-    return promote(xp, a.dtype, b.dtype)
+    return a.dtype if b is None or a.dtype == b.dtype else promote(xp, a.dtype, b.dtype)
 
 
 def accumulation_dtype(xp: Any, dtype: Any) -> Any:

@@ -115,9 +115,7 @@ def _plan(a: ShearArgs, adjoint: bool, kernel: Callable[[ShearArgs], torch.Tenso
         arr, m = normalize(arr, m)
         if "compile" in needs:
             return PAIR.call_op(adjoint, arr, m, geometry)
-        if needs:
-            return PAIR.apply(adjoint, arr, m, geometry, direct)
-        return direct(arr, m)
+        return PAIR.apply(adjoint, arr, m, geometry, direct) if needs else direct(arr, m)
 
     return run
 
