@@ -434,28 +434,44 @@ def readme_table(run: dict[str, Any]) -> str:
 
 
 AGREEMENT = 0.15  # two runs agree on a ratio when they differ by at most this much
+MACHINE_MOVED = 0.25  # a comparison's copy this much slower or faster: the machine changed
 
 
-def compare_runs(run: dict[str, Any], earlier: dict[str, Any]) -> tuple[str, int]:
+def copy_median(c: Comparison) -> float | None:
+    """The median time of the comparison's copy of its bytes, if it has one."""
+    copies = c.named("copy")
+    return c.median(copies[0]) if copies else None
+
+
+def compare_runs(run: dict[str, Any], earlier: dict[str, Any]) -> tuple[str, int, int]:
     """Each headline ratio of `earlier` and `run` side by side, with their difference:
-    (the table, how many ratios differ by over ``AGREEMENT`` without being noisy in both)."""
-    before = {
-        (c.title, n): c.speedup(n) for c in headline(earlier["comparisons"]) for n in c.compared()
-    }
-    rows, disagree = [], 0
+    (the table, how many ratios differ by over ``AGREEMENT`` without being noisy in both,
+    and how many of those where the comparison's copy moved by over ``MACHINE_MOVED``: a
+    busy machine's memory bandwidth changed between the runs, and with it the ratio of
+    methods that it bounds differently)."""
+    previous = {c.title: c for c in headline(earlier["comparisons"])}
+    rows, disagree, moved = [], 0, 0
     for c in headline(run["comparisons"]):
+        prior = previous.get(c.title)
+        copies = (copy_median(c), prior and copy_median(prior))
         for n in c.compared():
-            old, new = before.get((c.title, n)), c.speedup(n)
-            if old is None:
+            new = c.speedup(n)
+            if prior is None or n not in prior.times:
                 rows.append([c.title, n, "—", speedup_text(new), "not in the earlier run"])
                 continue
+            old = prior.speedup(n)
             diff = max(new.median / old.median, old.median / new.median) - 1
             noisy = old.noisy and new.noisy
             verdict = "agree" if diff <= AGREEMENT else "noisy in both" if noisy else "DISAGREE"
-            disagree += verdict == "DISAGREE"
+            if verdict == "DISAGREE" and copies[0] and copies[1]:
+                change = copies[0] / copies[1]
+                if max(change, 1 / change) - 1 > MACHINE_MOVED:
+                    verdict += f" (its copy {change:.2f}x the time)"
+                    moved += 1
+            disagree += verdict.startswith("DISAGREE")
             rows.append([c.title, n, speedup_text(old), speedup_text(new), f"{diff:.0%} {verdict}"])
     headers = ["comparison", "method", "earlier speedup", "this run's", "difference"]
-    return table(headers, rows), disagree
+    return table(headers, rows), disagree, moved
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -474,9 +490,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no results in {args.results}: no benchmark ran", file=sys.stderr)
         return 1
     if args.compare:
-        text, disagree = compare_runs(run, load(args.compare))
+        text, disagree, moved = compare_runs(run, load(args.compare))
         print(text)
         print(f"{disagree} headline ratios differ by over {AGREEMENT:.0%} (noisy in both excepted)")
+        if moved:
+            print(
+                f"{moved} of them where the comparison's copy of its bytes took over "
+                f"{MACHINE_MOVED:.0%} more or less time than in the earlier run: the machine's "
+                "memory bandwidth changed between the runs"
+            )
         return 1 if disagree else 0
     if args.readme_table:
         print(readme_table(run), end="")

@@ -388,6 +388,21 @@ def test_compare_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "50% DISAGREE" in row
     assert "noisy in both" in next(line for line in out.splitlines() if "conv2d" in line)
     assert "1 headline ratios differ by over 15%" in out
+    assert "of them where the comparison's copy" not in out  # no copy in `slower`: unknown
+
+    # The same ratios, the comparison's copy now 2.5x as slow as the earlier run's: the
+    # disagreement stays counted, and the report says the machine's bandwidth moved.
+    slower["extra_info"]["candidates"]["copy"] = {
+        "kind": "copy", "calls": 1, "times": rounds(5e-3), "nbytes": 10 * MB
+    }  # fmt: skip
+    later["benchmarks"][0] = slower
+    path.write_text(json.dumps(later), "utf-8")
+    assert report.main([str(path), "--compare", str(earlier)]) == 1
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "slice-add loop" in line)
+    assert "50% DISAGREE (its copy 2.50x the time)" in row
+    assert "1 headline ratios differ by over 15%" in out
+    assert "1 of them where the comparison's copy of its bytes took over 25%" in out
 
 
 def test_main_without_results(tmp_path: Path) -> None:
