@@ -238,10 +238,10 @@ def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[En
     xg = x.clone().requires_grad_()
     grad = torch.ones(b, h, wo, device="cuda")
 
-    def step(forward: Callable[[], Any]) -> Callable[[], None]:
+    def step(forward: Callable[[], Any], g: Any = grad) -> Callable[[], None]:
         def run() -> None:
             xg.grad = None
-            forward().backward(grad)
+            forward().backward(g)
 
         return run
 
@@ -250,6 +250,10 @@ def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[En
     for name, fn in {
         "portops": step(lambda: portops.shift_sum(xg, s, mask=mask)),
         "seed slice-add loop": step(lambda: loop(xg * mask)),
+        # A floor of torch's autograd on this host: one product and one sum, no shifts.
+        "(x * mask).sum(1), for scale": step(
+            lambda: (xg * mask).sum(1), torch.ones(b, h, w, device="cuda")
+        ),
     }.items():
         gpu, host = timer(fn)
         extra = {"host profile": host_profile(fn)} if name == "portops" else {}
