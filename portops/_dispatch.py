@@ -231,21 +231,21 @@ preferences_active._dynamo_marked_constant = True  # type: ignore[attr-defined]
 current_preferences = _preferred.get
 
 
-def _preferred_implementation(op: str, name: str, call: Call) -> Implementation:
-    name = name.partition("/")[0]
+def _preferred_implementation(op: str, preferred: str, call: Call) -> Implementation:
+    name = preferred.partition("/")[0]  # "implementation/strategy": the strategy is checked later
     if all(i.name != name for i in _registry[op]):
         _load_installed_backends()
     impls = {i.name: i for i in _registry[op]}
     if name not in impls:
         raise ValueError(
-            f"portops.prefer({op}={name!r}): no such implementation; "
+            f"portops.prefer({op}={preferred!r}): no implementation {name!r}; "
             f"registered: {', '.join(sorted(impls))}"
         )
     impl = impls[name]
     reason = impl.reason_not_applicable(call)
     if reason is not None:
         raise ValueError(
-            f"portops.prefer({op}={name!r}) does not apply to these arguments: {reason}"
+            f"portops.prefer({op}={preferred!r}) does not apply to these arguments: {reason}"
         )
     return impl
 

@@ -208,7 +208,15 @@ def test_prefer_rejects_what_does_not_apply():
     x = np.ones((2, 3, 4))
     with portops.prefer(shift_sum="dask_blockwise"), pytest.raises(ValueError, match="dask"):
         portops.shift_sum(x, 1)
-    with portops.prefer(shift_sum="no_such_impl"), pytest.raises(ValueError, match="no such"):
+    with portops.prefer(shift_sum="no_such_impl"), pytest.raises(ValueError, match="no impl"):
+        portops.shift_sum(x, 1)
+    # The message quotes what the user wrote, strategy part included, and names the part
+    # that is unknown.
+    expected = r"prefer\(shift_sum='numpy/blocked'\): no implementation 'numpy'; registered: "
+    with portops.prefer(shift_sum="numpy/blocked"), pytest.raises(ValueError, match=expected):
+        portops.shift_sum(x, 1)
+    expected = r"prefer\(shift_sum='dask_blockwise/any'\) does not apply"
+    with portops.prefer(shift_sum="dask_blockwise/any"), pytest.raises(ValueError, match=expected):
         portops.shift_sum(x, 1)
     with pytest.raises(ValueError, match="unknown operation"), portops.prefer(not_an_op="x"):
         pass
