@@ -8,7 +8,9 @@ back-to-back calls, median of rounds, after warm-up), the host time per call (th
 Python time to issue the same calls), and the ratio to the *limit*: the bytes the
 operation must read and write divided by the device-to-device copy bandwidth measured
 in the same run (counted as bytes read + written per second). Every portops result is
-checked against a baseline's before it is timed.
+checked against a baseline's before it is timed. Beside them: torch's own autograd floor
+for the forward+backward, and the CuPy forward row kernel at other launch configurations
+(data for its launch rule).
 
 ``--dry-run`` needs no GPU: it checks the options, prints the groups a run would time
 (:func:`planned_groups`) and writes them to ``--json`` / ``--text``, so that a script
@@ -26,6 +28,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -312,6 +315,52 @@ def shift_sum_cupy(case: tuple[int, ...], timer: Timer, bw: float, out: list[Ent
     assert tuple(groups) == SHIFT_SUM_OPS  # the names planned_groups gives
     for op, (fn, nbytes, baselines) in groups.items():
         _time_group("cupy", f"cupy {op} {tag}", fn, baselines, nbytes / bw * 1e6, timer, out)
+    try:  # a probe for the tuning of a rule: its failure leaves the timings above
+        cupy_row_probe(x, s, f"cupy forward row kernel {tag}", (xb + yb) / bw * 1e6, timer, out)
+    except Exception:
+        print("cupy row kernel probe failed (the timings are unaffected):", file=sys.stderr)
+        traceback.print_exc()
+
+
+# Launch configurations of the CuPy forward row kernel that the probe times: threads per
+# block (one output column each), and the channel count compiled in or read at run time.
+PROBE_THREADS = (128, 256, 512)
+
+
+def cupy_row_probe(
+    x: Any, step: int, group: str, limit_us: float, timer: Timer, out: list[Entry]
+) -> None:
+    """The CuPy forward of `x` through its row kernel at each configuration of
+    ``PROBE_THREADS`` x (channels at run time, compiled in): data for its launch rule,
+    which picks the narrowest block that wastes few threads and reads the count at run time."""
+    from portops._backends.cupy import shift_sum as cupy_shift_sum
+    from portops._ops.shift_sum import ShiftSumArgs
+
+    channels = x.shape[1]
+    offsets = tuple(i * step for i in range(channels))
+    a = ShiftSumArgs.make("forward", x, offsets, 3, 1, None, False, cupy_shift_sum.cupy)
+    launcher, tight = cupy_shift_sum._launcher, cupy_shift_sum._tight_block
+    expected = portops.shift_sum(x, step)
+    try:
+        for compiled_in in (False, True):
+            for threads in PROBE_THREADS:
+
+                def configured(kernel: str, *args: Any, ch: int = channels * compiled_in) -> Any:
+                    return launcher(kernel, *args[:-1], ch)  # the last constant: CHANNELS
+
+                cupy_shift_sum._launcher = configured
+                cupy_shift_sum._tight_block = lambda columns, t=threads: t
+                run = cupy_shift_sum._row_forward(a, list(a.shape))
+                if run is None:
+                    raise RuntimeError("the row kernel does not take the probe's array")
+                fn = partial(run, x, None)
+                if not bool(cupy_shift_sum.cupy.allclose(fn(), expected, rtol=1e-5, atol=1e-5)):
+                    raise AssertionError(f"{threads} threads, C compiled in {compiled_in}: wrong")
+                gpu, host = timer(fn)
+                name = f"{threads} threads, C {'compiled in' if compiled_in else 'at run time'}"
+                out.append(Entry(group, name, gpu, host, limit_us))
+    finally:
+        cupy_shift_sum._launcher, cupy_shift_sum._tight_block = launcher, tight
 
 
 def tiny_host(library: str, timer: Timer, out: list[Entry]) -> None:
