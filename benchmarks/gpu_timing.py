@@ -174,7 +174,17 @@ def _time_group(
         _close(mine(), base(), library, f"{group} vs {name}")
     for name, fn in {"portops": mine, **baselines}.items():
         gpu, host = timer(fn)
-        out.append(Entry(group, name, gpu, host, limit_us))
+        out.append(Entry(group, name, gpu, host, limit_us, _profiled(fn, host, name)))
+
+
+PROFILED_ABOVE_US = 25.0  # portops' calls of more host time get a host profile (the bar's)
+
+
+def _profiled(fn: Callable[[], Any], host_us: float, name: str) -> dict[str, Any]:
+    """A host profile of portops' call `fn` where its host time is over the bar, else {}."""
+    if name != "portops" or host_us <= PROFILED_ABOVE_US:
+        return {}
+    return {"host profile": host_profile(fn)}
 
 
 def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[Entry]) -> None:
@@ -390,7 +400,8 @@ def tiny_host(library: str, timer: Timer, out: list[Entry]) -> None:
         "elementwise x * 2 (reference)": elementwise,
     }.items():
         gpu, host = timer(fn)
-        out.append(Entry(group, name, gpu, host))
+        mine = "portops" if "reference" not in name else name  # every call but the reference
+        out.append(Entry(group, name, gpu, host, extra=_profiled(fn, host, mine)))
 
 
 # ----------------------------------------------------------------------------- vecdot, einsum
