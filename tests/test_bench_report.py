@@ -380,11 +380,16 @@ def test_compare_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     )
     path = sample_run(tmp_path / "c")
     later = json.loads(path.read_text("utf-8"))
-    later["benchmarks"][0] = slower
-    path.write_text(json.dumps(later), "utf-8")
-    assert report.main([str(path), "--compare", str(earlier)]) == 1
-    out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "slice-add loop" in line)
+
+    def compared_with_slower() -> tuple[str, str]:
+        """(the report, the seed loop's row) of the later run, `slower` its first item."""
+        later["benchmarks"][0] = slower
+        path.write_text(json.dumps(later), "utf-8")
+        assert report.main([str(path), "--compare", str(earlier)]) == 1
+        out = capsys.readouterr().out
+        return out, next(line for line in out.splitlines() if "slice-add loop" in line)
+
+    out, row = compared_with_slower()
     assert "50% DISAGREE" in row
     assert "noisy in both" in next(line for line in out.splitlines() if "conv2d" in line)
     assert "1 headline ratios differ by over 15%" in out
@@ -395,11 +400,7 @@ def test_compare_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     slower["extra_info"]["candidates"]["copy"] = {
         "kind": "copy", "calls": 1, "times": rounds(5e-3), "nbytes": 10 * MB
     }  # fmt: skip
-    later["benchmarks"][0] = slower
-    path.write_text(json.dumps(later), "utf-8")
-    assert report.main([str(path), "--compare", str(earlier)]) == 1
-    out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "slice-add loop" in line)
+    out, row = compared_with_slower()
     assert "50% DISAGREE (its copy 2.50x the time)" in row
     assert "1 headline ratios differ by over 15%" in out
     assert "1 of them where the comparison's copy of its bytes took over 25%" in out
