@@ -102,6 +102,38 @@ def test_torch_large_results_are_plain_tensors(torch):
     assert torch.equal(z / 2, x)
 
 
+def test_torch_autograd_skips_signature_binding_outside_transforms(torch, monkeypatch):
+    """Outside torch.func the operators' Function runs without Function.apply's binding of
+    its arguments to a signature (host time per call); under a transform, through it."""
+    import inspect
+
+    bind, bound = inspect.Signature.bind, []
+
+    def counting(self, *args, **kwargs):
+        bound.append(1)
+        return bind(self, *args, **kwargs)
+
+    monkeypatch.setattr(inspect.Signature, "bind", counting)
+    x = torch.randn(2, 3, 8, 10, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(2, 8, 14, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(8, 10, dtype=torch.float64)
+
+    def loss(t):
+        return portops.shift_sum(t, 2, mask=mask).square().sum()
+
+    (loss(x) + portops.shift_sum_adjoint(y, 2, channels=3).sum()).backward()
+    assert bound == []
+    with torch.no_grad():  # d/dx |A(m x)|^2 = 2 m A^H A(m x); d/dy sum(A^H y) = A(1)
+        forward = portops.shift_sum(x, 2, mask=mask)
+        want = 2 * portops.shift_sum_adjoint(forward, 2, channels=3, mask=mask)
+        ones = portops.shift_sum(torch.ones(2, 3, 8, 10, dtype=torch.float64), 2)
+    np.testing.assert_allclose(x.grad.numpy(), want.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(y.grad.numpy(), ones.numpy(), rtol=1e-12)
+    grad = torch.func.grad(loss)(x.detach())
+    assert bound  # under torch.func: Function.apply, which binds
+    np.testing.assert_allclose(grad.numpy(), want.numpy(), rtol=1e-12)
+
+
 # --------------------------------------------------------------------------- jax
 
 
