@@ -8,9 +8,10 @@ back-to-back calls, median of rounds, after warm-up), the host time per call (th
 Python time to issue the same calls), and the ratio to the *limit*: the bytes the
 operation must read and write divided by the device-to-device copy bandwidth measured
 in the same run (counted as bytes read + written per second). Every portops result is
-checked against a baseline's before it is timed. Beside them: torch's own autograd floor
-for the forward+backward, and the CuPy forward row kernel at other launch configurations
-(data for its launch rule).
+checked against a baseline's before it is timed. Beside them: the forward+backward with
+its backward on the calling thread (no handoff to autograd's CUDA thread) and torch's own
+autograd floor, and the CuPy forward row kernel at other launch configurations (data for
+its launch rule).
 
 ``--dry-run`` needs no GPU: it checks the options, prints the groups a run would time
 (:func:`planned_groups`) and writes them to ``--json`` / ``--text``, so that a script
@@ -258,10 +259,23 @@ def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[En
 
         return run
 
+    def on_this_thread(run: Callable[[], None]) -> Callable[[], None]:
+        """`run` with the backward on the calling thread: no handoff to autograd's CUDA
+        thread, and the backward's Python in the host profile."""
+
+        def here() -> None:
+            with torch.autograd.set_multithreading_enabled(False):
+                run()
+
+        return here
+
     group = f"torch forward+backward + mask {tag}"
     fwd_limit = (xb + yb + mb) / bw * 1e6
     for name, fn in {
         "portops": step(lambda: portops.shift_sum(xg, s, mask=mask)),
+        "portops, backward on this thread": on_this_thread(
+            step(lambda: portops.shift_sum(xg, s, mask=mask))
+        ),
         "seed slice-add loop": step(lambda: loop(xg * mask)),
         # A floor of torch's autograd on this host: one product and one sum, no shifts.
         "(x * mask).sum(1), for scale": step(
@@ -269,7 +283,7 @@ def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[En
         ),
     }.items():
         gpu, host = timer(fn)
-        extra = {"host profile": host_profile(fn)} if name == "portops" else {}
+        extra = {"host profile": host_profile(fn)} if name.startswith("portops") else {}
         out.append(Entry(group, name, gpu, host, fwd_limit, extra))
 
 
