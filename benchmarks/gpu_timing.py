@@ -10,8 +10,9 @@ operation must read and write divided by the device-to-device copy bandwidth mea
 in the same run (counted as bytes read + written per second). Every portops result is
 checked against a baseline's before it is timed. Beside them: the forward+backward with
 its backward on the calling thread (no handoff to autograd's CUDA thread) and torch's own
-autograd floor, and the CuPy forward row kernel at other launch configurations (data for
-its launch rule).
+autograd floor, and the CuPy forward row kernel at other launch configurations and as a
+variant of several columns per thread (``benchmarks/cupy_row_wide.cu``): data for its
+launch rule.
 
 ``--dry-run`` needs no GPU: it checks the options, prints the groups a run would time
 (:func:`planned_groups`) and writes them to ``--json`` / ``--text``, so that a script
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -339,11 +341,13 @@ def shift_sum_cupy(case: tuple[int, ...], timer: Timer, bw: float, out: list[Ent
     assert tuple(groups) == SHIFT_SUM_OPS  # the names planned_groups gives
     for op, (fn, nbytes, baselines) in groups.items():
         _time_group("cupy", f"cupy {op} {tag}", fn, baselines, nbytes / bw * 1e6, timer, out)
-    try:  # a probe for the tuning of a rule: its failure leaves the timings above
-        cupy_row_probe(x, s, f"cupy forward row kernel {tag}", (xb + yb) / bw * 1e6, timer, out)
-    except Exception:
-        print("cupy row kernel probe failed (the timings are unaffected):", file=sys.stderr)
-        traceback.print_exc()
+    group, limit = f"cupy forward row kernel {tag}", (xb + yb) / bw * 1e6
+    for probe in (cupy_row_probe, cupy_wide_probe):
+        try:  # probes for the tuning of a rule: a failure leaves the timings above
+            probe(x, s, group, limit, timer, out)
+        except Exception:
+            print(f"{probe.__name__} failed (the timings are unaffected):", file=sys.stderr)
+            traceback.print_exc()
 
 
 # Launch configurations of the CuPy forward row kernel that the probe times: threads per
@@ -385,6 +389,59 @@ def cupy_row_probe(
                 out.append(Entry(group, name, gpu, host, limit_us))
     finally:
         cupy_shift_sum._launcher, cupy_shift_sum._tight_block = launcher, tight
+
+
+# The variant benchmarks/cupy_row_wide.cu: COLS columns per thread, at these threads per
+# block and COLS, the channel count compiled in.
+WIDE = ((128, 2), (128, 4), (256, 2), (256, 4), (128, 8))
+
+
+def cupy_wide_probe(
+    x: Any, step: int, group: str, limit_us: float, timer: Timer, out: list[Entry]
+) -> None:
+    """The CuPy forward of `x` through the kernel of ``benchmarks/cupy_row_wide.cu`` (several
+    columns per thread) at each configuration of ``WIDE``, each result checked first."""
+    import cupy
+
+    from portops._backends.cupy import shift_sum as cs
+    from portops._kernels.geometry import contiguous_strides, row_view
+    from portops._kernels.loader import kernel_name, kernel_source
+    from portops._ops.shift_sum import ShiftSumArgs
+
+    channels = x.shape[1]
+    offsets = tuple(i * step for i in range(channels))
+    a = ShiftSumArgs.make("forward", x, offsets, 3, 1, None, False, cupy)
+    shape = list(x.shape)
+    shape[a.axis] += max(offsets)
+    shape[a.channel_axis] = 1
+    g = cs._geometry(a, x.shape, cs._known_strides(x), contiguous_strides(shape), None, shape[3])
+    r = None if g is None else row_view(g, False)
+    if r is None:
+        raise RuntimeError("the row kernels do not take the probe's array")
+    dtype = np.dtype(a.dtype)
+    dtypes = (cs._name(x.dtype), cs._name(x.dtype), cs._name(cs._acc(dtype)), cs._name(dtype))
+    table = cs._table_arg(offsets, x.device.id, r.inner)
+    record = cs._rows_record(r, offsets, (0, 0, 0))
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "cupy_row_wide.cu"), encoding="utf-8") as f:
+        source = kernel_source("shift_sum.cu") + "\n" + f.read()
+    expected = portops.shift_sum(x, step)
+    for threads, cols in WIDE:
+        name = kernel_name("shift_sum_forward_rows_wide", dtypes, r.large, (channels, cols))
+        module = cupy.RawModule(code=source, options=cs._OPTIONS, name_expressions=(name,))
+        kernel = module.get_function(name)
+        grid, block = (r.rows, math.ceil(r.out_width / (threads * cols))), (threads,)
+
+        def run(kernel: Any = kernel, grid: Any = grid, block: Any = block) -> Any:
+            y = cupy.empty(a.shape, dtype=dtype)
+            kernel(grid, block, (x, cs._NULL, y, table, record))
+            return y
+
+        if not bool(cupy.allclose(run(), expected, rtol=1e-5, atol=1e-5)):
+            raise AssertionError(f"wide kernel, {threads} threads x {cols} columns: wrong")
+        gpu, host = timer(run)
+        out.append(Entry(group, f"wide: {threads} threads x {cols} columns, C compiled in",
+                         gpu, host, limit_us))  # fmt: skip
 
 
 def tiny_host(library: str, timer: Timer, out: list[Entry]) -> None:

@@ -100,14 +100,29 @@ def test_source_compiles(source, arch, tmp_path):
 )
 def test_instances_compile(arch, source, instances, tmp_path):
     """Templates are only type-checked when instantiated: take every instance's address."""
-    names = instances()
-    lines = [kernel_source(source), "void* portops_instances[] = {"]
-    lines += [f"    (void*)&{name}," for name in names]
-    lines.append("};")
-    src = tmp_path / "instances.cu"
+    _compile_instances(kernel_source(source), instances(), arch, tmp_path)
+
+
+def _compile_instances(code: str, names: list[str], arch: str, tmp_path: Path) -> None:
+    """`code` compiles to PTX without a warning, with an entry for each instance of `names`."""
+    lines = [code, "void* portops_instances[] = {", *(f"    (void*)&{n}," for n in names), "};"]
+    src, ptx = tmp_path / "instances.cu", tmp_path / "instances.ptx"
     src.write_text("\n".join(lines))
-    ptx = tmp_path / "instances.ptx"
     cmd = [_nvcc(), f"-arch={arch}", "--ptx", "-Werror", "all-warnings", str(src), "-o", str(ptx)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert ptx.read_text().count(".entry") == len(names)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_gpu_timing_probe_kernel_compiles(arch, tmp_path):
+    """The forward row kernel variant that benchmarks.gpu_timing's probe compiles after
+    shift_sum.cu (benchmarks/cupy_row_wide.cu), at the instances the probe takes."""
+    wide = Path(__file__).parents[1] / "benchmarks" / "cupy_row_wide.cu"
+    names = [
+        kernel_name("shift_sum_forward_rows_wide", ("float32",) * 4, large, (28, cols))
+        for large in (False, True)
+        for cols in (2, 4, 8)
+    ]
+    code = kernel_source("shift_sum.cu") + "\n" + wide.read_text()
+    _compile_instances(code, names, arch, tmp_path)
