@@ -46,7 +46,7 @@ TINY = (1, 4, 8, 8, 2)
 TINY_TAG = "(1,4,8,8)"
 VECDOT_SHAPES = [(4096, 4096), (500, 500), (2**20, 3), (64, 65536)]
 SHIFT_SUM_OPS = ("forward", "forward + mask", "adjoint", "adjoint + mask", "pinv + mask")
-PARTS = ("shift_sum", "tiny", "vecdot", "einsum")
+PARTS = ("shift_sum", "tiny", "vecdot", "einsum", "probe")  # the CuPy probes last
 EINSUM = [
     ("bnid,bnjd->bnij", [(64, 8, 100, 128), (64, 8, 50, 128)]),
     ("bind,bjnd->bnij", [(64, 100, 8, 128), (64, 50, 8, 128)]),
@@ -160,6 +160,8 @@ def planned_groups(cases: list[tuple[int, ...]], parts: set[str], library: str) 
         groups += [f"{library} vecdot {rows}x{n}" for rows, n in VECDOT_SHAPES]
     if "einsum" in parts:
         groups += [f"{library} einsum {eq}" for eq, _ in EINSUM]
+    if "probe" in parts and library == "cupy":
+        groups += [f"cupy forward row kernel {case_tag(case)}" for case in cases]
     return groups
 
 
@@ -341,10 +343,20 @@ def shift_sum_cupy(case: tuple[int, ...], timer: Timer, bw: float, out: list[Ent
     assert tuple(groups) == SHIFT_SUM_OPS  # the names planned_groups gives
     for op, (fn, nbytes, baselines) in groups.items():
         _time_group("cupy", f"cupy {op} {tag}", fn, baselines, nbytes / bw * 1e6, timer, out)
-    group, limit = f"cupy forward row kernel {tag}", (xb + yb) / bw * 1e6
+
+
+def cupy_probes(case: tuple[int, ...], timer: Timer, bw: float, out: list[Entry]) -> None:
+    """The probes of the CuPy forward row kernel on `case` (no mask), last in a run: data
+    for its launch rule, judged by no criterion. A probe that fails says so on stderr and
+    leaves every timing in place."""
+    import cupy
+
+    b, c, h, w, s = case
+    x = cupy.random.default_rng(0).random((b, c, h, w), dtype=cupy.float32)
+    limit = (x.nbytes + b * h * (w + (c - 1) * s) * 4) / bw * 1e6  # x read, y written
     for probe in (cupy_row_probe, cupy_wide_probe):
-        try:  # probes for the tuning of a rule: a failure leaves the timings above
-            probe(x, s, group, limit, timer, out)
+        try:
+            probe(x, s, f"cupy forward row kernel {case_tag(case)}", limit, timer, out)
         except Exception:
             print(f"{probe.__name__} failed (the timings are unaffected):", file=sys.stderr)
             traceback.print_exc()
@@ -611,8 +623,11 @@ def time_part(
         tiny_host(library, Timer(library, 200, 9), entries)
     elif part == "vecdot":
         vecdot_all(library, timer, bw, entries)
-    else:
+    elif part == "einsum":
         einsum_all(library, timer, entries)
+    elif library == "cupy":
+        for case in cases:
+            cupy_probes(case, timer, bw, entries)
 
 
 def main(argv: list[str] | None = None) -> int:
