@@ -179,17 +179,16 @@ def _time_group(
         _close(mine(), base(), library, f"{group} vs {name}")
     for name, fn in {"portops": mine, **baselines}.items():
         gpu, host = timer(fn)
-        out.append(Entry(group, name, gpu, host, limit_us, _profiled(fn, host, name)))
+        extra = _profiled(fn, host) if name == "portops" else {}
+        out.append(Entry(group, name, gpu, host, limit_us, extra))
 
 
 PROFILED_ABOVE_US = 25.0  # portops' calls of more host time get a host profile (the bar's)
 
 
-def _profiled(fn: Callable[[], Any], host_us: float, name: str) -> dict[str, Any]:
+def _profiled(fn: Callable[[], Any], host_us: float) -> dict[str, Any]:
     """A host profile of portops' call `fn` where its host time is over the bar, else {}."""
-    if name != "portops" or host_us <= PROFILED_ABOVE_US:
-        return {}
-    return {"host profile": host_profile(fn)}
+    return {"host profile": host_profile(fn)} if host_us > PROFILED_ABOVE_US else {}
 
 
 def shift_sum_torch(case: tuple[int, ...], timer: Timer, bw: float, out: list[Entry]) -> None:
@@ -351,12 +350,17 @@ def cupy_probes(case: tuple[int, ...], timer: Timer, bw: float, out: list[Entry]
     leaves every timing in place."""
     import cupy
 
+    from portops._ops.shift_sum import ShiftSumArgs
+
     b, c, h, w, s = case
     x = cupy.random.default_rng(0).random((b, c, h, w), dtype=cupy.float32)
     limit = (x.nbytes + b * h * (w + (c - 1) * s) * 4) / bw * 1e6  # x read, y written
+    # The record of the forward call the probes run (step s, no mask), and its result.
+    a = ShiftSumArgs.make("forward", x, tuple(i * s for i in range(c)), 3, 1, None, False, cupy)
+    expected = portops.shift_sum(x, s)
     for probe in (cupy_row_probe, cupy_wide_probe):
         try:
-            probe(x, s, f"cupy forward row kernel {case_tag(case)}", limit, timer, out)
+            probe(a, expected, f"cupy forward row kernel {case_tag(case)}", limit, timer, out)
         except Exception:
             print(f"{probe.__name__} failed (the timings are unaffected):", file=sys.stderr)
             traceback.print_exc()
@@ -368,19 +372,15 @@ PROBE_THREADS = (128, 256, 512)
 
 
 def cupy_row_probe(
-    x: Any, step: int, group: str, limit_us: float, timer: Timer, out: list[Entry]
+    a: Any, expected: Any, group: str, limit_us: float, timer: Timer, out: list[Entry]
 ) -> None:
-    """The CuPy forward of `x` through its row kernel at each configuration of
+    """The CuPy forward call `a` through its row kernel at each configuration of
     ``PROBE_THREADS`` x (channels at run time, compiled in): data for its launch rule,
     which picks the narrowest block that wastes few threads and reads the count at run time."""
     from portops._backends.cupy import shift_sum as cupy_shift_sum
-    from portops._ops.shift_sum import ShiftSumArgs
 
-    channels = x.shape[1]
-    offsets = tuple(i * step for i in range(channels))
-    a = ShiftSumArgs.make("forward", x, offsets, 3, 1, None, False, cupy_shift_sum.cupy)
+    x, channels = a.array, len(a.offsets)
     launcher, tight = cupy_shift_sum._launcher, cupy_shift_sum._tight_block
-    expected = portops.shift_sum(x, step)
     try:
         for compiled_in in (False, True):
             for threads in PROBE_THREADS:
@@ -409,24 +409,23 @@ WIDE = ((128, 2), (128, 4), (256, 2), (256, 4), (128, 8))
 
 
 def cupy_wide_probe(
-    x: Any, step: int, group: str, limit_us: float, timer: Timer, out: list[Entry]
+    a: Any, expected: Any, group: str, limit_us: float, timer: Timer, out: list[Entry]
 ) -> None:
-    """The CuPy forward of `x` through the kernel of ``benchmarks/cupy_row_wide.cu`` (several
-    columns per thread) at each configuration of ``WIDE``, each result checked first."""
+    """The CuPy forward call `a` through the kernel of ``benchmarks/cupy_row_wide.cu``
+    (several columns per thread) at each configuration of ``WIDE``, each result checked."""
     import cupy
 
     from portops._backends.cupy import shift_sum as cs
     from portops._kernels.geometry import contiguous_strides, row_view
     from portops._kernels.loader import kernel_name, kernel_source
-    from portops._ops.shift_sum import ShiftSumArgs
 
-    channels = x.shape[1]
-    offsets = tuple(i * step for i in range(channels))
-    a = ShiftSumArgs.make("forward", x, offsets, 3, 1, None, False, cupy)
+    x, offsets = a.array, a.offsets
+    channels = len(offsets)
     shape = list(x.shape)
     shape[a.axis] += max(offsets)
     shape[a.channel_axis] = 1
-    g = cs._geometry(a, x.shape, cs._known_strides(x), contiguous_strides(shape), None, shape[3])
+    strides = (cs._known_strides(x), contiguous_strides(shape))
+    g = cs._geometry(a, x.shape, *strides, None, shape[a.axis])
     r = None if g is None else row_view(g, False)
     if r is None:
         raise RuntimeError("the row kernels do not take the probe's array")
@@ -437,7 +436,6 @@ def cupy_wide_probe(
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "cupy_row_wide.cu"), encoding="utf-8") as f:
         source = kernel_source("shift_sum.cu") + "\n" + f.read()
-    expected = portops.shift_sum(x, step)
     for threads, cols in WIDE:
         name = kernel_name("shift_sum_forward_rows_wide", dtypes, r.large, (channels, cols))
         module = cupy.RawModule(code=source, options=cs._OPTIONS, name_expressions=(name,))
@@ -483,8 +481,8 @@ def tiny_host(library: str, timer: Timer, out: list[Entry]) -> None:
         "elementwise x * 2 (reference)": elementwise,
     }.items():
         gpu, host = timer(fn)
-        mine = "portops" if "reference" not in name else name  # every call but the reference
-        out.append(Entry(group, name, gpu, host, extra=_profiled(fn, host, mine)))
+        extra = {} if "reference" in name else _profiled(fn, host)  # portops' calls
+        out.append(Entry(group, name, gpu, host, extra=extra))
 
 
 # ----------------------------------------------------------------------------- vecdot, einsum
