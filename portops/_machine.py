@@ -69,9 +69,9 @@ class Machine:
     )
 
     @property
-    def l3_per_core(self) -> int:
-        """One core's share of its level-3 cache (0 where there is none)."""
-        return self.l3 // max(1, self.l3_shared_by)
+    def core_cache(self) -> int:
+        """What one core's working set can fill: its L2, or its share of L3 if larger."""
+        return max(self.l2, self.l3 // max(1, self.l3_shared_by))
 
     @property
     def cache(self) -> int:

@@ -121,8 +121,7 @@ def _workers(nbytes: int, channel_bytes: int) -> int:
 def _kept_bytes() -> int:
     """The largest per-thread buffer kept between calls: twice the cache a block fills
     (a strategy forced on a large x gets fresh buffers: no thread keeps x's size)."""
-    m = _machine.current()
-    return 2 * max(m.l2, m.l3_per_core)
+    return 2 * _machine.current().core_cache
 
 
 def _scratch(slot: str, size: int, dtype: np.dtype) -> np.ndarray:
@@ -216,8 +215,7 @@ def _forward_into(
         target = _block_elements(NUMPY["forward_block_l2"], acc.itemsize)
         units = _blocks(outer, out_row, target, workers)
     else:  # each channel's gather reads x's block again: it must stay in the cache
-        m = _machine.current()
-        target = int(max(m.l2, m.l3_per_core) * NUMPY["block_fraction"]) // xv.itemsize
+        target = int(_machine.current().core_cache * NUMPY["block_fraction"]) // xv.itemsize
         units = _blocks(outer, channels * row, target, workers)
     _threads.run_units(units, work, workers)
 
@@ -340,8 +338,8 @@ def _sheared_forward_plan(a: ShiftSumArgs) -> Run:
                 return found
             kept[key] = found
             _local.sheared_bytes += found.nbytes
-            m = _machine.current()
-            while len(kept) > 1 and _local.sheared_bytes > max(m.l2, m.l3_per_core):
+            cache = _machine.current().core_cache
+            while len(kept) > 1 and _local.sheared_bytes > cache:
                 _local.sheared_bytes -= kept.popitem(last=False)[1].nbytes
         kept.move_to_end(key)
         return found
