@@ -107,6 +107,11 @@ class Comparison:
         natives = self.named("native")
         return min(natives, key=self.median) if natives else None
 
+    def copy_median(self) -> float | None:
+        """The median time of the comparison's copy of its bytes, if it has one."""
+        copies = self.named("copy")
+        return self.median(copies[0]) if copies else None
+
     def compared(self) -> list[str]:
         """What the headline shows: every seed method, then the best native call."""
         best = self.best_native()
@@ -437,12 +442,6 @@ AGREEMENT = 0.15  # two runs agree on a ratio when they differ by at most this m
 MACHINE_MOVED = 0.25  # a comparison's copy this much slower or faster: the machine changed
 
 
-def copy_median(c: Comparison) -> float | None:
-    """The median time of the comparison's copy of its bytes, if it has one."""
-    copies = c.named("copy")
-    return c.median(copies[0]) if copies else None
-
-
 def compare_runs(run: dict[str, Any], earlier: dict[str, Any]) -> tuple[str, int, int]:
     """Each headline ratio of `earlier` and `run` side by side, with their difference:
     (the table, how many ratios differ by over ``AGREEMENT`` without being noisy in both,
@@ -453,7 +452,7 @@ def compare_runs(run: dict[str, Any], earlier: dict[str, Any]) -> tuple[str, int
     rows, disagree, moved = [], 0, 0
     for c in headline(run["comparisons"]):
         prior = previous.get(c.title)
-        copies = (copy_median(c), prior and copy_median(prior))
+        copies = (c.copy_median(), prior and prior.copy_median())
         for n in c.compared():
             new = c.speedup(n)
             if prior is None or n not in prior.times:
