@@ -436,10 +436,13 @@ def cupy_wide_probe(
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "cupy_row_wide.cu"), encoding="utf-8") as f:
         source = kernel_source("shift_sum.cu") + "\n" + f.read()
+    names = {
+        cols: kernel_name("shift_sum_forward_rows_wide", dtypes, r.large, (channels, cols))
+        for _, cols in WIDE
+    }  # one compile of every instance
+    module = cupy.RawModule(code=source, options=cs._OPTIONS, name_expressions=(*names.values(),))
     for threads, cols in WIDE:
-        name = kernel_name("shift_sum_forward_rows_wide", dtypes, r.large, (channels, cols))
-        module = cupy.RawModule(code=source, options=cs._OPTIONS, name_expressions=(name,))
-        kernel = module.get_function(name)
+        kernel = module.get_function(names[cols])
         grid, block = (r.rows, math.ceil(r.out_width / (threads * cols))), (threads,)
 
         def run(kernel: Any = kernel, grid: Any = grid, block: Any = block) -> Any:
