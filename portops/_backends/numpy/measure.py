@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ... import _threads
-from .c_loops import c_einsum
+from .einsum import c_einsum
 
 __all__ = ["einsum_loop_flops", "thread_grain", "vecdot_short"]
 

@@ -17,7 +17,7 @@ from ..._ops.vecdot import VecdotArgs
 from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
 from ...extend import Priority
-from .c_loops import c_einsum
+from .einsum import c_einsum
 
 __all__ = ["choose", "plan"]
 

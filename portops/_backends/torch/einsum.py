@@ -29,8 +29,7 @@ from ..._ops.einsum import EinsumArgs, result_dtype_of, split_operands
 from ..._strategy import FEATURES, Strategies, Strategy
 from ..._tables import TORCH
 from ...extend import Priority
-from ..numpy.c_loops import c_einsum
-from ..numpy.einsum import loop_order, loop_wins, native_applies, tiny
+from ..numpy.einsum import c_einsum, loop_order, loop_wins, native_applies, tiny
 from .views import NUMPY_DTYPES, numpy_view
 
 # torch has no CPU GEMM or typed sum for these: computed in the wider dtype, wrapped back.
