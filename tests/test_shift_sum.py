@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -395,14 +396,17 @@ def test_blocked_numpy_kernels_on_every_case(
 )
 def test_compiled_row_loop_on_every_case(blocked_kernels, shape, step, axis, cax, mask_shape):
     """The compiled row loop, threaded, wherever it applies (contiguous float32 or float64
-    x, shifted along its last axis, no mask); elsewhere it is refused with its reason."""
+    x shifted along its last axis; with the case's mask and without); elsewhere it is
+    refused with its reason."""
     if blocked_kernels.row_loops() is None:
         pytest.fail("the compiled row loop was not built: pip install -e . with a C compiler")
     from portops import _tuning
 
-    for dtype in (np.float32, np.float64):
+    masks = [None] if mask_shape is None else [None, mask_shape]
+    for dtype, shape_of_mask in itertools.product((np.float32, np.float64), masks):
         x = _make(None, shape, dtype)
-        kw = _kwargs(axis, cax)
+        mask = None if shape_of_mask is None else _make(None, shape_of_mask, dtype, seed=1)
+        kw = {**_kwargs(axis, cax), "mask": mask}
         with (
             portops.prefer(shift_sum="numpy_blocked/rows"),
             _tuning.overridden(
@@ -420,6 +424,49 @@ def test_compiled_row_loop_on_every_case(blocked_kernels, shape, step, axis, cax
         tol = 1e-5 if dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
         assert not np.shares_memory(got, x)
+
+
+@pytest.mark.parametrize(
+    "mask_shape", [None, (100, 120), (8, 100, 120), (4, 1, 100, 120), (8, 100, 1)]
+)
+def test_compiled_row_loop_adds_as_the_slice_add_loop_does(blocked_kernels, mask_shape):
+    """Bit for bit the seed's slice-add loop in float32: each product rounded, then added
+    channel by channel (no fused multiply-add); masks broadcast along any axis, and of a
+    bool, a reversed and a broadcast layout too."""
+    if blocked_kernels.row_loops() is None:
+        pytest.fail("the compiled row loop was not built: pip install -e . with a C compiler")
+    x = _make(None, (4, 8, 100, 120), np.float32)
+    layouts = [None]
+    if mask_shape is not None:
+        mask = np.random.default_rng(1).random(mask_shape, dtype=np.float32)
+        layouts = [mask, mask > 0.5, mask[..., ::-1], np.broadcast_to(mask, (4, 8, 100, 120))]
+    for mask in layouts:
+        z = x if mask is None else x * mask
+        want = np.zeros((4, 100, 120 + 14), np.float32)
+        for c in range(8):
+            want[..., 2 * c : 2 * c + 120] += z[:, c]
+        with portops.prefer(shift_sum="numpy_blocked/rows"):
+            got = portops.shift_sum(x, 2, mask=mask)
+        assert portops.explain("shift_sum", x, 2, mask=mask).strategy == "rows"
+        np.testing.assert_array_equal(got, want)
+
+
+def test_masked_torch_forward_runs_the_row_loop_on_views(blocked_kernels):
+    """A masked torch CPU forward without gradients runs the row loop on NumPy views (the
+    slice-add loop's result bit for bit); with gradients it stays in torch."""
+    torch = pytest.importorskip("torch")
+    if blocked_kernels.row_loops() is None:
+        pytest.fail("the compiled row loop was not built: pip install -e . with a C compiler")
+    x = torch.from_numpy(_make(None, (4, 8, 200, 240), np.float32))
+    mask = torch.rand(200, 240, generator=torch.Generator().manual_seed(0))
+    assert portops.explain("shift_sum", x, 2, mask=mask).strategy == "numpy"
+    assert portops.explain("shift_sum", x.numpy(), 2, mask=mask.numpy()).strategy == "rows"
+    z, want = x * mask, torch.zeros(4, 200, 240 + 14)
+    for c in range(8):
+        want[..., 2 * c : 2 * c + 240] += z[:, c]
+    assert torch.equal(portops.shift_sum(x, 2, mask=mask), want)
+    xg = x.clone().requires_grad_()
+    assert portops.explain("shift_sum", xg, 2, mask=mask).strategy == "slice_add"
 
 
 def test_compiled_row_loop_refuses_other_byte_orders_and_unaligned_data():

@@ -1,13 +1,20 @@
-"""CUDA C sources of ``portops/_kernels`` and their template instance names (imports
-no GPU library, so tests can compile them with ``nvcc`` anywhere).
+"""The kernels of ``portops/_kernels``: the CUDA C sources and their template instance
+names (imports no GPU library, so tests can compile them with ``nvcc`` anywhere), and the
+CPU shift_sum forward's row loop (``shift_rows.c``), loaded with ctypes where the optional
+extension was built (ctypes releases the GIL in each call).
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 from functools import cache
 from importlib import resources
+from typing import Any
 
-__all__ = ["CTYPES", "kernel_name", "kernel_source", "real_of"]
+import numpy as np
+
+__all__ = ["CTYPES", "kernel_name", "kernel_source", "real_of", "row_loops"]
 
 # NumPy dtype name -> C type in shift_sum.cu.
 CTYPES: dict[str, str] = {
@@ -37,3 +44,19 @@ def kernel_name(
     args = [CTYPES[d] for d in dtypes] + ["long long" if large else "int"]
     args += [str(c) for c in constants]
     return f"portops::{kernel}<{', '.join(args)}>"
+
+
+@cache
+def row_loops() -> dict[np.dtype, Any] | None:
+    """{NumPy dtype: C function} (native byte order only), or None where the extension was
+    not built (no compiler at install time, or the sources run in place)."""
+    spec = importlib.util.find_spec("portops._kernels._shift_rows")
+    if spec is None or spec.origin is None:
+        return None
+    library, loops = ctypes.CDLL(spec.origin), {}
+    pointer, size = ctypes.c_void_p, ctypes.c_ssize_t  # (the mask's: NULL, NULL, 0 without)
+    for bits in (32, 64):
+        loop = loops[np.dtype(f"float{bits}")] = getattr(library, f"shift_rows_f{bits}")
+        loop.argtypes = [pointer] * 2 + [size] * 9 + [pointer] * 3 + [size]
+        loop.restype = None
+    return loops

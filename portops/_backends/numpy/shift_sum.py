@@ -17,7 +17,7 @@ from ... import _buffers as buffers
 from ... import _machine, _threads, extend
 from ..._generic import shift_sum as generic
 from ..._kernels.geometry import linear_step
-from ..._kernels.shift_rows import row_loops
+from ..._kernels.loader import row_loops
 from ..._ops.shift_sum import ShiftSumArgs
 from ..._strategy import Strategies, Strategy
 from ..._tables import NUMPY
@@ -225,8 +225,8 @@ def rows_apply(a: ShiftSumArgs) -> str | None:
     x, loops = a.array, row_loops()
     if loops is None:
         return "the compiled row loop was not built here"
-    if x.dtype not in loops or a.mask is not None or np.dtype(a.acc_dtype) != x.dtype:
-        return "float32 or float64 in native byte order, without a mask, only"
+    if x.dtype not in loops or np.dtype(a.acc_dtype) != x.dtype:
+        return "float32 or float64 in native byte order (and a mask that casts to it), only"
     if a.axis != x.ndim - 1 or not (x.flags.c_contiguous and x.flags.aligned and x.size):
         return "x C-contiguous and aligned, shifted along its last axis"
     return None
@@ -242,10 +242,12 @@ def _rows_forward_plan(a: ShiftSumArgs) -> Run:
     layout = (per_block, channels * per_block * width, width, per_block * width, channels, width)
     step = -(-rows // (4 * workers))  # a few units per thread: they balance
     units = [(r, min(r + step, rows)) for r in range(0, rows, step)]
+    normalize = _mask_normalizer(a)
 
     def run(x: Any, mask: Any) -> np.ndarray:
         x, y = np.ascontiguousarray(x), buffers.empty((rows, out_width), dtype)
-        pointers, tail = (y.ctypes.data, x.ctypes.data), (out_width, offsets.ctypes.data)
+        pointers = (y.ctypes.data, x.ctypes.data)
+        tail = (out_width, offsets.ctypes.data, *_mask_rows(normalize(mask), x.shape, cax, dtype))
 
         def work(units: Iterable[tuple[int, int]]) -> None:
             for first, last in units:
@@ -255,6 +257,21 @@ def _rows_forward_plan(a: ShiftSumArgs) -> Run:
         return y.reshape(final)
 
     return run
+
+
+def _mask_rows(mask: Any, shape: tuple[int, ...], cax: int, dtype: np.dtype) -> tuple[Any, ...]:
+    """The row loop's mask arguments for a C-contiguous x of `shape`: the mask, each x row's
+    offset in it, its channel stride (``.ctypes`` keep the arrays alive); or NULL, NULL, 0."""
+    if mask is None:
+        return None, None, 0
+    m = np.require(mask, dtype, "A")  # exact: x's dtype is the call's accumulation dtype
+    if m.shape[-1] != shape[-1] or m.strides[-1] != m.itemsize:  # broadcast or strided rows
+        m = np.ascontiguousarray(np.broadcast_to(m, (*m.shape[:-1], shape[-1])))
+    m = np.broadcast_to(m, shape)
+    step, starts = [s // m.itemsize for s in m.strides], np.zeros(1, np.intp)
+    for d in (d for d in range(len(shape) - 1) if d != cax):  # x's rows, in its order
+        starts = (starts[:, None] + np.arange(shape[d]) * step[d]).ravel()
+    return m.ctypes, starts.ctypes, step[cax]
 
 
 def _forward_bytes(a: ShiftSumArgs) -> int:
